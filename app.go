@@ -1,0 +1,160 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// Topology is what an App runs: a *processor.Topology, or a DSL builder
+// that compiles to one. Applications do not implement it.
+type Topology interface {
+	Graph() (*graph.Graph, error)
+}
+
+// App is a running instance of a stream processing application: it joins
+// the application's consumer group with Config.Threads stream threads and
+// processes the tasks the group assigns it.
+//
+// Lifecycle: New validates everything it can without a broker; Run
+// connects, checks topics, runs until its context ends and then shuts down
+// cleanly; Close stops a running App and waits for it. Run may be called
+// once.
+type App struct {
+	cfg   Config
+	graph *graph.Graph
+
+	mu      sync.Mutex
+	ran     bool
+	closed  bool
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	threads []*thread
+
+	// Set by Run.
+	dir    *stateDir
+	admin  sarama.ClusterAdmin
+	layout *layout
+}
+
+// New validates the topology and the configuration and returns an App
+// ready to Run. Every problem is reported at once.
+func New(t Topology, cfg Config) (*App, error) {
+	var errs []error
+	if t == nil {
+		errs = append(errs, errors.New("weir: nil topology"))
+	}
+	var g *graph.Graph
+	if t != nil {
+		var err error
+		if g, err = t.Graph(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Guarantee == ExactlyOnce {
+		errs = append(errs, ErrExactlyOnceUnavailable)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{})}, nil
+}
+
+// Run runs the application until ctx is done or a thread fails. On the way
+// out it commits what was processed, closes the tasks, leaves the group
+// (unless static membership is on) and releases the state directory. It
+// returns nil after a clean stop, otherwise the first error.
+func (a *App) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.ran || a.closed {
+		a.mu.Unlock()
+		return ErrClosed
+	}
+	a.ran = true
+	ctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	a.mu.Unlock()
+	defer close(a.stopped)
+	defer cancel()
+
+	dir, err := openStateDir(a.cfg.StateDir, a.cfg.ApplicationID)
+	if err != nil {
+		return err
+	}
+	a.dir = dir
+	defer dir.close()
+
+	client, err := sarama.NewClient(a.cfg.Brokers, baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-admin"))
+	if err != nil {
+		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return fmt.Errorf("weir: admin client: %w", err)
+	}
+	a.admin = admin
+	defer admin.Close() // closes client too
+
+	if a.layout, err = prepareTopics(client, admin, &a.cfg, a.graph); err != nil {
+		return err
+	}
+	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
+		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.processID)
+
+	threads := make([]*thread, 0, a.cfg.Threads)
+	for i := range a.cfg.Threads {
+		th, err := newThread(a, i, ctx)
+		if err != nil {
+			for _, t := range threads {
+				t.group.Close()
+				t.producer.close()
+				t.client.Close()
+			}
+			return err
+		}
+		threads = append(threads, th)
+	}
+	a.mu.Lock()
+	a.threads = threads
+	a.mu.Unlock()
+	errc := make(chan error, len(threads))
+	for _, th := range threads {
+		go func() { errc <- th.run() }()
+	}
+	var first error
+	for range threads {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel() // one failed thread stops the instance
+		}
+	}
+	a.cfg.Logger.Info("stopped", "application", a.cfg.ApplicationID, "error", first)
+	return first
+}
+
+// Close stops a running App and waits until Run has returned. It is safe
+// to call more than once, and before or without Run.
+func (a *App) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	ran, cancel := a.ran, a.cancel
+	a.mu.Unlock()
+	if !ran {
+		return nil
+	}
+	cancel()
+	<-a.stopped
+	return nil
+}
+
+// Describe returns the topology's description.
+func (a *App) Describe() string { return a.graph.Describe() }

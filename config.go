@@ -1,0 +1,325 @@
+package weir
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Guarantee is the processing guarantee of an application.
+type Guarantee int
+
+const (
+	// ExactlyOnce commits input offsets, output records and state changes
+	// atomically in Kafka transactions: the default. Kafka Streams'
+	// exactly_once_v2.
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce flushes output and state, then commits input offsets: a
+	// crash can repeat the effects of the records processed since the last
+	// commit, never lose them. Kafka Streams' at_least_once.
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly_once"
+	case AtLeastOnce:
+		return "at_least_once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
+
+// ParseGuarantee parses "exactly_once" or "at_least_once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "exactly_once":
+		return ExactlyOnce, nil
+	case "at_least_once":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("weir: unknown processing guarantee %q (want exactly_once or at_least_once)", s)
+}
+
+// ErrorPolicy says what happens to a record that cannot be processed as it
+// is: one whose key or value does not deserialize, or whose timestamp
+// cannot be extracted.
+type ErrorPolicy int
+
+const (
+	// Fail stops the application with an error that names the record's
+	// topic, partition and offset (never its contents). The default: a
+	// record is never dropped unless the application says so.
+	Fail ErrorPolicy = iota
+	// Skip logs the record's coordinates, counts it and goes on.
+	Skip
+)
+
+// Config configures an application. The zero value of every field means
+// its documented default; ApplicationID and Brokers are required.
+type Config struct {
+	// ApplicationID names the application: it is the consumer group id and
+	// the prefix of every internal topic and of the state directory. Kafka
+	// Streams' application.id. Letters, digits, '.', '_' and '-'.
+	ApplicationID string
+
+	// Brokers are the bootstrap servers, host:port. Required.
+	Brokers []string
+
+	// StateDir holds local state, under StateDir/<ApplicationID>. One
+	// running instance per directory: a second one fails at start. Default
+	// filepath.Join(os.TempDir(), "weir"). Kafka Streams' state.dir.
+	StateDir string
+
+	// Threads is the number of stream threads of this instance, each a
+	// consumer group member with its own tasks. Default 1.
+	Threads int
+
+	// Guarantee is the processing guarantee. Default ExactlyOnce.
+	Guarantee Guarantee
+
+	// CommitInterval is how often a thread commits. Default 100 ms under
+	// ExactlyOnce and 30 s under AtLeastOnce, as in Kafka Streams'
+	// commit.interval.ms. Minimum 1 ms.
+	CommitInterval time.Duration
+
+	// MaxTaskIdle is how long a task with several input partitions waits
+	// for an empty partition before it processes the others, so records
+	// are processed in timestamp order across partitions. Default 0: never
+	// wait. Kafka Streams' max.task.idle.ms.
+	MaxTaskIdle time.Duration
+
+	// Queue bounds the records fetched and not yet processed, per input
+	// partition. A full queue stops fetching that partition.
+	Queue QueueConfig
+
+	// StaticMemberID turns on static group membership (KIP-345): thread i
+	// joins with group.instance.id "<StaticMemberID>-<i>", so a restart
+	// within Consumer.SessionTimeout does not rebalance the group. It must
+	// be unique per instance and stable across its restarts.
+	StaticMemberID string
+
+	// Consumer tunes group membership and fetching.
+	Consumer ConsumerConfig
+
+	// Topics configures the internal topics weir creates.
+	Topics TopicConfig
+
+	// Net secures connections to the brokers.
+	Net NetConfig
+
+	// DeserializationErrors is the policy for records whose key or value
+	// does not deserialize. Default Fail.
+	DeserializationErrors ErrorPolicy
+
+	// TimestampErrors is the policy for records whose timestamp extractor
+	// fails or gives a negative time. Default Fail.
+	TimestampErrors ErrorPolicy
+
+	// Logger receives weir's logs. Record keys and values are never
+	// logged. Default: logs are discarded.
+	Logger *slog.Logger
+}
+
+// QueueConfig bounds one input partition's queue.
+type QueueConfig struct {
+	// MaxRecords is the most records queued. Default 1000.
+	MaxRecords int
+	// MaxBytes is the most key and value bytes queued; a single larger
+	// record is still admitted into an empty queue. Default 16 MiB.
+	MaxBytes int
+}
+
+// ConsumerConfig tunes the consumer group.
+type ConsumerConfig struct {
+	// SessionTimeout is how long the group waits for a silent member
+	// before it moves its tasks away. Default 10 s. Kafka's
+	// session.timeout.ms.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often members heartbeat. Default a third
+	// of SessionTimeout.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout bounds how long a member may take to commit and
+	// release revoked tasks. Default 60 s. Kafka's max.poll.interval.ms
+	// plays this role in the Java client.
+	RebalanceTimeout time.Duration
+	// FetchMaxWait is how long the broker holds a fetch for more data.
+	// Default 50 ms, short enough for sub-second rebalances.
+	FetchMaxWait time.Duration
+}
+
+// TopicConfig configures internal topics.
+type TopicConfig struct {
+	// ReplicationFactor of internal topics. Default 0: the broker's
+	// default.replication.factor.
+	ReplicationFactor int16
+	// PurgeInterval is how often consumed records are deleted from
+	// repartition topics (up to the committed offsets). Default 30 s.
+	// Kafka Streams' repartition.purge.interval.ms.
+	PurgeInterval time.Duration
+}
+
+// NetConfig secures broker connections.
+type NetConfig struct {
+	// TLS, when not nil, encrypts connections with this configuration.
+	TLS *tls.Config
+	// SASL authenticates connections when Mechanism is set.
+	SASL SASLConfig
+	// DialTimeout bounds connecting to a broker. Default 30 s.
+	DialTimeout time.Duration
+}
+
+// SASLConfig is SASL/PLAIN authentication.
+type SASLConfig struct {
+	// Mechanism is "" (off) or "PLAIN".
+	Mechanism string
+	User      string
+	Password  string
+}
+
+const (
+	defaultThreads            = 1
+	defaultCommitIntervalEOS  = 100 * time.Millisecond
+	defaultCommitIntervalALOS = 30 * time.Second
+	defaultQueueRecords       = 1000
+	defaultQueueBytes         = 16 << 20
+	defaultSessionTimeout     = 10 * time.Second
+	defaultRebalanceTimeout   = 60 * time.Second
+	defaultFetchMaxWait       = 50 * time.Millisecond
+	defaultPurgeInterval      = 30 * time.Second
+	defaultDialTimeout        = 30 * time.Second
+)
+
+// Validate reports every problem of c at once, each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("weir: Config.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case c.ApplicationID == "":
+		bad("ApplicationID", "required")
+	case !legalName(c.ApplicationID):
+		bad("ApplicationID", "%q: use only letters, digits, '.', '_' and '-'", c.ApplicationID)
+	case len(c.ApplicationID) > 200:
+		bad("ApplicationID", "longer than 200 characters; internal topic names would exceed Kafka's limit")
+	}
+	if len(c.Brokers) == 0 {
+		bad("Brokers", "required")
+	}
+	for _, b := range c.Brokers {
+		if i := strings.LastIndexByte(b, ':'); i <= 0 || i == len(b)-1 {
+			bad("Brokers", "%q is not host:port", b)
+		}
+	}
+	if c.Threads < 0 {
+		bad("Threads", "negative (%d)", c.Threads)
+	}
+	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
+		bad("Guarantee", "unknown value %d", int(c.Guarantee))
+	}
+	if c.CommitInterval < 0 || c.CommitInterval > 0 && c.CommitInterval < time.Millisecond {
+		bad("CommitInterval", "%v is below 1ms", c.CommitInterval)
+	}
+	if c.MaxTaskIdle < 0 {
+		bad("MaxTaskIdle", "negative (%v)", c.MaxTaskIdle)
+	}
+	if c.Queue.MaxRecords < 0 {
+		bad("Queue.MaxRecords", "negative (%d)", c.Queue.MaxRecords)
+	}
+	if c.Queue.MaxBytes < 0 {
+		bad("Queue.MaxBytes", "negative (%d)", c.Queue.MaxBytes)
+	}
+	if c.StaticMemberID != "" && !legalName(c.StaticMemberID) {
+		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)
+	}
+	if c.Consumer.SessionTimeout < 0 || c.Consumer.HeartbeatInterval < 0 || c.Consumer.RebalanceTimeout < 0 || c.Consumer.FetchMaxWait < 0 {
+		bad("Consumer", "durations must not be negative")
+	}
+	if c.Consumer.HeartbeatInterval > 0 && c.Consumer.SessionTimeout > 0 && c.Consumer.HeartbeatInterval >= c.Consumer.SessionTimeout {
+		bad("Consumer.HeartbeatInterval", "%v is not below SessionTimeout %v", c.Consumer.HeartbeatInterval, c.Consumer.SessionTimeout)
+	}
+	if c.Topics.ReplicationFactor < 0 {
+		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
+	}
+	if c.Topics.PurgeInterval < 0 {
+		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
+	}
+	switch c.Net.SASL.Mechanism {
+	case "":
+	case "PLAIN":
+		if c.Net.SASL.User == "" {
+			bad("Net.SASL.User", "required with mechanism PLAIN")
+		}
+	default:
+		bad("Net.SASL.Mechanism", "%q is not supported (use PLAIN)", c.Net.SASL.Mechanism)
+	}
+	if c.DeserializationErrors != Fail && c.DeserializationErrors != Skip {
+		bad("DeserializationErrors", "unknown policy %d", int(c.DeserializationErrors))
+	}
+	if c.TimestampErrors != Fail && c.TimestampErrors != Skip {
+		bad("TimestampErrors", "unknown policy %d", int(c.TimestampErrors))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(os.TempDir(), "weir")
+	}
+	if c.Threads == 0 {
+		c.Threads = defaultThreads
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = defaultCommitIntervalEOS
+		if c.Guarantee == AtLeastOnce {
+			c.CommitInterval = defaultCommitIntervalALOS
+		}
+	}
+	if c.Queue.MaxRecords == 0 {
+		c.Queue.MaxRecords = defaultQueueRecords
+	}
+	if c.Queue.MaxBytes == 0 {
+		c.Queue.MaxBytes = defaultQueueBytes
+	}
+	if c.Consumer.SessionTimeout == 0 {
+		c.Consumer.SessionTimeout = defaultSessionTimeout
+	}
+	if c.Consumer.HeartbeatInterval == 0 {
+		c.Consumer.HeartbeatInterval = c.Consumer.SessionTimeout / 3
+	}
+	if c.Consumer.RebalanceTimeout == 0 {
+		c.Consumer.RebalanceTimeout = defaultRebalanceTimeout
+	}
+	if c.Consumer.FetchMaxWait == 0 {
+		c.Consumer.FetchMaxWait = defaultFetchMaxWait
+	}
+	if c.Topics.PurgeInterval == 0 {
+		c.Topics.PurgeInterval = defaultPurgeInterval
+	}
+	if c.Net.DialTimeout == 0 {
+		c.Net.DialTimeout = defaultDialTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func legalName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

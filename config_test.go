@@ -1,0 +1,91 @@
+package weir
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+func TestValidateNamesEveryBadField(t *testing.T) {
+	t.Parallel()
+	c := Config{
+		ApplicationID:  "bad id",
+		Brokers:        []string{"nohost"},
+		Threads:        -1,
+		CommitInterval: time.Microsecond,
+		Queue:          QueueConfig{MaxRecords: -1, MaxBytes: -1},
+		Consumer:       ConsumerConfig{SessionTimeout: time.Second, HeartbeatInterval: 2 * time.Second},
+		Net:            NetConfig{SASL: SASLConfig{Mechanism: "GSSAPI"}},
+	}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a bad config")
+	}
+	for _, field := range []string{
+		"Config.ApplicationID", "Config.Brokers", "Config.Threads", "Config.CommitInterval",
+		"Config.Queue.MaxRecords", "Config.Queue.MaxBytes", "Config.Consumer.HeartbeatInterval",
+		"Config.Net.SASL.Mechanism",
+	} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error does not name %s:\n%v", field, err)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	eos := Config{ApplicationID: "a", Brokers: []string{"h:1"}}.withDefaults()
+	alos := Config{ApplicationID: "a", Brokers: []string{"h:1"}, Guarantee: AtLeastOnce}.withDefaults()
+	if eos.CommitInterval != 100*time.Millisecond || alos.CommitInterval != 30*time.Second {
+		t.Errorf("commit intervals %v / %v, want 100ms / 30s", eos.CommitInterval, alos.CommitInterval)
+	}
+	if eos.Threads != 1 || eos.Queue.MaxRecords != 1000 || eos.Queue.MaxBytes != 16<<20 || eos.Logger == nil {
+		t.Errorf("defaults not applied: %+v", eos)
+	}
+	if eos.Consumer.HeartbeatInterval != eos.Consumer.SessionTimeout/3 {
+		t.Errorf("heartbeat %v, want a third of %v", eos.Consumer.HeartbeatInterval, eos.Consumer.SessionTimeout)
+	}
+}
+
+func TestParseGuarantee(t *testing.T) {
+	t.Parallel()
+	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
+		back, err := ParseGuarantee(g.String())
+		if err != nil || back != g {
+			t.Errorf("ParseGuarantee(%q) = %v, %v", g.String(), back, err)
+		}
+	}
+	if _, err := ParseGuarantee("exactly-once"); err == nil {
+		t.Error("accepted a misspelled guarantee")
+	}
+}
+
+func TestNewReportsTopologyAndConfigTogether(t *testing.T) {
+	t.Parallel()
+	tp := processor.NewTopology()
+	tp.AddSource[string, string]("", "in", nil, serde.String())
+	_, err := New(tp, Config{Guarantee: AtLeastOnce})
+	if err == nil {
+		t.Fatal("New accepted an invalid topology and config")
+	}
+	for _, want := range []string{"empty name", "nil serde", "Config.ApplicationID", "Config.Brokers"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestExactlyOnceNotYetAvailable(t *testing.T) {
+	t.Parallel()
+	tp := processor.NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	tp.AddSink("out", "out", serde.String(), serde.String(), src)
+	_, err := New(tp, Config{ApplicationID: "a", Brokers: []string{"h:1"}})
+	if !errors.Is(err, ErrExactlyOnceUnavailable) {
+		t.Fatalf("New with the default guarantee = %v, want ErrExactlyOnceUnavailable", err)
+	}
+}

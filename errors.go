@@ -1,0 +1,74 @@
+package weir
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrStateDirLocked is returned by Run when another instance holds the
+// application's state directory.
+var ErrStateDirLocked = errors.New("weir: state directory is in use by another instance")
+
+// ErrExactlyOnceUnavailable is returned by New for the ExactlyOnce
+// guarantee until weir's transactional commit path exists.
+var ErrExactlyOnceUnavailable = errors.New("weir: the exactly_once guarantee is not available yet; set Config.Guarantee to weir.AtLeastOnce")
+
+// ErrClosed is returned by Run on an App that was closed or already ran.
+var ErrClosed = errors.New("weir: app closed")
+
+// RecordError is a record that stopped the application: it could not be
+// decoded or a processor failed on it. It names the record, never its
+// contents.
+type RecordError struct {
+	Task      string // task id, "<sub-topology>_<partition>"
+	Node      string // node that failed, if known
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	where := fmt.Sprintf("task %s, record %s/%d@%d", e.Task, e.Topic, e.Partition, e.Offset)
+	if e.Node != "" {
+		where += ", node " + e.Node
+	}
+	return fmt.Sprintf("weir: %s: %v", where, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// CopartitionError reports the source topics of a sub-topology with
+// different partition counts: their records could not meet in one task.
+type CopartitionError struct {
+	Subtopology int
+	Partitions  map[string]int32 // topic -> partition count
+}
+
+func (e *CopartitionError) Error() string {
+	return fmt.Sprintf("weir: sub-topology %d reads topics that are not co-partitioned: %s", e.Subtopology, formatCounts(e.Partitions))
+}
+
+// MissingTopicError reports source topics that do not exist.
+type MissingTopicError struct {
+	Topics []string
+}
+
+func (e *MissingTopicError) Error() string {
+	return fmt.Sprintf("weir: source topics do not exist: %v", e.Topics)
+}
+
+func formatCounts(m map[string]int32) string {
+	topics := make([]string, 0, len(m))
+	for t := range m {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	parts := make([]string, len(topics))
+	for i, t := range topics {
+		parts[i] = fmt.Sprintf("%s has %d", t, m[t])
+	}
+	return strings.Join(parts, ", ")
+}

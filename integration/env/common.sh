@@ -1,0 +1,45 @@
+# Shared settings of up.sh and down.sh; sourced, not run.
+#
+# Everything can be overridden from the environment:
+#   WEIR_ENV_DIR        run directory: data, logs, pid files, env.sh
+#   WEIR_CACHE_DIR      where Maven artifacts are unpacked (kept across runs)
+#   WEIR_KAFKA_PORT     broker listener on 127.0.0.1 (default 19092)
+#   WEIR_CONTROLLER_PORT KRaft controller listener (default 19093)
+#   WEIR_REGISTRY_PORT  Apicurio HTTP port (default 18081)
+#   WEIR_REGISTRY_JAVA  java binary (version 21 or newer) for Apicurio 3.3.x
+#   WEIR_UP_TIMEOUT     seconds to wait for each service (default 120)
+
+KAFKA_VERSION=4.4.0
+# Apicurio 3.3.x is built for Java 21; 3.0.9 is the newest 3.x that runs on
+# Java 17. up.sh uses 3.3.3 when it finds a Java 21+ runtime, else 3.0.9.
+APICURIO_NEW=3.3.3
+APICURIO_OLD=3.0.9
+
+ENV_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE_DIR="${WEIR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/weir}"
+RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
+KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
+CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
+REGISTRY_PORT="${WEIR_REGISTRY_PORT:-18081}"
+UP_TIMEOUT="${WEIR_UP_TIMEOUT:-120}"
+
+BROKER_PID="$RUN_DIR/broker.pid"
+REGISTRY_PID="$RUN_DIR/registry.pid"
+BROKER_LOG="$RUN_DIR/broker.log"
+REGISTRY_LOG="$RUN_DIR/registry.log"
+ENV_FILE="$RUN_DIR/env.sh"
+
+log() { printf 'weir-env: %s\n' "$*" >&2; }
+
+# alive PIDFILE: the recorded process still runs.
+alive() {
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Starts the real test cluster of weir on 127.0.0.1:
+#   - Apache Kafka 4.4.0, one KRaft node that is broker and controller,
+#   - Apicurio Registry 3.x with in-memory storage, used through its
+#     Confluent-compatible API (/apis/ccompat/v7).
+# Both come from Maven Central (fetched once into $WEIR_CACHE_DIR) and run
+# with the machine's java. Running up.sh while the cluster is up does nothing
+# but print the environment again. Stop it with down.sh.
+#
+# On success it prints, and writes to $WEIR_ENV_DIR/env.sh:
+#   export WEIR_BOOTSTRAP_SERVERS=127.0.0.1:19092
+#   export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:18081/apis/ccompat/v7
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+mkdir -p "$RUN_DIR" "$CACHE_DIR"
+
+# fail MSG LOGFILE: report a service that did not come up, with its log tail.
+fail() {
+  log "$1"
+  if [ -f "$2" ]; then
+    log "last lines of $2:"
+    tail -n 40 "$2" >&2
+  fi
+  exit 1
+}
+
+# java_major JAVA: the feature version of a java binary (17, 21, 25, ...).
+java_major() {
+  "$1" -XshowSettings:properties -version 2>&1 |
+    awk -F'= ' '/java.specification.version/ {print $2; exit}' | cut -d. -f1
+}
+
+# registry_java: the first java of version 21 or newer, or nothing.
+registry_java() {
+  local j m
+  for j in "${WEIR_REGISTRY_JAVA:-}" "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java || true)" /usr/lib/jvm/*/bin/java; do
+    [ -n "$j" ] && [ -x "$j" ] || continue
+    m=$(java_major "$j")
+    if [ -n "$m" ] && [ "$m" -ge 21 ]; then
+      echo "$j"
+      return 0
+    fi
+  done
+  return 0
+}
+
+fetch_kafka() {
+  local dir="$CACHE_DIR/kafka-$KAFKA_VERSION"
+  if [ ! -f "$dir/.complete" ]; then
+    log "fetching Apache Kafka $KAFKA_VERSION from Maven Central into $dir"
+    rm -rf "$dir"
+    mvn -q -B -Dstyle.color=never -f "$ENV_SRC/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$dir/libs" -DincludeScope=runtime >&2
+    touch "$dir/.complete"
+  fi
+  KAFKA_LIBS="$dir/libs"
+}
+
+fetch_registry() {
+  local version=$1 dir="$CACHE_DIR/apicurio-$1"
+  if [ ! -f "$dir/.complete" ]; then
+    log "fetching Apicurio Registry $version from Maven Central into $dir"
+    rm -rf "$dir"
+    mkdir -p "$dir/dist"
+    mvn -q -B -Dstyle.color=never -f "$ENV_SRC/pom.xml" dependency:copy \
+      -Dartifact="io.apicurio:apicurio-registry-app:$version:tar.gz:all" \
+      -DoutputDirectory="$dir" >&2
+    tar -xzf "$dir"/apicurio-registry-app-"$version"-all.tar.gz -C "$dir/dist"
+    rm -f "$dir"/apicurio-registry-app-"$version"-all.tar.gz
+    touch "$dir/.complete"
+  fi
+  # 3.1 and later ship Quarkus' fast-jar layout; 3.0 a runner jar.
+  if [ -f "$dir/dist/quarkus-run.jar" ]; then
+    REGISTRY_JAR="$dir/dist/quarkus-run.jar"
+  else
+    REGISTRY_JAR=$(ls "$dir"/dist/*-runner.jar)
+  fi
+}
+
+start_broker() {
+  if alive "$BROKER_PID"; then
+    log "broker already running (pid $(cat "$BROKER_PID"))"
+    return 0
+  fi
+  if port_open "$KAFKA_PORT"; then
+    fail "port $KAFKA_PORT is taken by a process up.sh did not start; set WEIR_KAFKA_PORT" /dev/null
+  fi
+  fetch_kafka
+  local conf="$RUN_DIR/server.properties"
+  rm -rf "$RUN_DIR/kafka-data" "$RUN_DIR/kafka-meta"
+  cat >"$conf" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$RUN_DIR/kafka-data
+metadata.log.dir=$RUN_DIR/kafka-meta
+num.partitions=1
+auto.create.topics.enable=false
+# One node: every internal topic has one replica.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=8
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+min.insync.replicas=1
+group.initial.rebalance.delay.ms=0
+# Tests kill instances and wait for the group to notice; allow short sessions.
+group.min.session.timeout.ms=1000
+# A dead transactional producer blocks read_committed readers until its
+# transaction times out; tests choose short timeouts.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+# Compaction within seconds: the cleaner wakes every 500 ms; topics that want
+# to be compacted quickly set segment.ms and min.cleanable.dirty.ratio.
+log.cleaner.enable=true
+log.cleaner.backoff.ms=500
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=33554432
+log.retention.check.interval.ms=1000
+log.segment.delete.delay.ms=1000
+log.initial.task.delay.ms=1000
+delete.topic.enable=true
+EOF
+  local cluster_id
+  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
+    kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" >"$RUN_DIR/format.log" 2>&1 ||
+    fail "formatting the broker's storage failed" "$RUN_DIR/format.log"
+  log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
+  nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf" >"$BROKER_LOG" 2>&1 </dev/null &
+  echo $! >"$BROKER_PID"
+}
+
+start_registry() {
+  if alive "$REGISTRY_PID"; then
+    log "registry already running (pid $(cat "$REGISTRY_PID"))"
+    return 0
+  fi
+  if port_open "$REGISTRY_PORT"; then
+    fail "port $REGISTRY_PORT is taken by a process up.sh did not start; set WEIR_REGISTRY_PORT" /dev/null
+  fi
+  local java version
+  java=$(registry_java)
+  if [ -n "$java" ]; then
+    version=$APICURIO_NEW
+  else
+    java=java
+    version=$APICURIO_OLD
+    log "no Java 21+ found (set WEIR_REGISTRY_JAVA); using Apicurio $version on Java 17"
+  fi
+  fetch_registry "$version"
+  log "starting Apicurio Registry $version on 127.0.0.1:$REGISTRY_PORT"
+  nohup "$java" -Xms128m -Xmx512m -Djava.awt.headless=true \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+    -Dquarkus.log.level=WARN -Dquarkus.banner.enabled=false \
+    -jar "$REGISTRY_JAR" >"$REGISTRY_LOG" 2>&1 </dev/null &
+  echo $! >"$REGISTRY_PID"
+}
+
+wait_broker() {
+  local deadline=$((SECONDS + UP_TIMEOUT))
+  until grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT"; do
+    alive "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
+    [ $SECONDS -lt $deadline ] || fail "the broker did not start within ${UP_TIMEOUT}s" "$BROKER_LOG"
+    sleep 0.2
+  done
+}
+
+wait_registry() {
+  local deadline=$((SECONDS + UP_TIMEOUT)) base="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+  until curl -sf -o /dev/null "$base/subjects"; do
+    alive "$REGISTRY_PID" || fail "the registry exited during start" "$REGISTRY_LOG"
+    [ $SECONDS -lt $deadline ] || fail "the registry did not start within ${UP_TIMEOUT}s" "$REGISTRY_LOG"
+    sleep 0.2
+  done
+  # Apicurio checks compatibility on registration only once a level is set;
+  # BACKWARD is the Confluent default that clients expect.
+  curl -sf -o /dev/null -X PUT -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+    --data '{"compatibility":"BACKWARD"}' "$base/config" ||
+    fail "setting the registry's global compatibility level failed" "$REGISTRY_LOG"
+}
+
+t0=$SECONDS
+start_broker
+start_registry
+wait_broker
+log "broker ready after $((SECONDS - t0))s"
+wait_registry
+log "registry ready after $((SECONDS - t0))s"
+
+info=$(curl -sf "http://127.0.0.1:$REGISTRY_PORT/apis/registry/v3/system/info" || true)
+registry_version=$(printf '%s' "$info" | sed -n 's/.*"version" *: *"\([^"]*\)".*/\1/p')
+cat >"$ENV_FILE" <<EOF
+export WEIR_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
+export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7
+export WEIR_KAFKA_VERSION=$KAFKA_VERSION
+export WEIR_REGISTRY_VERSION="Apicurio Registry ${registry_version:-unknown}"
+EOF
+cat "$ENV_FILE"

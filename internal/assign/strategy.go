@@ -1,0 +1,278 @@
+package assign
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// StrategyName is the protocol name weir's strategy registers with the
+// group coordinator. Every member of a group must use it.
+const StrategyName = "weir"
+
+// noGeneration is the generation a member reports before its first
+// assignment, as sarama does.
+const noGeneration = -1
+
+// Strategy is weir's [sarama.BalanceStrategy]: it assigns whole tasks with
+// [Plan], so partition p of every source topic of a sub-topology goes to one
+// member. It also implements [sarama.SubscriptionUserDataBalanceStrategy]
+// (it sends [UserData], its last generation and last assignment),
+// [sarama.OnAssignmentBalanceStrategy] (it reports the tasks received) and
+// [sarama.RebalanceProtocolBalanceStrategy] (cooperative and eager).
+//
+// A Strategy is stateful, like sarama's cooperative-sticky strategy: use
+// one per consumer group member (stream thread), never share it between
+// members. Its methods are safe for concurrent use.
+type Strategy struct {
+	subs     []Subtopology
+	local    func() UserData
+	onAssign func(tasks []TaskID, generation int32)
+
+	mu         sync.Mutex
+	generation int32
+	prev       []TaskID
+	logger     *slog.Logger
+}
+
+var (
+	_ sarama.SubscriptionUserDataBalanceStrategy = (*Strategy)(nil)
+	_ sarama.OnAssignmentBalanceStrategy         = (*Strategy)(nil)
+	_ sarama.RebalanceProtocolBalanceStrategy    = (*Strategy)(nil)
+)
+
+// NewStrategy returns a Strategy for the topology's sub-topologies, which
+// must be the same in every member of the group.
+//
+// local is called on every JoinGroup (on sarama's rebalance path, so it must
+// return promptly) to get the process's current [UserData]; nil means no
+// user data. onAssign is called after every SyncGroup (a cooperative
+// hand-over takes two) with the complete tasks this member was assigned,
+// sorted, and the generation; sarama calls it before it stops revoked
+// claims or starts new ones, so the tasks are the member's target set. It
+// must return promptly and do no I/O. It may be nil. subs is copied.
+func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks []TaskID, generation int32)) *Strategy {
+	c := make([]Subtopology, len(subs))
+	for i, s := range subs {
+		c[i] = Subtopology{ID: s.ID, Topics: slices.Clone(s.Topics)}
+	}
+	return &Strategy{subs: c, local: local, onAssign: onAssign, generation: noGeneration}
+}
+
+// WithLogger makes s log, at warn level, what it ignores when it plans as
+// group leader: subscriptions it cannot decode and stale ownership. By
+// default it logs nothing. It returns s.
+func (s *Strategy) WithLogger(l *slog.Logger) *Strategy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logger = l
+	return s
+}
+
+// Name returns [StrategyName].
+func (s *Strategy) Name() string { return StrategyName }
+
+// SupportedProtocols returns cooperative and eager. sarama runs the
+// cooperative protocol when every configured strategy supports it, so a
+// consumer group configured with only this strategy is cooperative.
+func (s *Strategy) SupportedProtocols() []sarama.RebalanceProtocol {
+	return []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative, sarama.RebalanceProtocolEager}
+}
+
+// AssignmentData returns nil: the assignment carries no user data.
+func (s *Strategy) AssignmentData(string, map[string][]int32, int32) ([]byte, error) {
+	return nil, nil
+}
+
+// SubscriptionUserData encodes the process's [UserData] (from local), the
+// generation of this member's last assignment and the tasks of that
+// assignment. It never fails.
+func (s *Strategy) SubscriptionUserData([]string) ([]byte, error) {
+	var ud UserData
+	if s.local != nil {
+		ud = s.local()
+	}
+	s.mu.Lock()
+	sub := subscription{UserData: ud, Generation: s.generation, Prev: s.prev}
+	s.mu.Unlock()
+	return encodeSubscription(sub), nil
+}
+
+// OnAssignment records the assignment and its generation for the next
+// subscription and calls onAssign with the tasks for which the member got
+// every partition. A task with only some of its partitions (a task being
+// handed over under the cooperative protocol) is left out.
+func (s *Strategy) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment, generation int32) {
+	var topics map[string][]int32
+	if assignment != nil {
+		topics = assignment.Topics
+	}
+	tasks := completeTasks(s.subs, topics)
+	s.mu.Lock()
+	s.generation = generation
+	s.prev = tasks
+	s.mu.Unlock()
+	if s.onAssign != nil {
+		s.onAssign(slices.Clone(tasks), generation)
+	}
+}
+
+// completeTasks returns, sorted, the tasks of subs for which topics holds
+// partition p of every source topic.
+func completeTasks(subs []Subtopology, topics map[string][]int32) []TaskID {
+	var tasks []TaskID
+	for _, sub := range subs {
+		if len(sub.Topics) == 0 {
+			continue
+		}
+	next:
+		for _, p := range topics[sub.Topics[0]] {
+			for _, t := range sub.Topics[1:] {
+				if !slices.Contains(topics[t], p) {
+					continue next
+				}
+			}
+			tasks = append(tasks, TaskID{Subtopology: sub.ID, Partition: p})
+		}
+	}
+	slices.SortFunc(tasks, TaskID.Compare)
+	return slices.Compact(tasks)
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// Plan implements [sarama.BalanceStrategy] for the group leader. It turns
+// each member's metadata into a [Member] and calls the pure [Plan] with
+// the partition counts of topics, then expands every task into its
+// partitions.
+//
+// Ownership, for stickiness, is the member's OwnedPartitions (cooperative
+// protocol), or when that is empty the tasks of its last assignment from
+// its user data (eager protocol, where sarama sends no OwnedPartitions). A
+// member whose generation (the larger of its metadata GenerationID and the
+// one in its user data) is below the group's largest owns nothing for
+// stickiness: its claims are stale. Undecodable user data (another version
+// of weir, another client) counts as no user data.
+//
+// Cooperative hand-over: when a task assigned to member B has a partition
+// that another member A still owns, B gets only the task's partitions it
+// already owns (usually none) in this round. A loses the task, revokes it
+// and rejoins; in the follow-up rebalance nobody else owns it and B gets
+// it whole. So no partition is ever assigned while another member still
+// holds it. Under the eager protocol nobody reports owned partitions and
+// nothing is withheld.
+func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
+	counts := make(map[string]int32, len(topics))
+	for t, ps := range topics {
+		counts[t] = int32(len(ps))
+	}
+	ids := slices.Sorted(maps.Keys(members))
+	input := make([]Member, len(ids))
+	gens := make([]int32, len(ids))
+	maxGen := int32(noGeneration)
+	holders := make(map[topicPartition][]string)
+	for i, id := range ids {
+		meta := members[id]
+		sub, err := decodeSubscription(meta.UserData)
+		if err != nil {
+			s.warn("ignoring subscription user data", "member", id, "err", err)
+			sub = subscription{Generation: noGeneration}
+		}
+		gen := sub.Generation
+		if meta.Version >= 2 && meta.GenerationID > gen {
+			gen = meta.GenerationID
+		}
+		gens[i] = gen
+		maxGen = max(maxGen, gen)
+
+		owned := s.ownedTasks(meta.OwnedPartitions)
+		if len(meta.OwnedPartitions) == 0 {
+			owned = sub.Prev
+		}
+		input[i] = Member{ID: id, ProcessID: sub.ProcessID, Owned: owned, State: sub.State}
+		for _, op := range meta.OwnedPartitions {
+			if op == nil {
+				continue
+			}
+			for _, p := range op.Partitions {
+				tp := topicPartition{op.Topic, p}
+				holders[tp] = append(holders[tp], id)
+			}
+		}
+	}
+	for i := range input {
+		if gens[i] < maxGen && len(input[i].Owned) > 0 {
+			s.warn("ignoring stale ownership", "member", input[i].ID, "generation", gens[i], "group_generation", maxGen)
+			input[i].Owned = nil
+		}
+	}
+
+	assignment, err := Plan(s.subs, counts, input)
+	if err != nil {
+		return nil, err
+	}
+
+	topicsOf := make(map[int][]string, len(s.subs))
+	for _, sub := range s.subs {
+		topicsOf[sub.ID] = sub.Topics
+	}
+	plan := make(sarama.BalanceStrategyPlan, len(ids))
+	for _, id := range ids {
+		plan[id] = make(map[string][]int32)
+		for _, task := range assignment[id] {
+			ts := topicsOf[task.Subtopology]
+			elsewhere := false
+			for _, t := range ts {
+				for _, h := range holders[topicPartition{t, task.Partition}] {
+					elsewhere = elsewhere || h != id
+				}
+			}
+			for _, t := range ts {
+				if elsewhere && !slices.Contains(holders[topicPartition{t, task.Partition}], id) {
+					continue // withheld until the other owner revoked it
+				}
+				plan[id][t] = append(plan[id][t], task.Partition)
+			}
+		}
+		for _, ps := range plan[id] {
+			slices.Sort(ps)
+		}
+	}
+	return plan, nil
+}
+
+// ownedTasks maps owned partitions to the tasks they belong to: a task is
+// owned if any of its partitions is.
+func (s *Strategy) ownedTasks(owned []*sarama.OwnedPartition) []TaskID {
+	var tasks []TaskID
+	for _, op := range owned {
+		if op == nil {
+			continue
+		}
+		for _, sub := range s.subs {
+			if !slices.Contains(sub.Topics, op.Topic) {
+				continue
+			}
+			for _, p := range op.Partitions {
+				tasks = append(tasks, TaskID{Subtopology: sub.ID, Partition: p})
+			}
+		}
+	}
+	slices.SortFunc(tasks, TaskID.Compare)
+	return slices.Compact(tasks)
+}
+
+func (s *Strategy) warn(msg string, args ...any) {
+	s.mu.Lock()
+	l := s.logger
+	s.mu.Unlock()
+	if l != nil {
+		l.Warn("weir: assign: "+msg, args...)
+	}
+}

@@ -1,0 +1,178 @@
+// Package graph is the untyped form of a topology that weir's runtime
+// executes. The typed builders (package processor, and the DSL on top of it)
+// produce a [Graph]; the runtime splits it into sub-topologies, creates one
+// set of node instances per task and feeds them records.
+//
+// Types stay out of this package on purpose: every node carries a
+// constructor that closes over its type parameters, and the instances it
+// builds talk to their children through typed interfaces, so the per-record
+// path never goes through an interface{} assertion. The only untyped step is
+// wiring children to parents once per task.
+package graph
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Kind is the role of a node.
+type Kind int
+
+const (
+	// KindSource reads one topic.
+	KindSource Kind = iota
+	// KindProcessor runs user code.
+	KindProcessor
+	// KindSink writes one topic.
+	KindSink
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindSource:
+		return "source"
+	case KindProcessor:
+		return "processor"
+	case KindSink:
+		return "sink"
+	}
+	return "unknown"
+}
+
+// Node is one node of the graph.
+type Node struct {
+	Name     string
+	Kind     Kind
+	Parents  []*Node
+	Children []*Node
+
+	// Topic is the topic a source reads or a sink writes. For an internal
+	// topic it is the user-given name, and the real topic is
+	// InternalTopic(applicationID, Topic).
+	Topic    string
+	Internal bool
+
+	// Stores names the state stores a processor uses.
+	Stores []string
+
+	// New creates the node's instance for one task. children holds the
+	// instances of n.Children in the same order; each implements the typed
+	// input interface that n forwards to. Called children first.
+	New func(env TaskEnv, children []Instance) (Instance, error)
+}
+
+// Repartition is an internal topic between two sub-topologies.
+type Repartition struct {
+	Name       string // user-given; the topic is InternalTopic(app, Name)
+	Partitions int32  // 0: the largest partition count of the writing sub-topology's sources
+}
+
+// Graph is a whole topology, nodes in the order they were added.
+type Graph struct {
+	Nodes        []*Node
+	Repartitions []*Repartition
+}
+
+// RepartitionSuffix ends the names of repartition topics.
+const RepartitionSuffix = "-repartition"
+
+// InternalTopic returns the topic weir uses for the internal topic name of
+// application app: "<app>-<name>-repartition".
+func InternalTopic(app, name string) string { return app + "-" + name + RepartitionSuffix }
+
+// Instance is a node's instance inside one task.
+type Instance interface {
+	// Init runs once after every instance of the task exists, parents first.
+	Init() error
+	// Close runs once when the task closes, parents first.
+	Close() error
+}
+
+// RawRecord is a record as read from Kafka, before deserialization. Its
+// byte slices belong to the runtime and are valid only during the call
+// that receives them.
+type RawRecord struct {
+	Key, Value []byte
+	Timestamp  time.Time
+	Headers    []Header
+	Topic      string
+	Partition  int32
+	Offset     int64
+}
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// SourceInstance is the instance of a source node. The runtime decodes the
+// head record of each of a task's partitions to learn its timestamp, then
+// processes the one with the smallest timestamp.
+type SourceInstance interface {
+	Instance
+	// Decode deserializes raw and extracts its event time, keeping the typed
+	// record until Process. A *DecodeError tells what failed.
+	Decode(raw *RawRecord) (time.Time, error)
+	// Process forwards the record of the last successful Decode.
+	Process() error
+}
+
+// DecodeError is a record that could not be turned into a typed record.
+type DecodeError struct {
+	Stage string // "key", "value" or "timestamp"
+	Err   error
+}
+
+func (e *DecodeError) Error() string { return "cannot decode " + e.Stage + ": " + e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// PunctuationType selects the clock of a punctuator.
+type PunctuationType int
+
+const (
+	// StreamTime punctuators fire as the task's stream time advances.
+	StreamTime PunctuationType = iota
+	// WallClockTime punctuators fire on the system clock.
+	WallClockTime
+)
+
+// Metadata describes the input record being processed.
+type Metadata struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// TaskEnv is what the runtime gives a task's node instances.
+type TaskEnv interface {
+	// Context is cancelled when the task closes.
+	Context() context.Context
+	ApplicationID() string
+	TaskID() string
+	Partition() int32
+	// Metadata returns the record being processed; false in a punctuator.
+	Metadata() (Metadata, bool)
+	// StreamTime is the largest event time the task has seen.
+	StreamTime() time.Time
+	// Schedule runs fn every interval on the chosen clock until cancel.
+	Schedule(node string, interval time.Duration, typ PunctuationType, fn func(time.Time) error) (cancel func(), err error)
+	// Send hands a serialized record to the task's producer. partition < 0
+	// partitions by key with Kafka's murmur2 partitioner. internal means
+	// topic is an internal topic name to be expanded.
+	Send(topic string, internal bool, key, value []byte, ts time.Time, headers []Header, partition int32) error
+	// PartitionCount returns the number of partitions of a sink's topic.
+	PartitionCount(topic string, internal bool) (int32, error)
+	Logger() *slog.Logger
+}
+
+// NodeError is an error raised by a node; the runtime adds the task and the
+// input record's coordinates.
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
+func (e *NodeError) Unwrap() error { return e.Err }

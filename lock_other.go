@@ -1,0 +1,18 @@
+//go:build !unix
+
+package weir
+
+import (
+	"errors"
+	"os"
+)
+
+var errLocked = errors.New("locked")
+
+// lockExclusive is not implemented off unix: weir's state directory lock
+// relies on flock(2).
+func lockExclusive(*os.File) error {
+	return errors.New("state directory locking needs a unix system")
+}
+
+func unlock(*os.File) {}

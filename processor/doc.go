@@ -1,0 +1,37 @@
+// Package processor is weir's Processor API: the low-level way to describe
+// a stream processing topology as a graph of named nodes.
+//
+// # Building a topology
+//
+// A [Topology] starts from sources (a topic with key and value serdes),
+// adds processors (user code implementing [Processor]) and ends in sinks.
+// Every node has an explicit, stable name. Nodes are connected through the
+// typed handles the Add methods return, so a processor's input types are
+// checked by the compiler against its parents' output types:
+//
+//	t := processor.NewTopology()
+//	lines := t.AddSource("lines", "text-input", serde.String(), serde.String())
+//	words := t.AddProcessor("split", splitWords, lines)
+//	byWord := t.AddRepartition("words-by-word", serde.String(), serde.String(), words)
+//	t.AddSink("out", "word-counts", serde.String(), serde.String(), byWord)
+//
+// Problems (a duplicate name, a nil serde, a handle from another topology)
+// are collected and reported together by [Topology.Validate], which weir.New
+// calls.
+//
+// # Sub-topologies and repartitioning
+//
+// A repartition node writes its input to an internal topic named
+// "<application id>-<name>-repartition", keyed by the record key, and reads
+// it back in another sub-topology: so records with the same key meet in the
+// same task after a key change. Each connected part of the graph is a
+// sub-topology; a task is one sub-topology on one partition.
+// [Topology.Describe] prints them.
+//
+// # Processing
+//
+// A [Processor] gets a [Context] with every record: it forwards records to
+// its children, reads the input record's [Metadata], and schedules
+// punctuators on stream time or wall-clock time. One task runs on one
+// goroutine, so a processor instance needs no locks.
+package processor

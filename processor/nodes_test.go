@@ -1,0 +1,266 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/serde"
+)
+
+// fakeEnv is a task environment that records what sinks send.
+type fakeEnv struct {
+	sent      []sent
+	schedules []fakeSchedule
+	meta      graph.Metadata
+	inRecord  bool
+}
+
+type sent struct {
+	topic      string
+	internal   bool
+	key, value string
+	ts         time.Time
+	partition  int32
+}
+
+type fakeSchedule struct {
+	node     string
+	interval time.Duration
+	typ      graph.PunctuationType
+	fn       func(time.Time) error
+}
+
+func (e *fakeEnv) Context() context.Context                   { return context.Background() }
+func (e *fakeEnv) ApplicationID() string                      { return "app" }
+func (e *fakeEnv) TaskID() string                             { return "0_0" }
+func (e *fakeEnv) Partition() int32                           { return 0 }
+func (e *fakeEnv) Metadata() (graph.Metadata, bool)           { return e.meta, e.inRecord }
+func (e *fakeEnv) StreamTime() time.Time                      { return time.Time{} }
+func (e *fakeEnv) Logger() *slog.Logger                       { return slog.New(slog.DiscardHandler) }
+func (e *fakeEnv) PartitionCount(string, bool) (int32, error) { return 4, nil }
+func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
+	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
+	return func() {}, nil
+}
+func (e *fakeEnv) Send(topic string, internal bool, key, value []byte, ts time.Time, _ []graph.Header, partition int32) error {
+	e.sent = append(e.sent, sent{topic, internal, string(key), string(value), ts, partition})
+	return nil
+}
+
+// instantiate builds every node of g for one task, children first, and
+// initialises them parents first, as the runtime does.
+func instantiate(t *testing.T, g *graph.Graph, env graph.TaskEnv) map[string]graph.Instance {
+	t.Helper()
+	made := map[*graph.Node]graph.Instance{}
+	var build func(n *graph.Node) graph.Instance
+	build = func(n *graph.Node) graph.Instance {
+		if inst, ok := made[n]; ok {
+			return inst
+		}
+		var children []graph.Instance
+		for _, c := range n.Children {
+			children = append(children, build(c))
+		}
+		inst, err := n.New(env, children)
+		if err != nil {
+			t.Fatalf("New(%s): %v", n.Name, err)
+		}
+		made[n] = inst
+		return inst
+	}
+	out := map[string]graph.Instance{}
+	for _, n := range g.Nodes {
+		out[n.Name] = build(n)
+	}
+	for _, n := range g.Nodes {
+		if err := out[n.Name].Init(); err != nil {
+			t.Fatalf("Init(%s): %v", n.Name, err)
+		}
+	}
+	return out
+}
+
+func feed(t *testing.T, src graph.Instance, key, value string, ts time.Time) error {
+	t.Helper()
+	s := src.(graph.SourceInstance)
+	raw := &graph.RawRecord{Key: []byte(key), Value: []byte(value), Timestamp: ts, Topic: "text-input"}
+	if _, err := s.Decode(raw); err != nil {
+		return err
+	}
+	return s.Process()
+}
+
+func TestRecordsFlowThroughTypedNodes(t *testing.T) {
+	t.Parallel()
+	g, err := wordCountTopology().Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	insts := instantiate(t, g, env)
+	ts := time.UnixMilli(1_700_000_000_000)
+	if err := feed(t, insts["lines"], "", "to be or", ts); err != nil {
+		t.Fatal(err)
+	}
+	// Sub-topology 0 writes every word to the repartition topic, keyed by word.
+	var words []string
+	for _, s := range env.sent {
+		if s.topic != "words-by-word" || !s.internal || s.partition != -1 || !s.ts.Equal(ts) {
+			t.Errorf("unexpected send %+v", s)
+		}
+		words = append(words, s.key)
+	}
+	if !slices.Equal(words, []string{"to", "be", "or"}) {
+		t.Errorf("repartitioned keys = %v", words)
+	}
+	// Sub-topology 1 counts and writes 8-byte big-endian values.
+	env.sent = nil
+	if err := feed(t, insts["words-by-word-source"], "be", "be", ts); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.sent) != 1 || env.sent[0].topic != "word-counts" || env.sent[0].value != "\x00\x00\x00\x00\x00\x00\x00\x01" {
+		t.Errorf("sink got %+v", env.sent)
+	}
+}
+
+func TestDecodeErrorsNameTheStage(t *testing.T) {
+	t.Parallel()
+	tp := NewTopology()
+	src := tp.AddSource("n", "numbers", serde.String(), serde.Int64(),
+		WithTimestampExtractor(func(rec Record[string, int64], _ time.Time) (time.Time, error) {
+			if rec.Value < 0 {
+				return time.Time{}, errors.New("negative value has no time")
+			}
+			return time.UnixMilli(rec.Value), nil
+		}))
+	tp.AddSink("out", "o", serde.String(), serde.Int64(), src)
+	g, err := tp.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instantiate(t, g, &fakeEnv{})["n"].(graph.SourceInstance)
+
+	cases := []struct {
+		key   []byte
+		value []byte
+		stage string
+	}{
+		{[]byte{0xff}, []byte{0, 0, 0, 0, 0, 0, 0, 1}, "key"},
+		{[]byte("k"), []byte{1, 2}, "value"},
+		{[]byte("k"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "timestamp"},
+	}
+	for _, c := range cases {
+		_, err := s.Decode(&graph.RawRecord{Key: c.key, Value: c.value, Topic: "numbers"})
+		var de *graph.DecodeError
+		if !errors.As(err, &de) || de.Stage != c.stage {
+			t.Errorf("Decode(%x, %x) = %v, want a %s DecodeError", c.key, c.value, err, c.stage)
+		}
+	}
+	ts, err := s.Decode(&graph.RawRecord{Key: []byte("k"), Value: []byte{0, 0, 0, 0, 0, 0, 0x03, 0xe8}, Topic: "numbers"})
+	if err != nil || ts.UnixMilli() != 1000 {
+		t.Errorf("extracted time = %v, %v; want 1000 ms", ts.UnixMilli(), err)
+	}
+}
+
+func TestForwardToAndErrorsNameTheNode(t *testing.T) {
+	t.Parallel()
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	router := tp.AddProcessor("router", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		return ctx.ForwardTo(rec.Key, rec)
+	}), src)
+	tp.AddSink("left", "left-topic", serde.String(), serde.String(), router)
+	tp.AddSink("right", "right-topic", serde.String(), serde.String(), router)
+	failing := tp.AddProcessor("failing", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		return errors.New("boom")
+	}), router)
+	_ = failing
+	g, err := tp.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	insts := instantiate(t, g, env)
+	if err := feed(t, insts["in"], "right", "v", time.UnixMilli(1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.sent) != 1 || env.sent[0].topic != "right-topic" {
+		t.Fatalf("ForwardTo(right) sent %+v", env.sent)
+	}
+	err = feed(t, insts["in"], "nobody", "v", time.UnixMilli(1))
+	if err == nil || !strings.Contains(err.Error(), `"router" has no child "nobody"`) {
+		t.Errorf("ForwardTo an unknown child = %v", err)
+	}
+	err = feed(t, insts["in"], "failing", "v", time.UnixMilli(1))
+	var ne *graph.NodeError
+	if !errors.As(err, &ne) || ne.Node != "failing" || ne.Err.Error() != "boom" {
+		t.Errorf("processor error = %v, want NodeError from failing", err)
+	}
+}
+
+func TestCustomPartitionerIsChecked(t *testing.T) {
+	t.Parallel()
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	tp.AddSink("out", "out", serde.String(), serde.String(), src,
+		WithPartitioner(func(key, _ string, n int32) int32 { return int32(len(key)) % (n + 1) }))
+	g, _ := tp.Graph()
+	env := &fakeEnv{}
+	insts := instantiate(t, g, env)
+	if err := feed(t, insts["in"], "abc", "v", time.UnixMilli(1)); err != nil {
+		t.Fatal(err)
+	}
+	if env.sent[0].partition != 3 {
+		t.Errorf("partition = %d, want 3", env.sent[0].partition)
+	}
+	// The fake topic has 4 partitions: 4 is out of range.
+	if err := feed(t, insts["in"], "abcd", "v", time.UnixMilli(1)); err == nil || !strings.Contains(err.Error(), "partition 4") {
+		t.Errorf("out-of-range partition = %v", err)
+	}
+}
+
+func TestScheduleValidates(t *testing.T) {
+	t.Parallel()
+	var got []error
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	p := tp.AddProcessor("p", func() Processor[string, string, string, string] {
+		return &initProc{init: func(ctx Context[string, string]) error {
+			_, e1 := ctx.Schedule(0, StreamTime, func(time.Time) error { return nil })
+			_, e2 := ctx.Schedule(time.Second, WallClockTime, nil)
+			_, e3 := ctx.Schedule(time.Second, StreamTime, func(time.Time) error { return errors.New("tick") })
+			got = append(got, e1, e2, e3)
+			return nil
+		}}
+	}, src)
+	tp.AddSink("out", "out", serde.String(), serde.String(), p)
+	g, _ := tp.Graph()
+	env := &fakeEnv{}
+	instantiate(t, g, env)
+	if got[0] == nil || got[1] == nil || got[2] != nil {
+		t.Fatalf("Schedule errors = %v; want errors for a zero interval and a nil punctuator only", got)
+	}
+	if len(env.schedules) != 1 || env.schedules[0].node != "p" || env.schedules[0].typ != graph.StreamTime {
+		t.Fatalf("scheduled %+v", env.schedules)
+	}
+	var ne *graph.NodeError
+	if err := env.schedules[0].fn(time.Now()); !errors.As(err, &ne) || ne.Node != "p" {
+		t.Errorf("punctuator error = %v, want NodeError from p", err)
+	}
+}
+
+type initProc struct {
+	init func(ctx Context[string, string]) error
+}
+
+func (p *initProc) Init(ctx Context[string, string]) error { return p.init(ctx) }
+func (p *initProc) Process(ctx Context[string, string], rec Record[string, string]) error {
+	return ctx.Forward(rec)
+}
+func (p *initProc) Close() error { return nil }

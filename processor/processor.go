@@ -1,0 +1,93 @@
+package processor
+
+import (
+	"context"
+	"time"
+)
+
+// Processor is user code in a topology: it receives records of type
+// Record[KIn, VIn] and forwards records of type Record[KOut, VOut] through
+// its Context.
+//
+// weir creates one Processor per task from the supplier given to
+// [Topology.AddProcessor] and calls it from one goroutine. An error from
+// any method stops the application with the error, the node's name and the
+// input record's coordinates (never its contents).
+type Processor[KIn, VIn, KOut, VOut any] interface {
+	// Init runs once before the first record, after the task's stores are
+	// ready; it is the place to schedule punctuators.
+	Init(ctx Context[KOut, VOut]) error
+	// Process handles one record.
+	Process(ctx Context[KOut, VOut], rec Record[KIn, VIn]) error
+	// Close runs once when the task closes (on rebalance or shutdown).
+	Close() error
+}
+
+// Context is a processor's view of its task.
+//
+// It is a context.Context, cancelled when the task closes, to hand to the
+// calls a processor makes. A Context is valid only inside the Processor
+// methods and punctuators of the processor it was given to.
+type Context[K, V any] interface {
+	context.Context
+
+	// Forward sends rec to every child of the processor, in the order they
+	// were added, and returns the first error.
+	Forward(rec Record[K, V]) error
+	// ForwardTo sends rec to the child with that name only.
+	ForwardTo(child string, rec Record[K, V]) error
+	// Metadata describes the input record being processed. It reports
+	// false inside a punctuator, which runs outside any record.
+	Metadata() (Metadata, bool)
+	// StreamTime is the largest event time the task has processed.
+	StreamTime() time.Time
+	// Schedule calls fn every interval, on the task's stream time or on the
+	// wall clock, until the returned cancel function is called or the task
+	// closes. fn gets the time that triggered it. Stream-time punctuators
+	// fire only when records advance stream time: at most once per record,
+	// however far it jumps. interval must be at least 1 ms.
+	Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (cancel func(), err error)
+	// ApplicationID returns the application's id.
+	ApplicationID() string
+	// TaskID names the task, "<sub-topology>_<partition>".
+	TaskID() string
+}
+
+// Punctuator is a function scheduled with [Context.Schedule].
+type Punctuator func(t time.Time) error
+
+// PunctuationType selects the clock that drives a punctuator.
+type PunctuationType int
+
+const (
+	// StreamTime punctuators fire as the task's stream time (event time)
+	// passes each interval boundary. Kafka Streams' STREAM_TIME.
+	StreamTime PunctuationType = iota
+	// WallClockTime punctuators fire on the system clock, checked between
+	// records. Kafka Streams' WALL_CLOCK_TIME.
+	WallClockTime
+)
+
+func (p PunctuationType) String() string {
+	switch p {
+	case StreamTime:
+		return "stream-time"
+	case WallClockTime:
+		return "wall-clock"
+	}
+	return "unknown"
+}
+
+// Func returns a supplier of stateless processors that call fn for every
+// record and need no Init or Close.
+func Func[KIn, VIn, KOut, VOut any](fn func(ctx Context[KOut, VOut], rec Record[KIn, VIn]) error) func() Processor[KIn, VIn, KOut, VOut] {
+	return func() Processor[KIn, VIn, KOut, VOut] { return funcProcessor[KIn, VIn, KOut, VOut](fn) }
+}
+
+type funcProcessor[KIn, VIn, KOut, VOut any] func(ctx Context[KOut, VOut], rec Record[KIn, VIn]) error
+
+func (funcProcessor[KIn, VIn, KOut, VOut]) Init(Context[KOut, VOut]) error { return nil }
+func (f funcProcessor[KIn, VIn, KOut, VOut]) Process(ctx Context[KOut, VOut], rec Record[KIn, VIn]) error {
+	return f(ctx, rec)
+}
+func (funcProcessor[KIn, VIn, KOut, VOut]) Close() error { return nil }

@@ -1,0 +1,373 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/queue"
+)
+
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// msgQueue is a partition's queue of fetched records.
+type msgQueue = queue.Queue[*sarama.ConsumerMessage]
+
+func msgSize(m *sarama.ConsumerMessage) int { return len(m.Key) + len(m.Value) }
+
+// partition is one input partition of a task.
+type partition struct {
+	tp  tp
+	src graph.SourceInstance
+	q   *msgQueue // nil until the partition's claim starts
+
+	// head is the decoded record at the front of q, if any.
+	head     *sarama.ConsumerMessage
+	headTime time.Time
+
+	consumed  int64 // next offset to commit; -1 before the first record
+	committed int64 // last committed next offset; -1 unknown
+}
+
+// task is one sub-topology on one partition. All its methods run on its
+// thread's goroutine.
+type task struct {
+	id    assign.TaskID
+	name  string
+	th    *thread
+	ctx   context.Context
+	stop  context.CancelFunc
+	log   *slog.Logger
+	parts []*partition
+	byTP  map[tp]*partition
+	insts []graph.Instance // in graph order: parents before children
+
+	streamTime time.Time
+	meta       graph.Metadata
+	inRecord   bool
+	punct      []*schedule
+	idleSince  time.Time // when the task first waited for an empty partition
+}
+
+// schedule is a punctuator.
+type schedule struct {
+	node      string
+	interval  time.Duration
+	typ       graph.PunctuationType
+	fn        func(time.Time) error
+	next      time.Time
+	cancelled bool
+}
+
+// newTask creates a task's node instances, children first, then runs Init
+// parents first.
+func newTask(th *thread, id assign.TaskID) (*task, error) {
+	sub := th.app.layout.subs[id.Subtopology]
+	ctx, cancel := context.WithCancel(th.ctx)
+	t := &task{
+		id:   id,
+		name: id.String(),
+		th:   th,
+		ctx:  ctx,
+		stop: cancel,
+		byTP: map[tp]*partition{},
+	}
+	t.log = th.log.With("task", t.name)
+	made := map[*graph.Node]graph.Instance{}
+	var build func(n *graph.Node) (graph.Instance, error)
+	build = func(n *graph.Node) (graph.Instance, error) {
+		if inst, ok := made[n]; ok {
+			return inst, nil
+		}
+		children := make([]graph.Instance, len(n.Children))
+		for i, c := range n.Children {
+			inst, err := build(c)
+			if err != nil {
+				return nil, err
+			}
+			children[i] = inst
+		}
+		inst, err := n.New(t, children)
+		if err != nil {
+			return nil, fmt.Errorf("weir: task %s: creating node %s: %w", t.name, n.Name, err)
+		}
+		made[n] = inst
+		return inst, nil
+	}
+	for _, n := range sub.Nodes {
+		inst, err := build(n)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		t.insts = append(t.insts, inst)
+		if n.Kind == graph.KindSource {
+			src, ok := inst.(graph.SourceInstance)
+			if !ok {
+				cancel()
+				return nil, fmt.Errorf("weir: internal error: source %s has no source instance", n.Name)
+			}
+			p := &partition{tp: tp{topicName(th.app.cfg.ApplicationID, n), id.Partition}, src: src, consumed: -1, committed: -1}
+			t.parts = append(t.parts, p)
+			t.byTP[p.tp] = p
+		}
+	}
+	for i, inst := range t.insts {
+		if err := inst.Init(); err != nil {
+			for _, done := range t.insts[:i] {
+				_ = done.Close()
+			}
+			cancel()
+			return nil, fmt.Errorf("weir: task %s: init: %w", t.name, err)
+		}
+	}
+	return t, nil
+}
+
+// close runs Close on every node and cancels the task's context.
+func (t *task) close() error {
+	var errs []error
+	for _, inst := range t.insts {
+		if err := inst.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	t.stop()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("weir: task %s: close: %w", t.name, err)
+	}
+	return nil
+}
+
+// next decodes the heads of the task's partitions and returns the one with
+// the smallest timestamp, or nil when the task has nothing to process now.
+// wait tells the thread when to look again if the task is holding back for
+// an empty partition (MaxTaskIdle).
+func (t *task) next(now time.Time) (p *partition, wait time.Time, err error) {
+	empty := false
+	for _, cand := range t.parts {
+		if cand.head == nil {
+			if err := t.decodeHead(cand); err != nil {
+				return nil, time.Time{}, err
+			}
+		}
+		if cand.head == nil {
+			empty = true
+			continue
+		}
+		if p == nil || cand.headTime.Before(p.headTime) {
+			p = cand
+		}
+	}
+	if p == nil {
+		t.idleSince = time.Time{}
+		return nil, time.Time{}, nil
+	}
+	if empty && len(t.parts) > 1 {
+		idle := t.th.app.cfg.MaxTaskIdle
+		if idle > 0 {
+			if t.idleSince.IsZero() {
+				t.idleSince = now
+			}
+			if deadline := t.idleSince.Add(idle); now.Before(deadline) {
+				return nil, deadline, nil
+			}
+		}
+	}
+	t.idleSince = time.Time{}
+	return p, time.Time{}, nil
+}
+
+// decodeHead decodes the front record of p, applying the error policies to
+// records that cannot be decoded.
+func (t *task) decodeHead(p *partition) error {
+	for p.q != nil {
+		m, ok := p.q.Peek()
+		if !ok {
+			return nil
+		}
+		raw := graph.RawRecord{
+			Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+		}
+		if len(m.Headers) > 0 {
+			raw.Headers = make([]graph.Header, len(m.Headers))
+			for i, h := range m.Headers {
+				raw.Headers[i] = graph.Header{Key: string(h.Key), Value: h.Value}
+			}
+		}
+		ts, err := p.src.Decode(&raw)
+		if err == nil {
+			p.head, p.headTime = m, ts
+			return nil
+		}
+		policy := t.th.app.cfg.DeserializationErrors
+		var de *graph.DecodeError
+		if errors.As(err, &de) && de.Stage == "timestamp" {
+			policy = t.th.app.cfg.TimestampErrors
+		}
+		if policy == Fail {
+			return &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
+		}
+		t.log.Warn("skipping record", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
+		p.q.Pop()
+		p.consumed = m.Offset + 1
+	}
+	return nil
+}
+
+// process runs the head record of p through the topology.
+func (t *task) process(p *partition) error {
+	m := p.head
+	p.head = nil
+	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+	t.inRecord = true
+	if p.headTime.After(t.streamTime) {
+		t.streamTime = p.headTime
+	}
+	err := p.src.Process()
+	t.inRecord = false
+	if err != nil {
+		// The record stays unconsumed: a restart processes it again.
+		return t.recordError(m, err)
+	}
+	p.q.Pop()
+	p.consumed = m.Offset + 1
+	return t.punctuate(graph.StreamTime, t.streamTime)
+}
+
+func (t *task) recordError(m *sarama.ConsumerMessage, err error) error {
+	re := &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
+	var ne *graph.NodeError
+	if errors.As(err, &ne) {
+		re.Node, re.Err = ne.Node, ne.Err
+	}
+	return re
+}
+
+// punctuate fires the due punctuators of one clock. A stream-time
+// punctuator fires once however far time jumped, then is due one interval
+// later.
+func (t *task) punctuate(typ graph.PunctuationType, now time.Time) error {
+	for i := 0; i < len(t.punct); i++ {
+		s := t.punct[i]
+		if s.cancelled {
+			t.punct = append(t.punct[:i], t.punct[i+1:]...)
+			i--
+			continue
+		}
+		if s.typ != typ || now.Before(s.next) {
+			continue
+		}
+		s.next = now.Add(s.interval)
+		if err := s.fn(now); err != nil {
+			return fmt.Errorf("weir: task %s: punctuator of %s: %w", t.name, s.node, err)
+		}
+	}
+	return nil
+}
+
+// nextWallClock returns when the earliest wall-clock punctuator is due.
+func (t *task) nextWallClock() time.Time {
+	var next time.Time
+	for _, s := range t.punct {
+		if s.typ == graph.WallClockTime && !s.cancelled && (next.IsZero() || s.next.Before(next)) {
+			next = s.next
+		}
+	}
+	return next
+}
+
+// offsets adds the task's uncommitted positions to out.
+func (t *task) offsets(out map[string]map[int32]int64) {
+	for _, p := range t.parts {
+		if p.consumed < 0 || p.consumed == p.committed {
+			continue
+		}
+		if out[p.tp.topic] == nil {
+			out[p.tp.topic] = map[int32]int64{}
+		}
+		out[p.tp.topic][p.tp.partition] = p.consumed
+	}
+}
+
+// committedAll records that the positions given by offsets are committed.
+func (t *task) committedAll(out map[string]map[int32]int64) {
+	for _, p := range t.parts {
+		if off, ok := out[p.tp.topic][p.tp.partition]; ok {
+			p.committed = off
+		}
+	}
+}
+
+// graph.TaskEnv, for the task's node instances.
+
+func (t *task) Context() context.Context { return t.ctx }
+func (t *task) ApplicationID() string    { return t.th.app.cfg.ApplicationID }
+func (t *task) TaskID() string           { return t.name }
+func (t *task) Partition() int32         { return t.id.Partition }
+func (t *task) StreamTime() time.Time    { return t.streamTime }
+func (t *task) Logger() *slog.Logger     { return t.log }
+
+func (t *task) Metadata() (graph.Metadata, bool) { return t.meta, t.inRecord }
+
+func (t *task) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
+	s := &schedule{node: node, interval: interval, typ: typ, fn: fn}
+	switch typ {
+	case graph.WallClockTime:
+		s.next = time.Now().Add(interval)
+	case graph.StreamTime:
+		// Due at the first record when stream time is still unknown.
+		if !t.streamTime.IsZero() {
+			s.next = t.streamTime.Add(interval)
+		}
+	}
+	t.punct = append(t.punct, s)
+	return func() { s.cancelled = true }, nil
+}
+
+func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time, headers []graph.Header, part int32) error {
+	if internal {
+		topic = graph.InternalTopic(t.th.app.cfg.ApplicationID, topic)
+	}
+	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts}
+	if key != nil {
+		m.Key = sarama.ByteEncoder(key)
+	}
+	if value != nil {
+		m.Value = sarama.ByteEncoder(value)
+	}
+	if part >= 0 {
+		m.Partition = part
+		m.Metadata = explicitPartition{}
+	}
+	if len(headers) > 0 {
+		m.Headers = make([]sarama.RecordHeader, len(headers))
+		for i, h := range headers {
+			m.Headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+		}
+	}
+	t.th.sent = true
+	return t.th.producer.send(m)
+}
+
+func (t *task) PartitionCount(topic string, internal bool) (int32, error) {
+	if internal {
+		topic = graph.InternalTopic(t.th.app.cfg.ApplicationID, topic)
+	}
+	ps, err := t.th.client.Partitions(topic)
+	if err != nil {
+		return 0, fmt.Errorf("weir: partitions of %s: %w", topic, err)
+	}
+	return int32(len(ps)), nil
+}

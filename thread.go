@@ -1,0 +1,508 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/queue"
+)
+
+// batchPerTask is how many records a task processes before the thread
+// looks at its other tasks, commits and rebalance requests.
+const batchPerTask = 64
+
+// thread is a stream thread: one consumer group member, one producer and
+// the tasks assigned to it, all processed by the goroutine running loop.
+//
+// sarama runs a goroutine per claimed partition (ConsumeClaim) that pushes
+// fetched records into the partition's bounded queue. Those goroutines talk
+// to the loop only through the fields under mu and the wake channel; tasks
+// are touched by the loop alone, so processors and stores need no locks.
+type thread struct {
+	app      *App
+	idx      int
+	log      *slog.Logger
+	ctx      context.Context // cancelled when the thread must stop
+	client   sarama.Client
+	group    sarama.ConsumerGroup
+	producer *producer
+	strategy *assign.Strategy
+	instance string // group.instance.id, "" without static membership
+
+	wake   chan struct{} // cap 1: something arrived for the loop
+	exited chan struct{} // closed when loop returns
+
+	mu       sync.Mutex
+	sess     sarama.ConsumerGroupSession
+	queues   map[tp]*msgQueue
+	opened   []tp
+	releases []release
+	stopped  bool
+
+	statusMu sync.Mutex
+	status   []TaskInfo // published by loop for App.Tasks
+
+	// Owned by loop.
+	tasks      map[assign.TaskID]*task
+	order      []assign.TaskID // round-robin order of tasks
+	owner      map[tp]*task
+	lastCommit time.Time
+	lastPurge  time.Time
+	sent       bool // records produced since the last commit
+}
+
+// release is a claim goroutine waiting for the loop to commit and close
+// the task of a revoked partition.
+type release struct {
+	tp   tp
+	done chan struct{}
+}
+
+func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
+	th := &thread{
+		app:    app,
+		idx:    idx,
+		log:    app.cfg.Logger.With("thread", idx),
+		ctx:    ctx,
+		wake:   make(chan struct{}, 1),
+		exited: make(chan struct{}),
+		queues: map[tp]*msgQueue{},
+		tasks:  map[assign.TaskID]*task{},
+		owner:  map[tp]*task{},
+	}
+	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
+	sc := threadSaramaConfig(&app.cfg, idx, th.strategy)
+	th.instance = sc.Consumer.Group.InstanceId
+	client, err := sarama.NewClient(app.cfg.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("weir: thread %d: connecting: %w", idx, err)
+	}
+	th.client = client
+	if th.group, err = sarama.NewConsumerGroupFromClient(app.cfg.ApplicationID, client); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("weir: thread %d: consumer group: %w", idx, err)
+	}
+	if th.producer, err = newProducer(client); err != nil {
+		th.group.Close()
+		client.Close()
+		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
+	}
+	return th, nil
+}
+
+// userData is what this member tells the group leader about itself.
+func (th *thread) userData() assign.UserData {
+	return assign.UserData{ProcessID: th.app.dir.processID}
+}
+
+// onAssignment runs on sarama's rebalance goroutine right after a new
+// assignment arrives, before sarama revokes claims. It closes the queues
+// of partitions this member loses, so a claim goroutine blocked on a full
+// queue lets go and the revocation does not wait for the rebalance timeout.
+func (th *thread) onAssignment(tasks []assign.TaskID, generation int32) {
+	keep := map[tp]bool{}
+	for _, id := range tasks {
+		for _, topic := range th.app.layout.topics[id.Subtopology] {
+			keep[tp{topic, id.Partition}] = true
+		}
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	for p, q := range th.queues {
+		if !keep[p] {
+			q.Close()
+		}
+	}
+	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
+}
+
+func (th *thread) signal() {
+	select {
+	case th.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run runs the thread until ctx ends or it fails, then leaves the group.
+func (th *thread) run() error {
+	consumeCtx, stopConsume := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { th.consume(consumeCtx) })
+	wg.Go(func() {
+		for err := range th.group.Errors() {
+			th.log.Warn("consumer group", "error", err)
+		}
+	})
+
+	err := th.loop()
+	// The last commit is done: now nothing may be processed or committed,
+	// and claim goroutines may return.
+	th.mu.Lock()
+	th.stopped = true
+	for _, r := range th.releases {
+		close(r.done)
+	}
+	th.releases = nil
+	for _, q := range th.queues {
+		q.Close()
+	}
+	th.mu.Unlock()
+	close(th.exited)
+
+	stopConsume()
+	if cerr := th.group.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("weir: thread %d: leaving the group: %w", th.idx, cerr)
+	}
+	wg.Wait()
+	if perr := th.producer.close(); perr != nil && err == nil {
+		err = fmt.Errorf("weir: thread %d: closing producer: %w", th.idx, perr)
+	}
+	th.client.Close()
+	return err
+}
+
+// consume keeps the member in the group until ctx ends.
+func (th *thread) consume(ctx context.Context) {
+	topics := th.app.layout.allTopics()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := th.group.Consume(ctx, topics, (*groupHandler)(th))
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil {
+			th.log.Warn("group session ended", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+// loop processes records until the thread's context ends or an error
+// stops it. It commits before it returns.
+func (th *thread) loop() error {
+	cfg := &th.app.cfg
+	th.lastCommit = time.Now()
+	th.lastPurge = time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if th.ctx.Err() != nil {
+			return th.shutdown(nil)
+		}
+		if err := th.control(); err != nil {
+			return th.shutdown(err)
+		}
+		now := time.Now()
+		progressed, wait, err := th.processBatch(now)
+		if err != nil {
+			return th.shutdown(err)
+		}
+		for _, id := range th.order {
+			if err := th.tasks[id].punctuate(graph.WallClockTime, now); err != nil {
+				return th.shutdown(err)
+			}
+		}
+		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
+			if err := th.commit(); err != nil {
+				return th.shutdown(err)
+			}
+		}
+		if progressed {
+			continue
+		}
+		deadline := th.lastCommit.Add(cfg.CommitInterval)
+		if !wait.IsZero() && wait.Before(deadline) {
+			deadline = wait
+		}
+		for _, id := range th.order {
+			if next := th.tasks[id].nextWallClock(); !next.IsZero() && next.Before(deadline) {
+				deadline = next
+			}
+		}
+		timer.Reset(max(time.Until(deadline), time.Millisecond))
+		select {
+		case <-th.wake:
+		case <-timer.C:
+		case <-th.ctx.Done():
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// processBatch gives each task with a record ready a batch of records.
+// wait is the earliest time a task holding back for an empty partition
+// wants to be looked at again.
+func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, err error) {
+	for _, id := range th.order {
+		t := th.tasks[id]
+		for range batchPerTask {
+			p, w, err := t.next(now)
+			if err != nil {
+				return progressed, wait, err
+			}
+			if p == nil {
+				if !w.IsZero() && (wait.IsZero() || w.Before(wait)) {
+					wait = w
+				}
+				break
+			}
+			if err := t.process(p); err != nil {
+				return progressed, wait, err
+			}
+			progressed = true
+		}
+	}
+	return progressed, wait, nil
+}
+
+// control opens tasks for new partitions and serves revocations.
+func (th *thread) control() error {
+	th.mu.Lock()
+	opened, releases := th.opened, th.releases
+	th.opened, th.releases = nil, nil
+	queues := make(map[tp]*msgQueue, len(opened))
+	for _, p := range opened {
+		queues[p] = th.queues[p]
+	}
+	th.mu.Unlock()
+
+	for _, p := range opened {
+		sub, ok := th.app.layout.bySource[p.topic]
+		if !ok {
+			return fmt.Errorf("weir: internal error: assigned %s/%d, which no sub-topology reads", p.topic, p.partition)
+		}
+		id := assign.TaskID{Subtopology: sub, Partition: p.partition}
+		t, ok := th.tasks[id]
+		if !ok {
+			var err error
+			if t, err = newTask(th, id); err != nil {
+				return err
+			}
+			th.tasks[id] = t
+			th.order = append(th.order, id)
+			t.log.Info("task created")
+		}
+		part := t.byTP[p]
+		part.q, part.head, part.consumed, part.committed = queues[p], nil, -1, -1
+		th.owner[p] = t
+	}
+
+	if len(opened) > 0 {
+		th.publish()
+	}
+	if len(releases) == 0 {
+		return nil
+	}
+	var closing []*task
+	for _, r := range releases {
+		if t := th.owner[r.tp]; t != nil && !slices.Contains(closing, t) {
+			closing = append(closing, t)
+		}
+	}
+	var err error
+	if len(closing) > 0 {
+		if cerr := th.commit(); cerr != nil && !errors.Is(cerr, errCommitLater) {
+			err = cerr
+		} else if cerr != nil {
+			th.log.Warn("commit before revocation failed; the new owner repeats the uncommitted records", "error", cerr)
+		}
+		for _, t := range closing {
+			th.closeTask(t)
+		}
+	}
+	th.publish()
+	for _, r := range releases {
+		close(r.done)
+	}
+	return err
+}
+
+// closeTask closes t and forgets its partitions.
+func (th *thread) closeTask(t *task) {
+	if err := t.close(); err != nil {
+		th.log.Warn("closing task", "task", t.name, "error", err)
+	}
+	th.mu.Lock()
+	for _, p := range t.parts {
+		if q := th.queues[p.tp]; q != nil && q == p.q {
+			q.Close()
+			delete(th.queues, p.tp)
+		}
+		delete(th.owner, p.tp)
+	}
+	th.mu.Unlock()
+	delete(th.tasks, t.id)
+	th.order = slices.DeleteFunc(th.order, func(id assign.TaskID) bool { return id == t.id })
+	t.log.Info("task closed")
+}
+
+// errCommitLater is a commit the group refused for now (it is rebalancing
+// or moved to a new generation); the next commit carries the same offsets.
+var errCommitLater = errors.New("weir: commit deferred: group is rebalancing")
+
+// commit is the one place where a thread commits. At least once: flush the
+// producer (every output of the processed records is acknowledged), flush
+// state, then commit the input offsets. The exactly-once path replaces the
+// steps with one transaction.
+func (th *thread) commit() error {
+	th.lastCommit = time.Now()
+	offsets := map[string]map[int32]int64{}
+	for _, id := range th.order {
+		th.tasks[id].offsets(offsets)
+	}
+	if len(offsets) == 0 && !th.sent {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+	defer cancel()
+	if err := th.producer.flush(ctx); err != nil {
+		return err
+	}
+	th.sent = false
+	if len(offsets) == 0 {
+		return nil
+	}
+	th.mu.Lock()
+	sess := th.sess
+	th.mu.Unlock()
+	if sess == nil {
+		return errCommitLater
+	}
+	err := commitOffsets(th.client, &th.app.cfg, th.app.cfg.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
+	if errors.Is(err, errTasksMigrated) {
+		// The group moved on to a new generation while the commit was
+		// under way (a cooperative rebalance changes it under a running
+		// session). Tasks that really moved are revoked through
+		// ConsumeClaim, which commits again; the rest commit next time.
+		th.log.Debug("commit deferred", "error", err)
+		return errCommitLater
+	}
+	if err != nil {
+		return err
+	}
+	for _, id := range th.order {
+		th.tasks[id].committedAll(offsets)
+	}
+	th.publish()
+	th.purge(offsets)
+	return nil
+}
+
+// purge deletes consumed records of repartition topics, at most once per
+// Topics.PurgeInterval, so the topics do not grow without bound.
+func (th *thread) purge(committed map[string]map[int32]int64) {
+	if time.Since(th.lastPurge) < th.app.cfg.Topics.PurgeInterval {
+		return
+	}
+	th.lastPurge = time.Now()
+	for topic, parts := range committed {
+		if !th.app.layout.internal[topic] {
+			continue
+		}
+		if err := th.app.admin.DeleteRecords(topic, parts); err != nil {
+			th.log.Warn("purging repartition topic", "topic", topic, "error", err)
+		}
+	}
+}
+
+// shutdown commits what was processed, closes every task and returns
+// cause, or the commit's error when there is no cause.
+func (th *thread) shutdown(cause error) error {
+	if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+		th.log.Warn("final commit failed", "error", err)
+		if cause == nil {
+			cause = err
+		}
+	}
+	for _, id := range slices.Clone(th.order) {
+		th.closeTask(th.tasks[id])
+	}
+	th.publish()
+	if cause != nil {
+		th.log.Error("thread stopped", "error", cause)
+	}
+	return cause
+}
+
+// groupHandler is the thread seen as a sarama.ConsumerGroupHandler.
+type groupHandler thread
+
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	th := (*thread)(h)
+	th.mu.Lock()
+	th.sess = sess
+	th.mu.Unlock()
+	return nil
+}
+
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim moves one partition's records into its queue until the
+// partition is revoked, then waits until the loop has committed and closed
+// its task, so that the next owner starts exactly where this one stopped.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	th := (*thread)(h)
+	p := tp{claim.Topic(), claim.Partition()}
+	cfg := &th.app.cfg
+	q := queue.New(queue.Limits{Items: cfg.Queue.MaxRecords, Bytes: cfg.Queue.MaxBytes}, msgSize, th.signal)
+
+	th.mu.Lock()
+	if th.stopped {
+		th.mu.Unlock()
+		return nil
+	}
+	if old := th.queues[p]; old != nil {
+		old.Close()
+	}
+	th.queues[p] = q
+	th.opened = append(th.opened, p)
+	th.mu.Unlock()
+	th.signal()
+
+	// Until sarama revokes the claim (Messages closes) or the loop closes
+	// the queue (the task was closed, or the assignment dropped it).
+	for running := true; running; {
+		select {
+		case m, ok := <-claim.Messages():
+			running = ok && q.Push(sess.Context(), m) == nil
+		case <-q.Done():
+			running = false
+		}
+	}
+
+	r := release{tp: p, done: make(chan struct{})}
+	th.mu.Lock()
+	if th.stopped {
+		th.mu.Unlock()
+		return nil
+	}
+	th.releases = append(th.releases, r)
+	th.mu.Unlock()
+	th.signal()
+	select {
+	case <-r.done:
+	case <-th.exited:
+	}
+	return nil
+}
