@@ -15,11 +15,11 @@ import (
 // sub-topology's source topics (real names) and partition count.
 type layout struct {
 	subs       []*graph.Subtopology
-	topics     [][]string         // per sub-topology: its source topics
-	partitions []int32            // per sub-topology
-	counts     map[string]int32   // topic -> partitions, for every source, sink and internal topic
-	internal   map[string]bool    // real topic names of repartition topics
-	bySource   map[string]int     // source topic -> sub-topology
+	topics     [][]string       // per sub-topology: its source topics
+	partitions []int32          // per sub-topology
+	counts     map[string]int32 // topic -> partitions, for every source, sink and internal topic
+	internal   map[string]bool  // real topic names of repartition topics
+	bySource   map[string]int   // source topic -> sub-topology
 	sourceNode map[string]*graph.Node
 }
 
