@@ -31,12 +31,22 @@ ENV_FILE="$RUN_DIR/env.sh"
 
 log() { printf 'weir-env: %s\n' "$*" >&2; }
 
-# alive PIDFILE: the recorded process still runs.
+# alive PIDFILE: the recorded process still runs (a zombie does not count).
 alive() {
-  local pid
+  local pid state
   [ -f "$1" ] || return 1
   pid=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+  [ "$state" != "Z" ]
+}
+
+# serialize: hold an exclusive lock on the run directory for the rest of
+# the script, so concurrent up.sh and down.sh calls take turns.
+serialize() {
+  mkdir -p "$RUN_DIR"
+  exec 9>"$RUN_DIR/.lock"
+  flock 9
 }
 
 # port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.

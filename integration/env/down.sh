@@ -4,6 +4,7 @@
 # its data. Stopping a cluster that is not running is not an error.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+serialize
 
 # stop NAME PIDFILE: SIGTERM, wait up to 30 s for a clean exit, then SIGKILL.
 stop() {
@@ -16,14 +17,14 @@ stop() {
   log "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 300); do
-    kill -0 "$pid" 2>/dev/null || break
+    alive "$pidfile" || break
     sleep 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if alive "$pidfile"; then
     log "$name did not stop within 30 s; killing it"
     kill -KILL "$pid" 2>/dev/null || true
     for i in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
+      alive "$pidfile" || break
       sleep 0.1
     done
   fi
