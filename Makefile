@@ -19,8 +19,8 @@ INTEGRATION_TIMEOUT ?= 30m
 
 ## test: unit tests, then integration tests on a cluster started and stopped here.
 test: test-unit
-	@$(MAKE) --no-print-directory kafka-up
-	@rc=0; $(MAKE) --no-print-directory test-integration || rc=$$?; \
+	@rc=0; $(MAKE) --no-print-directory kafka-up && \
+	$(MAKE) --no-print-directory test-integration || rc=$$?; \
 	$(MAKE) --no-print-directory kafka-down; exit $$rc
 
 ## test-unit: every module's unit tests, with the race detector.

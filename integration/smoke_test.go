@@ -24,7 +24,7 @@ import (
 func TestMain(m *testing.M) { harness.Main(m) }
 
 // newTxnProducer returns a transactional sync producer with the settings
-// weir uses (DESIGN §11), closed when the test ends. It is closed in exactly
+// weir uses, closed when the test ends. It is closed in exactly
 // one place: sarama panics in a background goroutine on a second Close.
 func newTxnProducer(t *testing.T, c *harness.Cluster, txnID string) sarama.SyncProducer {
 	t.Helper()

@@ -6,6 +6,7 @@
 #   WEIR_KAFKA_PORT     broker listener on 127.0.0.1 (default 19092)
 #   WEIR_CONTROLLER_PORT KRaft controller listener (default 19093)
 #   WEIR_REGISTRY_PORT  Apicurio HTTP port (default 18081)
+#   WEIR_REGISTRY_MGMT_PORT Apicurio management (health) port (default 18082)
 #   WEIR_REGISTRY_JAVA  java binary (version 21 or newer) for Apicurio 3.3.x
 #   WEIR_UP_TIMEOUT     seconds to wait for each service (default 120)
 
@@ -21,6 +22,7 @@ RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
 KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
 CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
 REGISTRY_PORT="${WEIR_REGISTRY_PORT:-18081}"
+REGISTRY_MGMT_PORT="${WEIR_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 UP_TIMEOUT="${WEIR_UP_TIMEOUT:-120}"
 
 BROKER_PID="$RUN_DIR/broker.pid"
@@ -42,11 +44,12 @@ alive() {
 }
 
 # serialize: hold an exclusive lock on the run directory for the rest of
-# the script, so concurrent up.sh and down.sh calls take turns.
+# the script, so concurrent up.sh and down.sh calls take turns. The
+# services are started with fd 9 closed, so they never hold the lock.
 serialize() {
   mkdir -p "$RUN_DIR"
   exec 9>"$RUN_DIR/.lock"
-  flock 9
+  flock -w 300 9 || { log "another up.sh or down.sh holds $RUN_DIR/.lock"; exit 1; }
 }
 
 # port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.

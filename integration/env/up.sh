@@ -137,7 +137,7 @@ EOF
   log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
   nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
-    -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf" >"$BROKER_LOG" 2>&1 </dev/null &
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
   echo $! >"$BROKER_PID"
 }
 
@@ -162,8 +162,9 @@ start_registry() {
   log "starting Apicurio Registry $version on 127.0.0.1:$REGISTRY_PORT"
   nohup "$java" -Xms128m -Xmx512m -Djava.awt.headless=true \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+    -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$REGISTRY_MGMT_PORT" \
     -Dquarkus.log.level=WARN -Dquarkus.banner.enabled=false \
-    -jar "$REGISTRY_JAR" >"$REGISTRY_LOG" 2>&1 </dev/null &
+    -jar "$REGISTRY_JAR" >"$REGISTRY_LOG" 2>&1 </dev/null 9>&- &
   echo $! >"$REGISTRY_PID"
 }
 

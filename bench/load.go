@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// recordKey returns the 16-byte key of the i-th record: hex digits of a
+// scrambled i, so keys are distinct and murmur2 spreads them evenly.
+func recordKey(i int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(i)*0x9E3779B97F4A7C15)
+	return hex.AppendEncode(make([]byte, 0, keySize), b[:])
+}
+
+// recordValue returns the value every record carries: valueSize printable
+// bytes (compression is off, so their content does not matter).
+func recordValue(valueSize int) []byte {
+	v := make([]byte, valueSize)
+	for i := range v {
+		v[i] = 'a' + byte(i%26)
+	}
+	return v
+}
+
+// runLoad writes o.records records to topic with a sarama AsyncProducer
+// (acks=1, no compression, murmur2 partitioning) and measures until every
+// record is acknowledged. It then checks that the topic holds them all.
+func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result, error) {
+	const what = "load"
+	sc := saramaConfig("weir-bench-load")
+	sc.Producer.RequiredAcks = sarama.WaitForLocal
+	sc.Producer.Compression = sarama.CompressionNone
+	sc.Producer.Partitioner = sarama.NewMurmur2Partitioner
+	sc.Producer.Return.Successes = true
+	sc.Producer.Return.Errors = true
+	producer, err := sarama.NewAsyncProducer(o.brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: producer: %w", what, err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			producer.AsyncClose()
+		}
+	}()
+
+	value := sarama.ByteEncoder(recordValue(o.valueSize))
+	acks := newCounter(o.records)
+	failed := make(chan error, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		succ, errs := producer.Successes(), producer.Errors()
+		for succ != nil || errs != nil {
+			select {
+			case _, ok := <-succ:
+				if !ok {
+					succ = nil
+					continue
+				}
+				acks.add()
+			case e, ok := <-errs:
+				if !ok {
+					errs = nil
+					continue
+				}
+				select {
+				case failed <- fmt.Errorf("producing to %s: %w", topic, e.Err):
+				default:
+				}
+			}
+		}
+	}()
+
+	m, err := startMeasurement(o.cpuProfile, what, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	acks.reset()
+	sendCtx, stopSending := context.WithTimeout(ctx, o.timeout)
+	defer stopSending()
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		for i := range o.records {
+			msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(recordKey(i)), Value: value}
+			select {
+			case producer.Input() <- msg:
+			case <-sendCtx.Done():
+				return
+			}
+		}
+	}()
+	werr := acks.waitDone(ctx, "load (sarama AsyncProducer)", o.timeout, failed)
+	// The sender must be gone before the producer closes its input.
+	stopSending()
+	<-sending
+	cpu, perr := m.stop()
+	if werr != nil {
+		return nil, werr
+	}
+	if perr != nil {
+		return nil, perr
+	}
+
+	closeStart := time.Now()
+	closed = true
+	if err := producer.Close(); err != nil {
+		return nil, fmt.Errorf("%s: closing producer: %w", what, err)
+	}
+	<-drained
+	closeTime := time.Since(closeStart)
+
+	hwm, err := c.offsets(topic, o.partitions, sarama.ReadUncommitted)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var sum int64
+	for _, h := range hwm {
+		sum += h
+	}
+	if sum != o.records {
+		return nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, o.records)
+	}
+
+	r := &result{
+		Workload:         wlLoad,
+		Name:             "load (sarama AsyncProducer)",
+		Round:            1,
+		Records:          o.records,
+		Bytes:            o.records * int64(keySize+o.valueSize),
+		FirstSeconds:     time.Duration(acks.first.Load()).Seconds(),
+		ProcessedSeconds: time.Duration(acks.last.Load()).Seconds(),
+		EndSeconds:       time.Duration(acks.last.Load()).Seconds(),
+		CPUSeconds:       cpu.Seconds(),
+		CloseSeconds:     closeTime.Seconds(),
+		Note:             fmt.Sprintf("acks=1, first ack = time to first acknowledgement; records per partition %v", hwm),
+	}
+	r.finish()
+	return r, nil
+}

@@ -1,0 +1,329 @@
+// Command bench measures weir's runtime against a real Kafka broker, side by
+// side with plain sarama clients doing the same work in the same process and
+// the same run, so that the ratios between them hold on a noisy machine.
+//
+// It loads a fresh topic with a sarama AsyncProducer, then reads it back with
+// a bare sarama consumer group, with a weir application that only counts
+// records, and with a weir application that copies them to an output topic.
+// Every run uses new topics, consumer groups and application ids and deletes
+// them at the end, also when it fails. See README.md for the workloads and
+// the figures measured on the project's machine.
+//
+// Usage:
+//
+//	cd bench && go run . [-records 1000000] [-value-size 100] [-partitions 4] [-json]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+// keySize is the length of every record key the load writes.
+const keySize = 16
+
+// Workload names accepted by -workloads, in the order they run.
+const (
+	wlSarama            = "sarama"
+	wlSource            = "weir-source"
+	wlSaramaPassthrough = "sarama-passthrough"
+	wlPassthrough       = "weir-passthrough"
+	wlLoad              = "load" // always runs; accepted in -workloads for clarity
+)
+
+var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
+
+// options are the parsed command-line flags.
+type options struct {
+	brokers        []string
+	records        int64
+	valueSize      int
+	partitions     int32
+	threads        int
+	guarantee      weir.Guarantee
+	workloads      []string
+	rounds         int
+	commitInterval time.Duration
+	timeout        time.Duration
+	verify         bool
+	sharedClient   bool
+	json           bool
+	cpuProfile     string
+	logLevel       string
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Getenv("WEIR_BOOTSTRAP_SERVERS"), os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, opts, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags parses args; defaultBrokers is WEIR_BOOTSTRAP_SERVERS.
+func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*options, error) {
+	if defaultBrokers == "" {
+		defaultBrokers = "127.0.0.1:19092"
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	brokers := fs.String("brokers", defaultBrokers, "bootstrap servers, comma-separated (default: $WEIR_BOOTSTRAP_SERVERS, else 127.0.0.1:19092)")
+	records := fs.Int64("records", 1_000_000, "records to load and to read back in every workload")
+	valueSize := fs.Int("value-size", 100, "bytes per record value (keys are 16 bytes)")
+	partitions := fs.Int("partitions", 4, "partitions of the input and output topics")
+	threads := fs.Int("threads", 1, "weir stream threads; the sarama group runs as many members")
+	guarantee := fs.String("guarantee", "at_least_once", "weir processing guarantee: at_least_once or exactly_once")
+	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure after the load: "+strings.Join(allWorkloads, ", "))
+	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
+	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each workload's wait for its records")
+	verify := fs.Bool("verify", true, "after the passthrough, count the output topic's committed records (not timed)")
+	sharedClient := fs.Bool("sarama-shared-client", false, "in the sarama passthrough, share one client (one broker connection) between group and producer, as a weir thread does")
+	jsonOut := fs.Bool("json", false, "print machine-readable JSON instead of the table")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured workload to PREFIX-<workload>.pprof")
+	logLevel := fs.String("log", "off", "weir's logs on stderr: off, info or debug (debug adds sarama's)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	o := &options{
+		records:        *records,
+		valueSize:      *valueSize,
+		partitions:     int32(*partitions),
+		threads:        *threads,
+		rounds:         *rounds,
+		commitInterval: *commitInterval,
+		timeout:        *timeout,
+		verify:         *verify,
+		sharedClient:   *sharedClient,
+		json:           *jsonOut,
+		cpuProfile:     *cpuProfile,
+		logLevel:       *logLevel,
+	}
+	var errs []error
+	for b := range strings.SplitSeq(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.brokers = append(o.brokers, b)
+		}
+	}
+	if len(o.brokers) == 0 {
+		errs = append(errs, errors.New("-brokers: empty"))
+	}
+	if o.records < 1 {
+		errs = append(errs, fmt.Errorf("-records: %d is below 1", o.records))
+	}
+	if o.valueSize < 0 {
+		errs = append(errs, fmt.Errorf("-value-size: negative (%d)", o.valueSize))
+	}
+	if *partitions < 1 || *partitions > 10_000 {
+		errs = append(errs, fmt.Errorf("-partitions: %d is not in [1, 10000]", *partitions))
+	}
+	if o.threads < 1 {
+		errs = append(errs, fmt.Errorf("-threads: %d is below 1", o.threads))
+	}
+	if o.rounds < 1 {
+		errs = append(errs, fmt.Errorf("-rounds: %d is below 1", o.rounds))
+	}
+	if o.commitInterval < 0 {
+		errs = append(errs, fmt.Errorf("-commit-interval: negative (%v)", o.commitInterval))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("-timeout: %v is not positive", o.timeout))
+	}
+	g, err := weir.ParseGuarantee(*guarantee)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("-guarantee: %w", err))
+	}
+	o.guarantee = g
+	if o.workloads, err = parseWorkloads(*workloads); err != nil {
+		errs = append(errs, fmt.Errorf("-workloads: %w", err))
+	}
+	switch o.logLevel {
+	case "off", "info", "debug":
+	default:
+		errs = append(errs, fmt.Errorf("-log: %q is not off, info or debug", o.logLevel))
+	}
+	return o, errors.Join(errs...)
+}
+
+// parseWorkloads parses the -workloads list, keeping the canonical order.
+func parseWorkloads(s string) ([]string, error) {
+	want := map[string]bool{}
+	for w := range strings.SplitSeq(s, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "" || w == wlLoad:
+		case slices.Contains(allWorkloads, w):
+			want[w] = true
+		default:
+			return nil, fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(allWorkloads, ", "))
+		}
+	}
+	var out []string
+	for _, w := range allWorkloads {
+		if want[w] {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// logger returns the logger weir applications get, and turns on sarama's
+// global logger at debug level.
+func (o *options) logger() *slog.Logger {
+	switch o.logLevel {
+	case "info":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	case "debug":
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags|log.Lmicroseconds)
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+// run loads the input, measures the workloads, prints the report to out
+// and removes everything it created.
+func run(ctx context.Context, o *options, out io.Writer) (err error) {
+	logger := o.logger()
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	}
+
+	if err := checkWeirConfig(o); err != nil {
+		return err
+	}
+	c, err := connect(o.brokers)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := c.cleanup(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+
+	stamp := time.Now().UTC().Format("20060102-150405.000")
+	stamp = strings.ReplaceAll(stamp, ".", "-")
+	prefix := "weir-bench-" + stamp
+	input := prefix + "-in"
+
+	rep := &report{
+		Date:           time.Now().UTC().Format(time.RFC3339),
+		Brokers:        strings.Join(o.brokers, ","),
+		Records:        o.records,
+		KeyBytes:       keySize,
+		ValueBytes:     o.valueSize,
+		Partitions:     o.partitions,
+		Threads:        o.threads,
+		Guarantee:      o.guarantee.String(),
+		CommitInterval: commitIntervalLabel(o),
+		Rounds:         o.rounds,
+	}
+	rep.fillHost()
+
+	progress("creating %s (%d partitions) and loading %d records", input, o.partitions, o.records)
+	if err := c.createTopic(ctx, input, o.partitions); err != nil {
+		return err
+	}
+	res, err := runLoad(ctx, o, c, input)
+	if err != nil {
+		return err
+	}
+	rep.add(res)
+	progress("%s", res.summary())
+
+	for round := 1; round <= o.rounds; round++ {
+		for _, w := range o.workloads {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("interrupted: %w", err)
+			}
+			id := fmt.Sprintf("%s-%s-r%d", prefix, w, round)
+			var res *result
+			switch w {
+			case wlSarama:
+				res, err = runSaramaGroup(ctx, o, c, input, id, round)
+			case wlSource:
+				res, err = runWeir(ctx, o, c, logger, input, "", id, round)
+			case wlSaramaPassthrough:
+				output := id + "-out"
+				if err = c.createTopic(ctx, output, o.partitions); err == nil {
+					res, err = runSaramaPassthrough(ctx, o, c, input, output, id, round)
+				}
+			case wlPassthrough:
+				output := id + "-out"
+				if err = c.createTopic(ctx, output, o.partitions); err == nil {
+					res, err = runWeir(ctx, o, c, logger, input, output, id, round)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			rep.add(res)
+			progress("%s", res.summary())
+		}
+	}
+	rep.computeRatios()
+	if o.json {
+		return rep.writeJSON(out)
+	}
+	return rep.writeTable(out)
+}
+
+func commitIntervalLabel(o *options) string {
+	if o.commitInterval == 0 {
+		return "default"
+	}
+	return o.commitInterval.String()
+}
+
+// checkWeirConfig fails fast, before anything is loaded, when weir would
+// refuse the configuration the weir workloads use (such as a guarantee
+// that is not available yet).
+func checkWeirConfig(o *options) error {
+	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) {
+		return nil
+	}
+	t := processor.NewTopology()
+	t.AddSource("in", "weir-bench-check", serde.Bytes(), serde.Bytes())
+	_, err := weir.New(t, weir.Config{
+		ApplicationID:  "weir-bench-check",
+		Brokers:        o.brokers,
+		Guarantee:      o.guarantee,
+		Threads:        o.threads,
+		CommitInterval: o.commitInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("weir rejects the configuration: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags(nil, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.brokers, []string{"127.0.0.1:19092"}) {
+		t.Errorf("brokers = %v", o.brokers)
+	}
+	if o.records != 1_000_000 || o.valueSize != 100 || o.partitions != 4 || o.threads != 1 || o.rounds != 1 {
+		t.Errorf("defaults = %+v", o)
+	}
+	if o.guarantee != weir.AtLeastOnce {
+		t.Errorf("guarantee = %v, want at_least_once", o.guarantee)
+	}
+	if o.commitInterval != 100*time.Millisecond {
+		t.Errorf("commit interval = %v", o.commitInterval)
+	}
+	if !slices.Equal(o.workloads, allWorkloads) {
+		t.Errorf("workloads = %v", o.workloads)
+	}
+}
+
+func TestParseFlagsBrokersFromEnvironment(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags(nil, "a:1, b:2", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.brokers, []string{"a:1", "b:2"}) {
+		t.Errorf("brokers = %v", o.brokers)
+	}
+}
+
+func TestParseFlagsReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := parseFlags([]string{"-records", "0", "-threads", "0", "-guarantee", "twice", "-workloads", "x"}, "", io.Discard)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"-records", "-threads", "-guarantee", "-workloads"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestParseWorkloadsKeepsCanonicalOrder(t *testing.T) {
+	t.Parallel()
+	got, err := parseWorkloads("weir-passthrough, load,sarama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{wlSarama, wlPassthrough}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestResultRates(t *testing.T) {
+	t.Parallel()
+	r := &result{Records: 1001, Bytes: 1001 * 116, FirstSeconds: 1, EndSeconds: 2, CPUSeconds: 0.5}
+	r.finish()
+	check := func(name string, got, want float64) {
+		if math.Abs(got-want) > 1e-9*math.Max(1, want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	check("Rate", r.Rate, 500.5)
+	check("MBRate", r.MBRate, 1001*116/2/1e6)
+	check("SteadyRate", r.SteadyRate, 1000)
+	check("SteadyMBRate", r.SteadyMBRate, 1000*116/1e6)
+	check("CPUPerMillion", r.CPUPerMillion, 0.5/1001*1e6)
+}
+
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRecordKeysAreDistinctAndSized(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for i := range int64(10_000) {
+		k := recordKey(i)
+		if len(k) != keySize {
+			t.Fatalf("key %d has %d bytes", i, len(k))
+		}
+		if seen[string(k)] {
+			t.Fatalf("key %d repeats", i)
+		}
+		seen[string(k)] = true
+	}
+}
+
+func TestRatiosUseMedians(t *testing.T) {
+	t.Parallel()
+	r := &report{Results: []*result{
+		{Workload: wlSarama, SteadyRate: 100, Rate: 50},
+		{Workload: wlSarama, SteadyRate: 300, Rate: 70},
+		{Workload: wlSarama, SteadyRate: 200, Rate: 60},
+		{Workload: wlSource, SteadyRate: 100, Rate: 30},
+	}}
+	r.computeRatios()
+	if len(r.Ratios) != 1 {
+		t.Fatalf("ratios = %+v", r.Ratios)
+	}
+	if q := r.Ratios[0]; q.Steady != 0.5 || q.EndToEnd != 0.5 {
+		t.Errorf("ratio = %+v, want 0.5 and 0.5", q)
+	}
+}

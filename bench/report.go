@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"text/tabwriter"
+)
+
+// report is everything one run measured, printed as a table or as JSON.
+type report struct {
+	Date           string `json:"date"`
+	Host           string `json:"host"`
+	GoVersion      string `json:"go_version"`
+	CPUs           int    `json:"cpus"`
+	Kafka          string `json:"kafka,omitempty"`
+	Brokers        string `json:"brokers"`
+	Records        int64  `json:"records"`
+	KeyBytes       int    `json:"key_bytes"`
+	ValueBytes     int    `json:"value_bytes"`
+	Partitions     int32  `json:"partitions"`
+	Threads        int    `json:"threads"`
+	Guarantee      string `json:"guarantee"`
+	CommitInterval string `json:"commit_interval"`
+	Rounds         int    `json:"rounds"`
+
+	Results []*result `json:"results"`
+	Ratios  []ratio   `json:"ratios"`
+}
+
+// ratio compares a weir workload with the bare sarama consumer group,
+// using the median over rounds of each.
+type ratio struct {
+	Name string `json:"name"`
+	// Steady compares the rates from the first to the last record.
+	Steady float64 `json:"steady"`
+	// EndToEnd compares the rates from the start, join included.
+	EndToEnd float64 `json:"end_to_end"`
+}
+
+func (r *report) fillHost() {
+	r.Host, _ = os.Hostname()
+	r.GoVersion = runtime.Version()
+	r.CPUs = runtime.GOMAXPROCS(0)
+	r.Kafka = os.Getenv("WEIR_KAFKA_VERSION")
+}
+
+func (r *report) add(res *result) { r.Results = append(r.Results, res) }
+
+// medians returns the median steady and end-to-end rates of a workload.
+func (r *report) medians(workload string) (steady, endToEnd float64, ok bool) {
+	var s, e []float64
+	for _, res := range r.Results {
+		if res.Workload == workload {
+			s = append(s, res.SteadyRate)
+			e = append(e, res.Rate)
+		}
+	}
+	return median(s), median(e), len(s) > 0
+}
+
+func (r *report) computeRatios() {
+	for _, w := range []struct{ workload, base, name string }{
+		{wlSource, wlSarama, "weir source-only / bare sarama consumer group"},
+		{wlPassthrough, wlSarama, "weir passthrough / bare sarama consumer group"},
+		{wlPassthrough, wlSaramaPassthrough, "weir passthrough / sarama passthrough"},
+	} {
+		bs, be, ok := r.medians(w.base)
+		if !ok || bs == 0 || be == 0 {
+			continue
+		}
+		if s, e, ok := r.medians(w.workload); ok {
+			r.Ratios = append(r.Ratios, ratio{Name: w.name, Steady: s / bs, EndToEnd: e / be})
+		}
+	}
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+func (r *report) writeTable(w io.Writer) error {
+	kafka := r.Kafka
+	if kafka == "" {
+		kafka = "?"
+	}
+	fmt.Fprintf(w, "weir bench %s on %s (%d CPUs, %s), Kafka %s at %s\n", r.Date, r.Host, r.CPUs, r.GoVersion, kafka, r.Brokers)
+	fmt.Fprintf(w, "%d records, %d-byte keys, %d-byte values, %d partitions; weir: %s, %d thread(s), commit interval %s\n\n",
+		r.Records, r.KeyBytes, r.ValueBytes, r.Partitions, r.Guarantee, r.Threads, r.CommitInterval)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// tabwriter aligns every column right; pad the names to read left.
+	width := len("workload")
+	for _, res := range r.Results {
+		width = max(width, len(res.Name))
+	}
+	fmt.Fprintf(tw, "%-*s\tround\trecords/s\tMB/s\tfirst rec s\tsteady rec/s\tsteady MB/s\tend s\tCPU s/M rec\tclose s\t\n", width, "workload")
+	for _, res := range r.Results {
+		fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.1f\t%.2f\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t\n",
+			width, res.Name, res.Round, res.Rate, res.MBRate, res.FirstSeconds, res.SteadyRate, res.SteadyMBRate,
+			res.EndSeconds, res.CPUPerMillion, res.CloseSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	if len(r.Ratios) > 0 {
+		fmt.Fprintln(w)
+		if r.Rounds > 1 {
+			fmt.Fprintf(w, "ratios (medians of %d rounds):\n", r.Rounds)
+		} else {
+			fmt.Fprintln(w, "ratios:")
+		}
+		for _, q := range r.Ratios {
+			fmt.Fprintf(w, "  %-46s steady %.2f   end to end %.2f\n", q.Name, q.Steady, q.EndToEnd)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "notes:")
+	for _, res := range r.Results {
+		if res.Note == "" && res.Verified == nil {
+			continue
+		}
+		line := res.Note
+		if res.Verified != nil {
+			line += fmt.Sprintf("; output verified: %d records", *res.Verified)
+		}
+		fmt.Fprintf(w, "  %s (round %d): %s\n", res.Name, res.Round, line)
+	}
+	_, err := fmt.Fprintln(w, "\nMB = 10^6 bytes of key+value; steady = from the first to the last record; CPU = the bench process (client side) during the measurement.")
+	if err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	return nil
+}
