@@ -12,6 +12,9 @@ MODULES := . $(patsubst %/go.mod,%,$(wildcard examples/go.mod cmd/weir/go.mod be
 # Modules whose tests need no cluster.
 UNIT_MODULES := $(filter-out integration,$(MODULES))
 
+# env.sh written by integration/env/up.sh (see integration/env/common.sh).
+ENV_FILE := $(or $(WEIR_ENV_DIR),$(or $(WEIR_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/weir)/env)/env.sh
+
 GO_TEST_FLAGS ?=
 INTEGRATION_TIMEOUT ?= 30m
 
@@ -34,8 +37,7 @@ test-unit:
 ## WEIR_SCHEMA_REGISTRY_URL, taken from the cluster of `make kafka-up` when
 ## that cluster is running.
 test-integration:
-	@if [ -f "$${WEIR_ENV_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/weir/env}/env.sh" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then \
-		. "$${WEIR_ENV_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/weir/env}/env.sh"; fi; \
+	@if [ -f "$(ENV_FILE)" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then . "$(ENV_FILE)"; fi; \
 	echo "== integration tests: Kafka $${WEIR_KAFKA_VERSION:-?} at $${WEIR_BOOTSTRAP_SERVERS:-<none>}, $${WEIR_REGISTRY_VERSION:-registry} at $${WEIR_SCHEMA_REGISTRY_URL:-<none>}"; \
 	cd integration && go test -race -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
@@ -61,5 +63,5 @@ demo:
 ## bench: benchmarks against the cluster of `make kafka-up` (see bench/README.md).
 bench:
 	@if [ -f bench/go.mod ]; then \
-		. "$${WEIR_ENV_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/weir/env}/env.sh" && cd bench && go run . ; \
+		. "$(ENV_FILE)" && cd bench && go run . ; \
 	else echo "no benchmark exists yet"; fi

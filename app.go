@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 )
 
@@ -37,9 +39,12 @@ type App struct {
 	threads []*thread
 
 	// Set by Run.
-	dir    *stateDir
-	admin  sarama.ClusterAdmin
-	layout *layout
+	dir           *stateDir
+	db            *changelog.DB
+	admin         sarama.ClusterAdmin
+	restoreClient sarama.Client
+	restoreSlots  chan struct{}
+	layout        *layout
 }
 
 // New validates the topology and the configuration and returns an App
@@ -92,6 +97,18 @@ func (a *App) Run(ctx context.Context) error {
 	a.dir = dir
 	defer dir.close()
 
+	db, err := changelog.Open(filepath.Join(dir.path, "state"), a.cfg.State.Badger)
+	if err != nil {
+		return err
+	}
+	a.db = db
+	defer func() {
+		if err := db.Close(); err != nil {
+			a.cfg.Logger.Error("closing state", "error", err)
+		}
+	}()
+	a.restoreSlots = make(chan struct{}, a.cfg.State.MaxConcurrentRestores)
+
 	client, err := sarama.NewClient(a.cfg.Brokers, baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-admin"))
 	if err != nil {
 		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, err)
@@ -107,6 +124,12 @@ func (a *App) Run(ctx context.Context) error {
 	if a.layout, err = prepareTopics(client, admin, &a.cfg, a.graph); err != nil {
 		return err
 	}
+	rc := baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-restore")
+	rc.Consumer.IsolationLevel = sarama.ReadCommitted
+	if a.restoreClient, err = sarama.NewClient(a.cfg.Brokers, rc); err != nil {
+		return fmt.Errorf("weir: restore client: %w", err)
+	}
+	defer a.restoreClient.Close()
 	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
 		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.processID)
 

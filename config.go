@@ -110,6 +110,9 @@ type Config struct {
 	// Topics configures the internal topics weir creates.
 	Topics TopicConfig
 
+	// State configures local state stores.
+	State StateConfig
+
 	// Net secures connections to the brokers.
 	Net NetConfig
 
@@ -247,6 +250,15 @@ func (c *Config) Validate() error {
 	if c.Topics.ReplicationFactor < 0 {
 		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
 	}
+	if c.State.MaxBufferBytes < 0 {
+		bad("State.MaxBufferBytes", "negative (%d)", c.State.MaxBufferBytes)
+	}
+	if c.State.MaxConcurrentRestores < 0 {
+		bad("State.MaxConcurrentRestores", "negative (%d)", c.State.MaxConcurrentRestores)
+	}
+	if n := len(c.State.Badger.EncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		bad("State.Badger.EncryptionKey", "%d bytes; want 16, 24 or 32", n)
+	}
 	if c.Topics.PurgeInterval < 0 {
 		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
 	}
@@ -303,11 +315,20 @@ func (c Config) withDefaults() Config {
 	if c.Topics.PurgeInterval == 0 {
 		c.Topics.PurgeInterval = defaultPurgeInterval
 	}
+	if c.State.MaxBufferBytes == 0 {
+		c.State.MaxBufferBytes = defaultMaxBufferBytes
+	}
+	if c.State.MaxConcurrentRestores == 0 {
+		c.State.MaxConcurrentRestores = defaultMaxConcurrentRestores
+	}
 	if c.Net.DialTimeout == 0 {
 		c.Net.DialTimeout = defaultDialTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.State.Badger.Logger == nil {
+		c.State.Badger.Logger = c.Logger
 	}
 	return c
 }

@@ -52,6 +52,14 @@ type task struct {
 	byTP  map[tp]*partition
 	insts []graph.Instance // in graph order: parents before children
 
+	stores map[string]*taskStore
+	// running is false while the stores restore; the loop processes only
+	// running tasks. restoreDone is closed when the restore goroutine ends.
+	running     bool
+	initialized bool
+	restoreDone chan struct{}
+	restoreErr  error
+
 	streamTime time.Time
 	meta       graph.Metadata
 	inRecord   bool
@@ -122,27 +130,69 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 			t.byTP[p.tp] = p
 		}
 	}
+	t.openStores(sub)
+	if len(t.stores) == 0 {
+		if err := t.init(); err != nil {
+			cancel()
+			return nil, err
+		}
+		return t, nil
+	}
+	t.restoreDone = make(chan struct{})
+	go func() {
+		defer close(t.restoreDone)
+		t.restoreErr = t.restore(t.ctx)
+		th.signal()
+	}()
+	return t, nil
+}
+
+// init runs Init on every node, parents first; the task then processes.
+func (t *task) init() error {
 	for i, inst := range t.insts {
 		if err := inst.Init(); err != nil {
 			for _, done := range t.insts[:i] {
 				_ = done.Close()
 			}
-			cancel()
-			return nil, fmt.Errorf("weir: task %s: init: %w", t.name, err)
+			return fmt.Errorf("weir: task %s: init: %w", t.name, err)
 		}
 	}
-	return t, nil
+	t.initialized, t.running = true, true
+	return nil
 }
 
-// close runs Close on every node and cancels the task's context.
+// restored reports whether a restoring task has finished its restore, and
+// then runs Init. A failed restore is the error.
+func (t *task) restored() (bool, error) {
+	if t.running {
+		return true, nil
+	}
+	select {
+	case <-t.restoreDone:
+	default:
+		return false, nil
+	}
+	if t.restoreErr != nil {
+		return false, t.restoreErr
+	}
+	return true, t.init()
+}
+
+// close stops a restore in progress, runs Close on every node and cancels
+// the task's context.
 func (t *task) close() error {
+	t.stop()
+	if t.restoreDone != nil {
+		<-t.restoreDone
+	}
 	var errs []error
-	for _, inst := range t.insts {
-		if err := inst.Close(); err != nil {
-			errs = append(errs, err)
+	if t.initialized {
+		for _, inst := range t.insts {
+			if err := inst.Close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	t.stop()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("weir: task %s: close: %w", t.name, err)
 	}

@@ -214,8 +214,10 @@ func (th *thread) loop() error {
 			return th.shutdown(err)
 		}
 		for _, id := range th.order {
-			if err := th.tasks[id].punctuate(graph.WallClockTime, now); err != nil {
-				return th.shutdown(err)
+			if t := th.tasks[id]; t.running {
+				if err := t.punctuate(graph.WallClockTime, now); err != nil {
+					return th.shutdown(err)
+				}
 			}
 		}
 		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
@@ -256,6 +258,9 @@ func (th *thread) loop() error {
 func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, err error) {
 	for _, id := range th.order {
 		t := th.tasks[id]
+		if !t.running {
+			continue
+		}
 		for range batchPerTask {
 			p, w, err := t.next(now)
 			if err != nil {
@@ -272,8 +277,22 @@ func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 			}
 			progressed = true
 		}
+		if th.buffered() >= th.app.cfg.State.MaxBufferBytes {
+			if err := th.commit(); err != nil {
+				return progressed, wait, err
+			}
+		}
 	}
 	return progressed, wait, nil
+}
+
+// buffered is the size of the thread's uncommitted state changes.
+func (th *thread) buffered() int {
+	n := 0
+	for _, id := range th.order {
+		n += th.tasks[id].bufferedBytes()
+	}
+	return n
 }
 
 // control opens tasks for new partitions and serves revocations.
@@ -308,7 +327,22 @@ func (th *thread) control() error {
 		th.owner[p] = t
 	}
 
-	if len(opened) > 0 {
+	changed := len(opened) > 0
+	for _, id := range th.order {
+		t := th.tasks[id]
+		if t.running {
+			continue
+		}
+		done, err := t.restored()
+		if err != nil {
+			return err
+		}
+		if done {
+			changed = true
+			t.log.Info("task running")
+		}
+	}
+	if changed {
 		th.publish()
 	}
 	if len(releases) == 0 {
@@ -371,15 +405,30 @@ func (th *thread) commit() error {
 	for _, id := range th.order {
 		th.tasks[id].offsets(offsets)
 	}
+	for _, id := range th.order {
+		if err := th.tasks[id].sendChangelog(); err != nil {
+			return err
+		}
+	}
 	if len(offsets) == 0 && !th.sent {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
 	defer cancel()
 	if err := th.producer.flush(ctx); err != nil {
+		for _, id := range th.order {
+			th.tasks[id].discardState()
+		}
 		return err
 	}
 	th.sent = false
+	// At least once, state follows the changelog, which now holds every
+	// change: write it to Badger whatever happens to the offsets below.
+	for _, id := range th.order {
+		if err := th.tasks[id].applyState(); err != nil {
+			return err
+		}
+	}
 	if len(offsets) == 0 {
 		return nil
 	}

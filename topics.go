@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -152,6 +155,15 @@ func prepareTopics(client sarama.Client, admin sarama.ClusterAdmin, c *Config, g
 		}
 		l.partitions = append(l.partitions, max(n, 0))
 	}
+	for _, st := range g.Stores {
+		if len(st.Users) == 0 {
+			continue
+		}
+		name := graph.ChangelogTopic(app, st.Name)
+		if err := ensureChangelog(client, admin, c, name, st, l.partitions[subOf[st.Users[0]]], exists[name]); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range g.Nodes {
 		if n.Kind == graph.KindSink && !n.Internal {
 			if ps, err := client.Partitions(n.Topic); err == nil {
@@ -192,6 +204,53 @@ func ensureTopic(client sarama.Client, admin sarama.ClusterAdmin, c *Config, nam
 		return fmt.Errorf("weir: creating internal topic %s: %w", name, err)
 	}
 	c.Logger.Info("created internal topic", "topic", name, "partitions", partitions)
+	return nil
+}
+
+// changelogRetentionMargin is added to a window or session store's
+// retention for its changelog, so records are not deleted from the topic
+// before the store expires them.
+const changelogRetentionMargin = 24 * time.Hour
+
+// ensureChangelog creates a store's changelog topic, or checks the one that
+// exists: its partition count must match the store's tasks and it must be
+// compacted, or restores would be wrong.
+func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Config, name string, st *graph.Store, partitions int32, exists bool) error {
+	policy := "compact"
+	configs := map[string]*string{"cleanup.policy": &policy}
+	if st.Kind != graph.KeyValueStore {
+		policy = "compact,delete"
+		retention := strconv.FormatInt((st.Retention + changelogRetentionMargin).Milliseconds(), 10)
+		configs["retention.ms"] = &retention
+	}
+	if !exists {
+		rf := c.Topics.ReplicationFactor
+		if rf == 0 {
+			rf = -1
+		}
+		err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: rf, ConfigEntries: configs}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("weir: creating changelog topic %s: %w", name, err)
+		}
+		c.Logger.Info("created changelog topic", "topic", name, "partitions", partitions, "cleanup.policy", policy)
+		return nil
+	}
+	ps, err := client.Partitions(name)
+	if err != nil {
+		return fmt.Errorf("weir: partitions of %s: %w", name, err)
+	}
+	if int32(len(ps)) != partitions {
+		return fmt.Errorf("weir: changelog topic %s has %d partitions, store %s needs %d", name, len(ps), st.Name, partitions)
+	}
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: name, ConfigNames: []string{"cleanup.policy"}})
+	if err != nil {
+		return fmt.Errorf("weir: describing %s: %w", name, err)
+	}
+	for _, e := range entries {
+		if e.Name == "cleanup.policy" && !strings.Contains(e.Value, "compact") {
+			return fmt.Errorf("weir: changelog topic %s has cleanup.policy=%s; it must be compacted", name, e.Value)
+		}
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +22,12 @@ import (
 	"github.com/weirstream/weir/integration/harness"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	harness.Main(m)
+}
 
 // newTxnProducer returns a transactional sync producer with the settings
 // weir uses, closed when the test ends. It is closed in exactly

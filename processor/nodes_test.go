@@ -3,18 +3,22 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/serde"
 )
 
 // fakeEnv is a task environment that records what sinks send.
 type fakeEnv struct {
+	stores    map[string]*changelog.Memory
+	users     map[string]string // store -> the one node allowed to use it
 	sent      []sent
 	schedules []fakeSchedule
 	meta      graph.Metadata
@@ -47,6 +51,18 @@ func (e *fakeEnv) PartitionCount(string, bool) (int32, error) { return 4, nil }
 func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
 	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
 	return func() {}, nil
+}
+func (e *fakeEnv) Store(node, name string) (changelog.Bytes, error) {
+	if e.users[name] != node {
+		return nil, fmt.Errorf("%s may not use %s", node, name)
+	}
+	if e.stores == nil {
+		e.stores = map[string]*changelog.Memory{}
+	}
+	if e.stores[name] == nil {
+		e.stores[name] = &changelog.Memory{}
+	}
+	return e.stores[name], nil
 }
 func (e *fakeEnv) Send(topic string, internal bool, key, value []byte, ts time.Time, _ []graph.Header, partition int32) error {
 	e.sent = append(e.sent, sent{topic, internal, string(key), string(value), ts, partition})

@@ -51,6 +51,9 @@ type Context[K, V any] interface {
 	ApplicationID() string
 	// TaskID names the task, "<sub-topology>_<partition>".
 	TaskID() string
+
+	// StoreContext lets store specs open the task's stores.
+	StoreContext
 }
 
 // Punctuator is a function scheduled with [Context.Schedule].

@@ -51,8 +51,9 @@ fetch_kafka() {
   if [ ! -f "$dir/.complete" ]; then
     log "fetching Apache Kafka $KAFKA_VERSION from Maven Central into $dir"
     rm -rf "$dir"
-    mvn -q -B -Dstyle.color=never -f "$ENV_SRC/pom.xml" dependency:copy-dependencies \
-      -DoutputDirectory="$dir/libs" -DincludeScope=runtime >&2
+    mvn -q -B -f "$ENV_SRC/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$dir/libs" -DincludeScope=runtime >"$RUN_DIR/mvn.log" 2>&1 ||
+      fail "fetching Kafka from Maven Central failed" "$RUN_DIR/mvn.log"
     touch "$dir/.complete"
   fi
   KAFKA_LIBS="$dir/libs"
@@ -64,9 +65,10 @@ fetch_registry() {
     log "fetching Apicurio Registry $version from Maven Central into $dir"
     rm -rf "$dir"
     mkdir -p "$dir/dist"
-    mvn -q -B -Dstyle.color=never -f "$ENV_SRC/pom.xml" dependency:copy \
+    mvn -q -B -f "$ENV_SRC/pom.xml" dependency:copy \
       -Dartifact="io.apicurio:apicurio-registry-app:$version:tar.gz:all" \
-      -DoutputDirectory="$dir" >&2
+      -DoutputDirectory="$dir" >"$RUN_DIR/mvn.log" 2>&1 ||
+      fail "fetching Apicurio Registry $version from Maven Central failed" "$RUN_DIR/mvn.log"
     tar -xzf "$dir"/apicurio-registry-app-"$version"-all.tar.gz -C "$dir/dist"
     rm -f "$dir"/apicurio-registry-app-"$version"-all.tar.gz
     touch "$dir/.complete"

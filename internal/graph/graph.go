@@ -14,6 +14,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/weirstream/weir/changelog"
 )
 
 // Kind is the role of a node.
@@ -68,11 +70,36 @@ type Repartition struct {
 	Partitions int32  // 0: the largest partition count of the writing sub-topology's sources
 }
 
+// StoreKind is the type of a state store.
+type StoreKind string
+
+const (
+	KeyValueStore StoreKind = "key-value"
+	WindowStore   StoreKind = "window"
+	SessionStore  StoreKind = "session"
+)
+
+// Store is a state store: local state of one sub-topology, partitioned
+// like its tasks, with a changelog topic
+// ChangelogTopic(applicationID, Name).
+type Store struct {
+	Name  string
+	Kind  StoreKind
+	Users []*Node // processors that use it
+	// Retention bounds window and session stores; 0 for key-value stores.
+	Retention time.Duration
+}
+
 // Graph is a whole topology, nodes in the order they were added.
 type Graph struct {
 	Nodes        []*Node
 	Repartitions []*Repartition
+	Stores       []*Store
 }
+
+// ChangelogTopic returns the changelog topic of store for application app:
+// "<app>-<store>-changelog".
+func ChangelogTopic(app, store string) string { return app + "-" + store + "-changelog" }
 
 // RepartitionSuffix ends the names of repartition topics.
 const RepartitionSuffix = "-repartition"
@@ -164,6 +191,9 @@ type TaskEnv interface {
 	Send(topic string, internal bool, key, value []byte, ts time.Time, headers []Header, partition int32) error
 	// PartitionCount returns the number of partitions of a sink's topic.
 	PartitionCount(topic string, internal bool) (int32, error)
+	// Store returns the task's partition of a state store that node may
+	// use.
+	Store(node, name string) (changelog.Bytes, error)
 	Logger() *slog.Logger
 }
 

@@ -1,0 +1,369 @@
+package changelog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Options bound the Badger database of an instance. The zero value means
+// the documented defaults, which keep Badger's own memory near 100 MiB:
+// memtables (MemTableSize × NumMemtables = 32 MiB), block cache (32 MiB),
+// index cache (16 MiB) plus the mmapped value log and table files, which
+// the OS pages in and out.
+type Options struct {
+	// InMemory keeps everything in memory: nothing survives Close. For
+	// tests.
+	InMemory bool
+	// MemTableSize is the size of one memtable. Default 16 MiB.
+	MemTableSize int64
+	// NumMemtables is how many memtables may be held before writes stall.
+	// Default 2.
+	NumMemtables int
+	// BlockCacheSize caches table blocks. Default 32 MiB.
+	BlockCacheSize int64
+	// IndexCacheSize caches table indexes and bloom filters. Default
+	// 16 MiB.
+	IndexCacheSize int64
+	// ValueLogFileSize is the size of one value log file. Default 64 MiB.
+	ValueLogFileSize int64
+	// EncryptionKey, when set, encrypts data at rest with AES; it must be
+	// 16, 24 or 32 bytes. A database written with a key can only be opened
+	// with the same key.
+	EncryptionKey []byte
+	// Logger receives Badger's warnings and errors. Default: discarded.
+	Logger *slog.Logger
+}
+
+const (
+	defaultMemTableSize     = 16 << 20
+	defaultNumMemtables     = 2
+	defaultBlockCacheSize   = 32 << 20
+	defaultIndexCacheSize   = 16 << 20
+	defaultValueLogFileSize = 64 << 20
+)
+
+// DB is the Badger database of one instance, shared by all its stores.
+// Keys are prefixed by store and partition; a partition's checkpoint is
+// kept in the same database. DB is safe for concurrent use.
+type DB struct {
+	bdb *badger.DB
+	// drop is held exclusively by Drop and shared by every write: Badger
+	// refuses writes (ErrBlockedWrites) while it drops a prefix, and two
+	// drops cannot run at once.
+	drop sync.RWMutex
+}
+
+// Open opens or creates the database in dir.
+func Open(dir string, o Options) (*DB, error) {
+	switch len(o.EncryptionKey) {
+	case 0, 16, 24, 32:
+	default:
+		return nil, fmt.Errorf("changelog: encryption key of %d bytes; want 16, 24 or 32", len(o.EncryptionKey))
+	}
+	opts := badger.DefaultOptions(dir).
+		WithMemTableSize(or(o.MemTableSize, defaultMemTableSize)).
+		WithNumMemtables(or(o.NumMemtables, defaultNumMemtables)).
+		WithBlockCacheSize(or(o.BlockCacheSize, defaultBlockCacheSize)).
+		WithIndexCacheSize(or(o.IndexCacheSize, defaultIndexCacheSize)).
+		WithValueLogFileSize(or(o.ValueLogFileSize, defaultValueLogFileSize)).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithNumCompactors(2).
+		WithDetectConflicts(false).
+		WithLogger(badgerLogger{o.Logger})
+	if o.InMemory {
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+	}
+	if len(o.EncryptionKey) > 0 {
+		opts = opts.WithEncryptionKey(o.EncryptionKey)
+	}
+	bdb, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, err)
+	}
+	return &DB{bdb: bdb}, nil
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Close flushes and closes the database.
+func (d *DB) Close() error {
+	if err := d.bdb.Close(); err != nil {
+		return fmt.Errorf("changelog: closing state: %w", err)
+	}
+	return nil
+}
+
+// Key layout: one byte of kind, the store name with its length, the
+// partition, then the store's own key.
+const (
+	kindData       = 'd'
+	kindCheckpoint = 'c'
+)
+
+func spacePrefix(kind byte, store string, partition int32) []byte {
+	p := make([]byte, 0, 1+binary.MaxVarintLen64+len(store)+4)
+	p = append(p, kind)
+	p = binary.AppendUvarint(p, uint64(len(store)))
+	p = append(p, store...)
+	return binary.BigEndian.AppendUint32(p, uint32(partition))
+}
+
+// Space returns the committed state of one store partition.
+func (d *DB) Space(store string, partition int32) *Space {
+	return &Space{db: d, prefix: spacePrefix(kindData, store, partition), ckpt: spacePrefix(kindCheckpoint, store, partition)}
+}
+
+// Space is the committed state of one store partition in the database: a
+// Bytes whose keys carry no prefix. Writes go straight to Badger; the
+// runtime writes only committed data and restored changelog records.
+type Space struct {
+	db     *DB
+	prefix []byte
+	ckpt   []byte
+	err    error
+}
+
+var _ Bytes = (*Space)(nil)
+
+func (s *Space) key(k []byte) []byte { return append(slices.Clip(s.prefix), k...) }
+
+// Get implements Bytes.
+func (s *Space) Get(key []byte) ([]byte, error) {
+	var v []byte
+	err := s.db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(s.key(key))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err = item.ValueCopy(nil)
+		if v == nil {
+			v = []byte{}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changelog: get: %w", err)
+	}
+	return v, nil
+}
+
+// Put implements Bytes.
+func (s *Space) Put(key, value []byte) error {
+	return s.Apply([]Entry{{Key: key, Value: value}})
+}
+
+// Delete implements Bytes.
+func (s *Space) Delete(key []byte) error {
+	return s.Apply([]Entry{{Key: key, Deleted: true}})
+}
+
+// Entry is a change to a key: a new value, or a deletion.
+type Entry struct {
+	Key     []byte
+	Value   []byte
+	Deleted bool
+}
+
+// Apply writes entries in one Badger write batch.
+func (s *Space) Apply(entries []Entry) error {
+	s.db.drop.RLock()
+	defer s.db.drop.RUnlock()
+	wb := s.db.bdb.NewWriteBatch()
+	defer wb.Cancel()
+	for _, e := range entries {
+		var err error
+		if e.Deleted {
+			err = wb.Delete(s.key(e.Key))
+		} else {
+			v := e.Value
+			if v == nil {
+				v = []byte{}
+			}
+			err = wb.Set(s.key(e.Key), v)
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: write: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("changelog: write: %w", err)
+	}
+	return nil
+}
+
+// Range implements Bytes.
+func (s *Space) Range(lo, hi []byte) iter.Seq2[[]byte, []byte] { return s.scan(lo, hi, false) }
+
+// Backward implements Bytes.
+func (s *Space) Backward(lo, hi []byte) iter.Seq2[[]byte, []byte] { return s.scan(lo, hi, true) }
+
+// scan walks [lo, hi) of the space with a Badger iterator, released when
+// the loop ends.
+func (s *Space) scan(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
+	lo, hi = cloneBound(lo), cloneBound(hi) // not retained from the caller
+	return func(yield func([]byte, []byte) bool) {
+		txn := s.db.bdb.NewTransaction(false)
+		defer txn.Discard()
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, Reverse: reverse, PrefetchValues: false})
+		defer it.Close()
+		if reverse {
+			if hi != nil {
+				it.Seek(s.key(hi))
+			} else {
+				it.Seek(PrefixEnd(s.prefix))
+			}
+		} else {
+			it.Seek(s.key(lo))
+		}
+		n := len(s.prefix)
+		for ; it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()[n:]
+			if !inRange(k, lo, hi) {
+				if reverse && hi != nil && bytes.Compare(k, hi) >= 0 {
+					continue // reverse Seek lands on hi itself
+				}
+				return
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				s.err = fmt.Errorf("changelog: scan: %w", err)
+				return
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			if !yield(slices.Clone(k), v) {
+				return
+			}
+		}
+	}
+}
+
+// Err implements Bytes.
+func (s *Space) Err() error {
+	err := s.err
+	s.err = nil
+	return err
+}
+
+// Checkpoint returns the next changelog offset the partition's state
+// reflects, and false when there is none.
+func (s *Space) Checkpoint() (int64, bool, error) {
+	var off int64
+	found := false
+	err := s.db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(s.ckpt)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("checkpoint of %d bytes", len(v))
+			}
+			off, found = int64(binary.BigEndian.Uint64(v)), true
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("changelog: reading checkpoint: %w", err)
+	}
+	return off, found, nil
+}
+
+// SetCheckpoint records that the state reflects the changelog up to (not
+// including) offset.
+func (s *Space) SetCheckpoint(offset int64) error {
+	s.db.drop.RLock()
+	defer s.db.drop.RUnlock()
+	err := s.db.bdb.Update(func(txn *badger.Txn) error {
+		return txn.Set(s.ckpt, binary.BigEndian.AppendUint64(nil, uint64(offset)))
+	})
+	if err != nil {
+		return fmt.Errorf("changelog: writing checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Drop deletes the partition's state and checkpoint, for a full restore or
+// after the partition moved away for good.
+func (s *Space) Drop() error {
+	if s.empty() {
+		return nil // DropPrefix stalls every write of the instance: skip it
+	}
+	s.db.drop.Lock()
+	defer s.db.drop.Unlock()
+	if err := s.db.bdb.DropPrefix(s.prefix, s.ckpt); err != nil {
+		return fmt.Errorf("changelog: dropping state: %w", err)
+	}
+	return nil
+}
+
+// empty reports whether the partition has neither data nor checkpoint.
+func (s *Space) empty() bool {
+	found := false
+	_ = s.db.bdb.View(func(txn *badger.Txn) error {
+		for _, p := range [][]byte{s.prefix, s.ckpt} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			it.Rewind()
+			found = found || it.Valid()
+			it.Close()
+		}
+		return nil
+	})
+	return !found
+}
+
+// ApproximateSize returns Badger's estimate of the partition's on-disk
+// bytes.
+func (s *Space) ApproximateSize() int64 {
+	lsm, vlog := s.db.bdb.EstimateSize(s.prefix)
+	return int64(lsm + vlog)
+}
+
+// badgerLogger forwards Badger's warnings and errors to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Error("badger: " + fmt.Sprintf(f, a...))
+	}
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Warn("badger: " + fmt.Sprintf(f, a...))
+	}
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}
+
+// cloneBound copies a scan bound, keeping nil (open) apart from empty.
+func cloneBound(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}

@@ -1,0 +1,166 @@
+// Command wordcount counts words in a stream of text lines with weir's
+// Processor API: lines are split into lower-cased words, re-keyed by word
+// through a repartition topic, and counted in a key-value store; every new
+// count is written to the output topic.
+//
+// With no flags it starts an embedded broker, produces a sample text,
+// counts it, prints the most frequent words and exits. With -brokers it
+// runs against that cluster until SIGINT or SIGTERM, creating the input and
+// output topics if they are missing.
+//
+// Output records: key = the word (UTF-8), value = its running count as an
+// 8-byte big-endian int64 (Kafka's LongSerializer format).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weirstream/weir"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "wordcount:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line, a contract that scripts rely on.
+type options struct {
+	brokers     string
+	input       string
+	output      string
+	appID       string
+	stateDir    string
+	threads     int
+	guarantee   string
+	metricsAddr string
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+	fs.StringVar(&o.brokers, "brokers", "", "comma-separated bootstrap servers; empty starts an embedded broker with sample data")
+	fs.StringVar(&o.input, "input", "text-input", "input topic of UTF-8 text lines")
+	fs.StringVar(&o.output, "output", "word-counts", "output topic: word -> count (8-byte big-endian int64)")
+	fs.StringVar(&o.appID, "app-id", "wordcount", "application id (consumer group, internal topic prefix)")
+	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "weir-wordcount"), "directory for local state")
+	fs.IntVar(&o.threads, "threads", 1, "stream threads")
+	fs.StringVar(&o.guarantee, "guarantee", "at_least_once", "processing guarantee: exactly_once or at_least_once")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve metrics and health on (empty: off)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	guarantee, err := weir.ParseGuarantee(o.guarantee)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := weir.Config{
+		ApplicationID: o.appID,
+		StateDir:      o.stateDir,
+		Threads:       o.threads,
+		Guarantee:     guarantee,
+		Logger:        logger,
+	}
+	if o.brokers == "" {
+		return runEmbedded(o, cfg)
+	}
+	cfg.Brokers = strings.Split(o.brokers, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := ensureTopics(cfg.Brokers, o.input, o.output); err != nil {
+		return err
+	}
+	app, err := weir.New(Topology(o.input, o.output, nil), cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wordcount: counting words of %s into %s; Ctrl-C stops\n", o.input, o.output)
+	return app.Run(ctx)
+}
+
+// runEmbedded counts a sample text on an embedded broker and prints the
+// most frequent words.
+func runEmbedded(o options, cfg weir.Config) error {
+	if cfg.Guarantee == weir.ExactlyOnce {
+		return fmt.Errorf("-guarantee exactly_once is not available yet")
+	}
+	cluster, err := startEmbedded(o.input, o.output)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	counts, err := countSample(cluster.Brokers(), o, cfg)
+	if err != nil {
+		return err
+	}
+	printTop(os.Stdout, counts, 10)
+	return nil
+}
+
+// countSample produces the sample text to brokers, runs the topology
+// until every word is counted, and returns the counts read back from the
+// output topic.
+func countSample(brokers []string, o options, cfg weir.Config) (map[string]int64, error) {
+	cfg.Brokers = brokers
+	dir, err := os.MkdirTemp("", "weir-wordcount-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg.StateDir = dir
+
+	lines := sampleText()
+	if err := produceLines(brokers, o.input, lines); err != nil {
+		return nil, err
+	}
+	want := 0
+	for _, l := range lines {
+		want += len(Words(l))
+	}
+	counted := make(chan struct{}, want)
+	app, err := weir.New(Topology(o.input, o.output, counted), cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	timeout := time.After(2 * time.Minute)
+	for n := 0; n < want; n++ {
+		select {
+		case <-counted:
+		case err := <-done:
+			return nil, fmt.Errorf("stopped after %d of %d words: %w", n, want, err)
+		case <-timeout:
+			return nil, fmt.Errorf("counted %d of %d words in 2 minutes", n, want)
+		}
+	}
+	cancel() // Run commits, so every count is in the output topic
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	return readCounts(brokers, o.output)
+}

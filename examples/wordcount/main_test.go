@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/weirstream/weir"
+)
+
+func TestWords(t *testing.T) {
+	t.Parallel()
+	got := strings.Join(Words("The river's bend—Weir, weir; 42 times!"), ",")
+	if got != "the,river,s,bend,weir,weir,times" {
+		t.Errorf("Words = %s", got)
+	}
+}
+
+func TestFlagsKeepTheirContract(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.brokers != "" || o.input != "text-input" || o.output != "word-counts" || o.appID != "wordcount" || o.threads != 1 {
+		t.Errorf("defaults changed: %+v", o)
+	}
+	o, err = parseFlags([]string{"-brokers", "a:1,b:2", "-input", "i", "-output", "o", "-app-id", "x",
+		"-state-dir", "/s", "-threads", "3", "-guarantee", "at_least_once", "-metrics-addr", ":9"})
+	if err != nil || o.brokers != "a:1,b:2" || o.threads != 3 || o.metricsAddr != ":9" || o.stateDir != "/s" {
+		t.Errorf("parseFlags = %+v, %v", o, err)
+	}
+}
+
+// TestEmbeddedRunCountsEveryWord runs the example as `make demo` does and
+// checks every count against one computed here.
+func TestEmbeddedRunCountsEveryWord(t *testing.T) {
+	o, _ := parseFlags(nil)
+	cluster, err := startEmbedded(o.input, o.output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	got, err := countOn(t, cluster.Brokers(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, l := range sampleText() {
+		for _, w := range Words(l) {
+			want[w]++
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d words counted, want %d", len(got), len(want))
+	}
+	for w, n := range want {
+		if got[w] != n {
+			t.Errorf("count of %q = %d, want %d", w, got[w], n)
+		}
+	}
+	var out bytes.Buffer
+	printTop(&out, got, 3)
+	if !strings.Contains(out.String(), "the") {
+		t.Errorf("top words do not start with 'the':\n%s", out.String())
+	}
+}
+
+func countOn(t *testing.T, brokers []string, o options) (map[string]int64, error) {
+	t.Helper()
+	return countSample(brokers, o, weir.Config{ApplicationID: o.appID, Guarantee: weir.AtLeastOnce})
+}

@@ -1,0 +1,242 @@
+package processor
+
+import (
+	"fmt"
+	"iter"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/serde"
+)
+
+// StoreSpec declares a state store. Create one with [KeyValue], attach it
+// to the processors that use it with [Topology.AddStore], and open it in a
+// processor's Init with the spec's Open method.
+//
+// A store is local to a task: each task has its own partition of it, made
+// durable by the changelog topic "<application id>-<name>-changelog",
+// which weir creates (compacted) and restores from when a task moves or an
+// instance restarts. The name is the store's identity across deployments:
+// renaming a store starts it empty.
+type StoreSpec interface {
+	// Name returns the store's name.
+	Name() string
+	graphStore() *graph.Store
+}
+
+// NodeRef is any node handle, whatever its types.
+type NodeRef interface {
+	graphNode() *graph.Node
+	topology() *Topology
+}
+
+func (n Node[K, V]) graphNode() *graph.Node { return n.n }
+func (n Node[K, V]) topology() *Topology    { return n.t }
+
+// StoreContext opens stores: every [Context] is one.
+type StoreContext interface {
+	storeBytes(name string) (changelog.Bytes, error)
+}
+
+func (c *nodeContext[K, V]) storeBytes(name string) (changelog.Bytes, error) {
+	return c.env.Store(c.node, name)
+}
+
+// AddStore adds a state store used by the given processors. Processors
+// that share a store run in the same sub-topology.
+func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
+	if spec == nil {
+		t.fail("nil store spec")
+		return
+	}
+	g := spec.graphStore()
+	switch {
+	case g.Name == "":
+		t.fail("a store has an empty name; every store needs an explicit name")
+	case !legalName(g.Name):
+		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", g.Name)
+	}
+	for _, s := range t.g.Stores {
+		if s.Name == g.Name {
+			t.fail("duplicate store name %q", g.Name)
+			return
+		}
+	}
+	if len(users) == 0 {
+		t.fail("store %q is not attached to any processor", g.Name)
+	}
+	st := &graph.Store{Name: g.Name, Kind: g.Kind, Retention: g.Retention}
+	for _, u := range users {
+		n := u.graphNode()
+		switch {
+		case n == nil:
+			t.fail("store %q: zero Node", g.Name)
+			continue
+		case u.topology() != t:
+			t.fail("store %q: node %q belongs to another topology", g.Name, n.Name)
+			continue
+		case n.Kind != graph.KindProcessor:
+			t.fail("store %q: %s %q cannot use a store; only processors can", g.Name, n.Kind, n.Name)
+			continue
+		}
+		st.Users = append(st.Users, n)
+		n.Stores = append(n.Stores, g.Name)
+	}
+	t.g.Stores = append(t.g.Stores, st)
+}
+
+// KeyValueStore is a typed key-value store. Keys are ordered by their
+// serialized bytes, which is numeric order for serde.Int64 only for
+// non-negative keys and lexical order for serde.String.
+//
+// Writes are buffered and become durable at the task's next commit; reads
+// see them at once. A KeyValueStore belongs to its task and is used from
+// its goroutine only.
+type KeyValueStore[K, V any] interface {
+	// Get returns the value of key and whether it exists.
+	Get(key K) (value V, found bool, err error)
+	// Put sets the value of key.
+	Put(key K, value V) error
+	// Delete removes key.
+	Delete(key K) error
+	// Range yields the entries with lo <= key < hi.
+	Range(lo, hi K) iter.Seq2[K, V]
+	// All yields every entry in key order.
+	All() iter.Seq2[K, V]
+	// Err returns the first error met by an iteration (a read or decode
+	// failure ends it early) and clears it.
+	Err() error
+}
+
+// KeyValueSpec declares a key-value store with its serdes.
+type KeyValueSpec[K, V any] struct {
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+}
+
+// KeyValue declares a key-value store named name. Kafka Streams'
+// Stores.persistentKeyValueStore.
+func KeyValue[K, V any](name string, keys serde.Serde[K], values serde.Serde[V]) *KeyValueSpec[K, V] {
+	return &KeyValueSpec[K, V]{name: name, keys: keys, values: values}
+}
+
+// Name implements StoreSpec.
+func (s *KeyValueSpec[K, V]) Name() string { return s.name }
+
+func (s *KeyValueSpec[K, V]) graphStore() *graph.Store {
+	return &graph.Store{Name: s.name, Kind: graph.KeyValueStore}
+}
+
+// Open returns the task's partition of the store; call it from Init of a
+// processor the store is attached to.
+func (s *KeyValueSpec[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], error) {
+	if s.keys == nil || s.values == nil {
+		return nil, fmt.Errorf("processor: store %q: nil serde", s.name)
+	}
+	b, err := ctx.storeBytes(s.name)
+	if err != nil {
+		return nil, err
+	}
+	return &kvStore[K, V]{b: b, name: s.name, keys: s.keys, values: s.values}, nil
+}
+
+// kvStore puts serdes over a store partition's bytes. The serdes see the
+// store's name as their topic.
+type kvStore[K, V any] struct {
+	b      changelog.Bytes
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	err    error
+}
+
+func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
+	var zero V
+	kb, err := s.keys.Serialize(s.name, key)
+	if err != nil {
+		return zero, false, fmt.Errorf("store %s: serialize key: %w", s.name, err)
+	}
+	vb, err := s.b.Get(kb)
+	if err != nil || vb == nil {
+		return zero, false, err
+	}
+	v, err := s.values.Deserialize(s.name, vb)
+	if err != nil {
+		return zero, false, fmt.Errorf("store %s: deserialize value: %w", s.name, err)
+	}
+	return v, true, nil
+}
+
+func (s *kvStore[K, V]) Put(key K, value V) error {
+	kb, err := s.keys.Serialize(s.name, key)
+	if err != nil {
+		return fmt.Errorf("store %s: serialize key: %w", s.name, err)
+	}
+	vb, err := s.values.Serialize(s.name, value)
+	if err != nil {
+		return fmt.Errorf("store %s: serialize value: %w", s.name, err)
+	}
+	return s.b.Put(kb, vb)
+}
+
+func (s *kvStore[K, V]) Delete(key K) error {
+	kb, err := s.keys.Serialize(s.name, key)
+	if err != nil {
+		return fmt.Errorf("store %s: serialize key: %w", s.name, err)
+	}
+	return s.b.Delete(kb)
+}
+
+func (s *kvStore[K, V]) Range(lo, hi K) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		lb, err := s.keys.Serialize(s.name, lo)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			return
+		}
+		hb, err := s.keys.Serialize(s.name, hi)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			return
+		}
+		s.decode(s.b.Range(lb, hb), yield)
+	}
+}
+
+func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) { s.decode(s.b.Range(nil, nil), yield) }
+}
+
+func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) bool) {
+	for kb, vb := range seq {
+		k, err := s.keys.Deserialize(s.name, kb)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: deserialize key: %w", s.name, err))
+			return
+		}
+		v, err := s.values.Deserialize(s.name, vb)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+			return
+		}
+		if !yield(k, v) {
+			return
+		}
+	}
+	if err := s.b.Err(); err != nil {
+		s.fail(err)
+	}
+}
+
+func (s *kvStore[K, V]) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *kvStore[K, V]) Err() error {
+	err := s.err
+	s.err = nil
+	return err
+}
