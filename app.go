@@ -45,6 +45,7 @@ type App struct {
 	restoreClient sarama.Client
 	restoreSlots  chan struct{}
 	layout        *layout
+	local         *localState
 }
 
 // New validates the topology and the configuration and returns an App
@@ -124,6 +125,24 @@ func (a *App) Run(ctx context.Context) error {
 	if a.layout, err = prepareTopics(client, admin, &a.cfg, a.graph); err != nil {
 		return err
 	}
+	storeSub := map[string]int{}
+	for i, s := range a.layout.subs {
+		for _, n := range s.Nodes {
+			for _, st := range n.Stores {
+				storeSub[st] = i
+			}
+		}
+	}
+	if a.local, err = newLocalState(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub); err != nil {
+		return err
+	}
+	var cleaner sync.WaitGroup
+	cleanCtx, stopCleaner := context.WithCancel(context.Background())
+	cleaner.Go(func() { a.local.run(cleanCtx) })
+	defer func() {
+		stopCleaner()
+		cleaner.Wait()
+	}()
 	rc := baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-restore")
 	rc.Consumer.IsolationLevel = sarama.ReadCommitted
 	if a.restoreClient, err = sarama.NewClient(a.cfg.Brokers, rc); err != nil {

@@ -253,6 +253,9 @@ func (c *Config) Validate() error {
 	if c.State.MaxBufferBytes < 0 {
 		bad("State.MaxBufferBytes", "negative (%d)", c.State.MaxBufferBytes)
 	}
+	if c.State.CleanupDelay < 0 {
+		bad("State.CleanupDelay", "negative (%v)", c.State.CleanupDelay)
+	}
 	if c.State.MaxConcurrentRestores < 0 {
 		bad("State.MaxConcurrentRestores", "negative (%d)", c.State.MaxConcurrentRestores)
 	}
@@ -320,6 +323,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.State.MaxConcurrentRestores == 0 {
 		c.State.MaxConcurrentRestores = defaultMaxConcurrentRestores
+	}
+	if c.State.CleanupDelay == 0 {
+		c.State.CleanupDelay = defaultCleanupDelay
 	}
 	if c.Net.DialTimeout == 0 {
 		c.Net.DialTimeout = defaultDialTimeout

@@ -30,11 +30,18 @@ type StateConfig struct {
 	// are called from restore goroutines and must be safe for concurrent
 	// use.
 	RestoreListener RestoreListener
+	// CleanupDelay is how long the local state of a task that moved to
+	// another instance is kept, so that a quick move back restores only the
+	// changelog's tail; then it is deleted. State found at start for tasks
+	// not assigned within the delay is deleted too. Default 10 minutes.
+	// Kafka Streams' state.cleanup.delay.ms.
+	CleanupDelay time.Duration
 }
 
 const (
 	defaultMaxBufferBytes        = 16 << 20
 	defaultMaxConcurrentRestores = 2
+	defaultCleanupDelay          = 10 * time.Minute
 )
 
 // RestoreListener observes restores of store partitions from their
@@ -60,6 +67,15 @@ type taskStore struct {
 	// last is the newest changelog record sent for this partition by the
 	// commit under way; after the flush its offset gives the checkpoint.
 	last *sarama.ProducerMessage
+}
+
+// storeNames returns the names of the task's stores.
+func (t *task) storeNames() []string {
+	names := make([]string, 0, len(t.stores))
+	for name := range t.stores {
+		names = append(names, name)
+	}
+	return names
 }
 
 // openStores creates the task's store partitions.
@@ -149,9 +165,11 @@ func (t *task) applyState() error {
 			return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
 		}
 		if st.last != nil {
-			if err := st.space.SetCheckpoint(st.last.Offset + 1); err != nil {
+			off := st.last.Offset + 1
+			if err := st.space.SetCheckpoint(off); err != nil {
 				return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
 			}
+			t.th.app.local.checkpointed(st.spec.Name, t.id.Partition, off)
 			st.last = nil
 		}
 	}
@@ -256,6 +274,7 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 	if err := st.space.SetCheckpoint(next); err != nil {
 		return err
 	}
+	app.local.checkpointed(st.spec.Name, t.id.Partition, next)
 	took := time.Since(start)
 	t.log.Info("store restored", "store", st.spec.Name, "records", records, "full", full, "took", took)
 	if listener != nil {

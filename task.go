@@ -130,6 +130,7 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 			t.byTP[p.tp] = p
 		}
 	}
+	th.app.local.acquire(id)
 	t.openStores(sub)
 	if len(t.stores) == 0 {
 		if err := t.init(); err != nil {
@@ -185,6 +186,7 @@ func (t *task) close() error {
 	if t.restoreDone != nil {
 		<-t.restoreDone
 	}
+	defer t.th.app.local.release(t.id, t.storeNames())
 	var errs []error
 	if t.initialized {
 		for _, inst := range t.insts {

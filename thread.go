@@ -101,7 +101,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 
 // userData is what this member tells the group leader about itself.
 func (th *thread) userData() assign.UserData {
-	return assign.UserData{ProcessID: th.app.dir.processID}
+	return assign.UserData{ProcessID: th.app.dir.processID, State: th.app.local.offsets()}
 }
 
 // onAssignment runs on sarama's rebalance goroutine right after a new

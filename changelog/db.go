@@ -367,3 +367,73 @@ func cloneBound(b []byte) []byte {
 	}
 	return append([]byte{}, b...)
 }
+
+// Checkpoint is a store partition's checkpoint.
+type Checkpoint struct {
+	Store     string
+	Partition int32
+	Offset    int64 // next changelog offset the local state reflects
+}
+
+// Checkpoints lists every checkpoint in the database: the store partitions
+// this instance holds state for.
+func (d *DB) Checkpoints() ([]Checkpoint, error) {
+	var out []Checkpoint
+	err := d.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindCheckpoint}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			store, partition, ok := parseSpacePrefix(item.Key())
+			if !ok {
+				return fmt.Errorf("malformed checkpoint key %x", item.Key())
+			}
+			err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("checkpoint of %s/%d has %d bytes", store, partition, len(v))
+				}
+				out = append(out, Checkpoint{Store: store, Partition: partition, Offset: int64(binary.BigEndian.Uint64(v))})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changelog: listing checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// parseSpacePrefix reverses spacePrefix for a key that is exactly one.
+func parseSpacePrefix(k []byte) (store string, partition int32, ok bool) {
+	if len(k) < 1 {
+		return "", 0, false
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+4 {
+		return "", 0, false
+	}
+	rest := k[1+w:]
+	return string(rest[:n]), int32(binary.BigEndian.Uint32(rest[n:])), true
+}
+
+// Count returns the number of keys in the partition's committed state. It
+// walks the keys without reading values: O(keys).
+func (s *Space) Count() (int64, error) {
+	var n int64
+	err := s.db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("changelog: counting keys: %w", err)
+	}
+	return n, nil
+}

@@ -103,3 +103,35 @@ func TestBufferOverBadger(t *testing.T) {
 		t.Errorf("badger after flush = %v", got)
 	}
 }
+
+func TestCheckpointsAndCount(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Space("counts", 3).SetCheckpoint(10)
+	db.Space("c", 300).SetCheckpoint(7)
+	s := db.Space("counts", 0)
+	s.SetCheckpoint(1)
+	for _, k := range []string{"a", "b", "c"} {
+		s.Put([]byte(k), []byte("v"))
+	}
+	got, err := db.Checkpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Checkpoint]bool{{"counts", 3, 10}: true, {"c", 300, 7}: true, {"counts", 0, 1}: true}
+	if len(got) != len(want) {
+		t.Fatalf("Checkpoints = %+v", got)
+	}
+	for _, c := range got {
+		if !want[c] {
+			t.Errorf("unexpected checkpoint %+v", c)
+		}
+	}
+	if n, err := s.Count(); err != nil || n != 3 {
+		t.Errorf("Count = %d, %v; want 3", n, err)
+	}
+}

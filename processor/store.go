@@ -103,6 +103,13 @@ type KeyValueStore[K, V any] interface {
 	Range(lo, hi K) iter.Seq2[K, V]
 	// All yields every entry in key order.
 	All() iter.Seq2[K, V]
+	// PrefixScan yields the entries whose serialized key starts with the
+	// serialized prefix, in key order: meaningful for serdes whose
+	// encoding of a prefix is a prefix of the encoding (String, Bytes).
+	PrefixScan(prefix K) iter.Seq2[K, V]
+	// Count returns the number of entries. It walks every key: O(n), for
+	// occasional use (Kafka Streams' approximateNumEntries, but exact).
+	Count() (int64, error)
 	// Err returns the first error met by an iteration (a read or decode
 	// failure ends it early) and clears it.
 	Err() error
@@ -202,6 +209,25 @@ func (s *kvStore[K, V]) Range(lo, hi K) iter.Seq2[K, V] {
 		}
 		s.decode(s.b.Range(lb, hb), yield)
 	}
+}
+
+func (s *kvStore[K, V]) PrefixScan(prefix K) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		pb, err := s.keys.Serialize(s.name, prefix)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			return
+		}
+		s.decode(s.b.Range(pb, changelog.PrefixEnd(pb)), yield)
+	}
+}
+
+func (s *kvStore[K, V]) Count() (int64, error) {
+	var n int64
+	for range s.b.Range(nil, nil) {
+		n++
+	}
+	return n, s.b.Err()
 }
 
 func (s *kvStore[K, V]) All() iter.Seq2[K, V] {

@@ -88,6 +88,18 @@ func TestKeyValueStoreThroughContext(t *testing.T) {
 	if err := p.store.Err(); err != nil {
 		t.Error(err)
 	}
+	if n, err := p.store.Count(); err != nil || n != 3 {
+		t.Errorf("Count = %d, %v; want 3", n, err)
+	}
+	p.store.Put("ba", 7)
+	p.store.Put("bb", 8)
+	var pre []string
+	for k := range p.store.PrefixScan("b") {
+		pre = append(pre, k)
+	}
+	if !slices.Equal(pre, []string{"b", "ba", "bb"}) {
+		t.Errorf("PrefixScan(b) = %v", pre)
+	}
 }
 
 func TestStoreValidation(t *testing.T) {
