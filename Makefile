@@ -51,7 +51,7 @@ kafka-down:
 
 ## lint: gofmt and go vet over every module.
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	@out=$$($$(go env GOROOT)/bin/gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && go vet ./...); done
 

@@ -65,9 +65,6 @@ func New(t Topology, cfg Config) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Guarantee == ExactlyOnce {
-		errs = append(errs, ErrExactlyOnceUnavailable)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -158,7 +155,7 @@ func (a *App) Run(ctx context.Context) error {
 		if err != nil {
 			for _, t := range threads {
 				t.group.Close()
-				t.producer.close()
+				t.producer.Close()
 				t.client.Close()
 			}
 			return err

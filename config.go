@@ -88,6 +88,13 @@ type Config struct {
 	// commit.interval.ms. Minimum 1 ms.
 	CommitInterval time.Duration
 
+	// TransactionTimeout bounds an exactly-once transaction: the broker
+	// aborts one left open longer, which is how long read_committed readers
+	// wait behind an instance that died mid-transaction without restarting
+	// (a restart aborts it at once). It must exceed CommitInterval. Default
+	// 10 s. Kafka's transaction.timeout.ms.
+	TransactionTimeout time.Duration
+
 	// MaxTaskIdle is how long a task with several input partitions waits
 	// for an empty partition before it processes the others, so records
 	// are processed in timestamp order across partitions. Default 0: never
@@ -189,6 +196,7 @@ const (
 	defaultThreads            = 1
 	defaultCommitIntervalEOS  = 100 * time.Millisecond
 	defaultCommitIntervalALOS = 30 * time.Second
+	defaultTransactionTimeout = 10 * time.Second
 	defaultQueueRecords       = 1000
 	defaultQueueBytes         = 16 << 20
 	defaultSessionTimeout     = 10 * time.Second
@@ -228,6 +236,15 @@ func (c *Config) Validate() error {
 	}
 	if c.CommitInterval < 0 || c.CommitInterval > 0 && c.CommitInterval < time.Millisecond {
 		bad("CommitInterval", "%v is below 1ms", c.CommitInterval)
+	}
+	if c.TransactionTimeout < 0 {
+		bad("TransactionTimeout", "negative (%v)", c.TransactionTimeout)
+	}
+	if c.TransactionTimeout > 0 && c.TransactionTimeout < time.Second {
+		bad("TransactionTimeout", "%v is below 1s", c.TransactionTimeout)
+	}
+	if c.TransactionTimeout > 0 && c.CommitInterval >= c.TransactionTimeout {
+		bad("TransactionTimeout", "%v is not above CommitInterval %v", c.TransactionTimeout, c.CommitInterval)
 	}
 	if c.MaxTaskIdle < 0 {
 		bad("MaxTaskIdle", "negative (%v)", c.MaxTaskIdle)
@@ -296,6 +313,9 @@ func (c Config) withDefaults() Config {
 		if c.Guarantee == AtLeastOnce {
 			c.CommitInterval = defaultCommitIntervalALOS
 		}
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = max(defaultTransactionTimeout, 2*c.CommitInterval)
 	}
 	if c.Queue.MaxRecords == 0 {
 		c.Queue.MaxRecords = defaultQueueRecords

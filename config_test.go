@@ -1,7 +1,6 @@
 package weir
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -79,13 +78,17 @@ func TestNewReportsTopologyAndConfigTogether(t *testing.T) {
 	}
 }
 
-func TestExactlyOnceNotYetAvailable(t *testing.T) {
+func TestTransactionTimeoutAboveCommitInterval(t *testing.T) {
 	t.Parallel()
-	tp := processor.NewTopology()
-	src := tp.AddSource("in", "in", serde.String(), serde.String())
-	tp.AddSink("out", "out", serde.String(), serde.String(), src)
-	_, err := New(tp, Config{ApplicationID: "a", Brokers: []string{"h:1"}})
-	if !errors.Is(err, ErrExactlyOnceUnavailable) {
-		t.Fatalf("New with the default guarantee = %v, want ErrExactlyOnceUnavailable", err)
+	c := Config{ApplicationID: "a", Brokers: []string{"h:1"}, CommitInterval: 5 * time.Second, TransactionTimeout: 2 * time.Second}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Config.TransactionTimeout") {
+		t.Fatalf("Validate = %v, want an error naming TransactionTimeout", err)
+	}
+	d := Config{ApplicationID: "a", Brokers: []string{"h:1"}, CommitInterval: 8 * time.Second}.withDefaults()
+	if d.TransactionTimeout != 16*time.Second {
+		t.Errorf("default TransactionTimeout with an 8s commit interval = %v, want 16s", d.TransactionTimeout)
+	}
+	if e := (Config{ApplicationID: "a", Brokers: []string{"h:1"}}).withDefaults(); e.TransactionTimeout != 10*time.Second {
+		t.Errorf("default TransactionTimeout = %v, want 10s", e.TransactionTimeout)
 	}
 }

@@ -11,9 +11,10 @@ import (
 // application's state directory.
 var ErrStateDirLocked = errors.New("weir: state directory is in use by another instance")
 
-// ErrExactlyOnceUnavailable is returned by New for the ExactlyOnce
-// guarantee until weir's transactional commit path exists.
-var ErrExactlyOnceUnavailable = errors.New("weir: the exactly_once guarantee is not available yet; set Config.Guarantee to weir.AtLeastOnce")
+// ErrFenced is returned by Run when another instance took this instance's
+// transactional ids: one with the same process id, which lives in the state
+// directory. It runs on; this one stops.
+var ErrFenced = errors.New("weir: producer fenced")
 
 // ErrClosed is returned by Run on an App that was closed or already ran.
 var ErrClosed = errors.New("weir: app closed")

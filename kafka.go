@@ -1,11 +1,9 @@
 package weir
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -39,8 +37,10 @@ func baseSaramaConfig(c *Config, clientID string) *sarama.Config {
 }
 
 // threadSaramaConfig configures one stream thread's group member and
-// producer.
-func threadSaramaConfig(c *Config, thread int, strategy *assign.Strategy) *sarama.Config {
+// producer. Under exactly once the producer is transactional with id
+// "<application id>-<process id>-<thread>": stable across restarts, so a
+// restarted instance fences its earlier incarnation at once.
+func threadSaramaConfig(c *Config, processID string, thread int, strategy *assign.Strategy) *sarama.Config {
 	sc := baseSaramaConfig(c, c.ApplicationID+"-"+strconv.Itoa(thread))
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.AutoCommit.Enable = false
@@ -64,7 +64,16 @@ func threadSaramaConfig(c *Config, thread int, strategy *assign.Strategy) *saram
 	sc.Producer.Return.Errors = true
 	sc.Producer.Partitioner = newPartitioner
 	sc.Producer.Flush.Frequency = 5 * time.Millisecond
+	if c.Guarantee == ExactlyOnce {
+		sc.Producer.Transaction.ID = transactionalID(c.ApplicationID, processID, thread)
+		sc.Producer.Transaction.Timeout = c.TransactionTimeout
+	}
 	return sc
+}
+
+// transactionalID is the transactional id of a thread's producer.
+func transactionalID(app, processID string, thread int) string {
+	return app + "-" + processID + "-" + strconv.Itoa(thread)
 }
 
 // explicitPartition marks a message whose partition a sink's partitioner
@@ -87,105 +96,6 @@ func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error
 }
 
 func (partitioner) RequiresConsistency() bool { return true }
-
-// producer wraps a sarama AsyncProducer with flush: the commit step waits
-// until every record sent so far is acknowledged.
-type producer struct {
-	ap sarama.AsyncProducer
-
-	mu       sync.Mutex
-	inflight int
-	idle     chan struct{} // closed while inflight == 0
-	err      error         // first failure since the last flush
-	done     chan struct{}
-}
-
-func newProducer(client sarama.Client) (*producer, error) {
-	ap, err := sarama.NewAsyncProducerFromClient(client)
-	if err != nil {
-		return nil, fmt.Errorf("weir: producer: %w", err)
-	}
-	p := &producer{ap: ap, idle: make(chan struct{}), done: make(chan struct{})}
-	close(p.idle)
-	go p.drain()
-	return p, nil
-}
-
-func (p *producer) drain() {
-	defer close(p.done)
-	succ, errs := p.ap.Successes(), p.ap.Errors()
-	for succ != nil || errs != nil {
-		select {
-		case _, ok := <-succ:
-			if !ok {
-				succ = nil
-				continue
-			}
-			p.ack(nil)
-		case e, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			p.ack(fmt.Errorf("weir: producing to %s: %w", e.Msg.Topic, e.Err))
-		}
-	}
-}
-
-func (p *producer) ack(err error) {
-	p.mu.Lock()
-	if err != nil && p.err == nil {
-		p.err = err
-	}
-	p.inflight--
-	if p.inflight == 0 {
-		close(p.idle)
-	}
-	p.mu.Unlock()
-}
-
-// send hands m to the producer; it blocks while sarama's input buffer is
-// full. It does not give up on cancellation: a record being processed when
-// the application stops is finished, and sarama fails a message it cannot
-// deliver after its retries, so the wait is bounded.
-func (p *producer) send(m *sarama.ProducerMessage) error {
-	p.mu.Lock()
-	if p.err != nil {
-		err := p.err
-		p.mu.Unlock()
-		return err
-	}
-	if p.inflight == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.inflight++
-	p.mu.Unlock()
-	p.ap.Input() <- m
-	return nil
-}
-
-// flush waits for every sent record and returns the first failure.
-func (p *producer) flush(ctx context.Context) error {
-	p.mu.Lock()
-	idle := p.idle
-	p.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		return fmt.Errorf("weir: flushing producer: %w", ctx.Err())
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	err := p.err
-	return err
-}
-
-// close closes the producer once; sarama panics on a second Close.
-func (p *producer) close() error {
-	err := p.ap.Close()
-	<-p.done
-	return err
-}
 
 // commitOffsets commits offsets (topic -> partition -> next offset) for the
 // group member of the given generation. A stale generation or unknown

@@ -23,7 +23,7 @@ type localState struct {
 	storeSub map[string]int // store -> sub-topology
 
 	mu      sync.Mutex
-	ckpts   map[space]int64      // checkpoint of every partition held
+	ckpts   map[space]int64 // checkpoint of every partition held
 	running map[assign.TaskID]bool
 	due     map[space]time.Time // partitions to drop, and when
 }

@@ -140,7 +140,7 @@ func (t *task) sendChangelog() error {
 			if !e.Deleted {
 				m.Value = sarama.ByteEncoder(nonNilBytes(e.Value))
 			}
-			if err := t.th.producer.send(m); err != nil {
+			if err := t.th.producer.Send(m); err != nil {
 				return err
 			}
 			t.th.sent = true

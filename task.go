@@ -410,7 +410,7 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 		}
 	}
 	t.th.sent = true
-	return t.th.producer.send(m)
+	return t.th.producer.Send(m)
 }
 
 func (t *task) PartitionCount(topic string, internal bool) (int32, error) {

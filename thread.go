@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/txn"
 )
 
 // batchPerTask is how many records a task processes before the thread
@@ -34,7 +35,7 @@ type thread struct {
 	ctx      context.Context // cancelled when the thread must stop
 	client   sarama.Client
 	group    sarama.ConsumerGroup
-	producer *producer
+	producer *txn.Producer
 	strategy *assign.Strategy
 	instance string // group.instance.id, "" without static membership
 
@@ -80,7 +81,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		owner:  map[tp]*task{},
 	}
 	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
-	sc := threadSaramaConfig(&app.cfg, idx, th.strategy)
+	sc := threadSaramaConfig(&app.cfg, app.dir.processID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
 	client, err := sarama.NewClient(app.cfg.Brokers, sc)
 	if err != nil {
@@ -91,7 +92,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		client.Close()
 		return nil, fmt.Errorf("weir: thread %d: consumer group: %w", idx, err)
 	}
-	if th.producer, err = newProducer(client); err != nil {
+	if th.producer, err = txn.New(client); err != nil {
 		th.group.Close()
 		client.Close()
 		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
@@ -163,7 +164,7 @@ func (th *thread) run() error {
 		err = fmt.Errorf("weir: thread %d: leaving the group: %w", th.idx, cerr)
 	}
 	wg.Wait()
-	if perr := th.producer.close(); perr != nil && err == nil {
+	if perr := th.producer.Close(); perr != nil && err == nil {
 		err = fmt.Errorf("weir: thread %d: closing producer: %w", th.idx, perr)
 	}
 	th.client.Close()
@@ -273,14 +274,18 @@ func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 				break
 			}
 			if err := t.process(p); err != nil {
+				if isTxnError(err) {
+					// Sending into the transaction failed: not the
+					// record's fault.
+					return progressed, wait, th.handleTxnError(err)
+				}
 				return progressed, wait, err
 			}
 			progressed = true
 		}
 		if th.buffered() >= th.app.cfg.State.MaxBufferBytes {
-			if err := th.commit(); err != nil {
-				return progressed, wait, err
-			}
+			// The commit may close tasks: start the round over.
+			return progressed, wait, th.commit()
 		}
 	}
 	return progressed, wait, nil
@@ -362,7 +367,9 @@ func (th *thread) control() error {
 			th.log.Warn("commit before revocation failed; the new owner repeats the uncommitted records", "error", cerr)
 		}
 		for _, t := range closing {
-			th.closeTask(t)
+			if th.tasks[t.id] == t { // a failed commit may have closed it
+				th.closeTask(t)
+			}
 		}
 	}
 	th.publish()
@@ -395,10 +402,17 @@ func (th *thread) closeTask(t *task) {
 // or moved to a new generation); the next commit carries the same offsets.
 var errCommitLater = errors.New("weir: commit deferred: group is rebalancing")
 
-// commit is the one place where a thread commits. At least once: flush the
-// producer (every output of the processed records is acknowledged), flush
-// state, then commit the input offsets. The exactly-once path replaces the
-// steps with one transaction.
+// commit is the one place where a thread commits.
+//
+// At least once: produce the buffered state changes to the changelogs,
+// wait until every record is acknowledged, write the changes to Badger
+// with their checkpoints, then commit the input offsets.
+//
+// Exactly once: the changelog records join the thread's transaction, which
+// commits together with the input offsets and the group's metadata; only
+// then are the changes written to Badger with their checkpoints. A failed
+// transaction is aborted and its state changes discarded; the thread's
+// tasks close and the group gives them back from the committed offsets.
 func (th *thread) commit() error {
 	th.lastCommit = time.Now()
 	offsets := map[string]map[int32]int64{}
@@ -407,7 +421,10 @@ func (th *thread) commit() error {
 	}
 	for _, id := range th.order {
 		if err := th.tasks[id].sendChangelog(); err != nil {
-			return err
+			if isTxnError(err) {
+				return th.handleTxnError(err)
+			}
+			return th.failCommit(err)
 		}
 	}
 	if len(offsets) == 0 && !th.sent {
@@ -415,26 +432,22 @@ func (th *thread) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
 	defer cancel()
-	if err := th.producer.flush(ctx); err != nil {
-		for _, id := range th.order {
-			th.tasks[id].discardState()
-		}
-		return err
+	if th.app.cfg.Guarantee == ExactlyOnce {
+		return th.commitTransaction(ctx, offsets)
+	}
+	if err := th.producer.Commit(ctx, nil, nil); err != nil {
+		return th.failCommit(err)
 	}
 	th.sent = false
-	// At least once, state follows the changelog, which now holds every
-	// change: write it to Badger whatever happens to the offsets below.
-	for _, id := range th.order {
-		if err := th.tasks[id].applyState(); err != nil {
-			return err
-		}
+	// State follows the changelog, which now holds every change: write it
+	// to Badger whatever happens to the offsets below.
+	if err := th.applyState(); err != nil {
+		return err
 	}
 	if len(offsets) == 0 {
 		return nil
 	}
-	th.mu.Lock()
-	sess := th.sess
-	th.mu.Unlock()
+	sess := th.session()
 	if sess == nil {
 		return errCommitLater
 	}
@@ -450,12 +463,145 @@ func (th *thread) commit() error {
 	if err != nil {
 		return err
 	}
+	th.committed(offsets)
+	return nil
+}
+
+// commitTransaction commits the thread's transaction with offsets.
+func (th *thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) error {
+	sess := th.session()
+	if sess == nil {
+		return th.abort(ctx, errors.New("weir: no group session to commit with"))
+	}
+	var instance *string
+	if th.instance != "" {
+		instance = &th.instance
+	}
+	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.app.cfg.ApplicationID, instance)
+	start := time.Now()
+	err := th.producer.Commit(ctx, offsets, group)
+	if err == nil {
+		th.sent = false
+		if err := th.applyState(); err != nil {
+			return err
+		}
+		th.committed(offsets)
+		th.log.Debug("transaction committed", "took", time.Since(start))
+		return nil
+	}
+	return th.handleTxnError(err)
+}
+
+// isTxnError reports a failed transaction, from a commit or from sending a
+// record into it.
+func isTxnError(err error) bool {
+	return errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrAmbiguous)
+}
+
+// handleTxnError acts on a failed transaction (see package txn): it
+// returns nil when the thread goes on.
+func (th *thread) handleTxnError(err error) error {
+	switch {
+	case errors.Is(err, txn.ErrAborted):
+		// A stale generation (this member was replaced while it stalled),
+		// or another abortable error: reprocess from the committed offsets.
+		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
+		th.resetTasks()
+		return nil
+	case errors.Is(err, txn.ErrFenced):
+		// Another producer took this thread's transactional id: an
+		// instance with the same process id (a later incarnation, or a
+		// copy of this state directory) runs. Rejoining would fence it in
+		// turn, and the two would take turns forever: this one stops.
+		th.resetTasks()
+		return fmt.Errorf("%w: another instance runs with this instance's process id (%s); this one stops: %w",
+			ErrFenced, th.app.dir.processID, err)
+	case errors.Is(err, txn.ErrAmbiguous):
+		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
+		th.resetTasks()
+		return th.rebuildProducer()
+	}
+	return err
+}
+
+// abort aborts the open transaction for cause and resets the tasks.
+func (th *thread) abort(ctx context.Context, cause error) error {
+	th.log.Warn("aborting transaction", "cause", cause)
+	err := th.producer.Abort(ctx)
+	th.resetTasks()
+	if err != nil {
+		th.log.Warn("abort failed; rebuilding the producer", "error", err)
+		return th.rebuildProducer()
+	}
+	return nil
+}
+
+// failCommit handles a changelog or flush failure: at least once it stops
+// the thread; exactly once the transaction is aborted when possible.
+func (th *thread) failCommit(err error) error {
+	if th.app.cfg.Guarantee != ExactlyOnce {
+		for _, id := range th.order {
+			th.tasks[id].discardState()
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+	defer cancel()
+	_ = th.abort(ctx, err)
+	return err
+}
+
+// resetTasks discards every task's uncommitted state and closes the tasks
+// without committing: their claims end, the group session restarts, and
+// the tasks come back (to this member, the assignment being sticky) at the
+// committed offsets, restoring only their changelog's committed tail.
+func (th *thread) resetTasks() {
+	for _, id := range slices.Clone(th.order) {
+		t := th.tasks[id]
+		t.discardState()
+		th.closeTask(t)
+	}
+	th.sent = false
+	th.publish()
+}
+
+// rebuildProducer replaces the producer: a fenced producer is dead, and
+// one whose last commit has an unknown outcome must not be reused.
+func (th *thread) rebuildProducer() error {
+	if err := th.producer.Close(); err != nil {
+		th.log.Debug("closing the old producer", "error", err)
+	}
+	p, err := txn.New(th.client)
+	if err != nil {
+		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+	}
+	th.producer = p
+	return nil
+}
+
+func (th *thread) session() sarama.ConsumerGroupSession {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.sess
+}
+
+// applyState writes the committed state changes to Badger.
+func (th *thread) applyState() error {
+	for _, id := range th.order {
+		if err := th.tasks[id].applyState(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// committed records committed offsets.
+func (th *thread) committed(offsets map[string]map[int32]int64) {
 	for _, id := range th.order {
 		th.tasks[id].committedAll(offsets)
 	}
 	th.publish()
 	th.purge(offsets)
-	return nil
 }
 
 // purge deletes consumed records of repartition topics, at most once per
@@ -476,9 +622,20 @@ func (th *thread) purge(committed map[string]map[int32]int64) {
 }
 
 // shutdown commits what was processed, closes every task and returns
-// cause, or the commit's error when there is no cause.
+// cause, or the commit's error when there is no cause. Under exactly once
+// a failure aborts instead: the failing record may have produced part of
+// its output, which must not be committed.
 func (th *thread) shutdown(cause error) error {
-	if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+	if cause != nil && th.app.cfg.Guarantee == ExactlyOnce {
+		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+		if err := th.producer.Abort(ctx); err != nil {
+			th.log.Warn("aborting the last transaction", "error", err)
+		}
+		cancel()
+		for _, id := range th.order {
+			th.tasks[id].discardState()
+		}
+	} else if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
 		th.log.Warn("final commit failed", "error", err)
 		if cause == nil {
 			cause = err

@@ -1,0 +1,342 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/serde"
+)
+
+// Windowed names a window of a [WindowStore] or a session of a
+// [SessionStore]: a key and a time span, kept to the millisecond (times
+// are rounded down, toward the past) and returned in UTC.
+//
+// For a window, End is Start plus the store's window size, excluded: the
+// window holds the records with Start <= timestamp < End (Kafka Streams'
+// TimeWindow). For a session, Start and End are the times of its first and
+// last records, both included (Kafka Streams' SessionWindow).
+type Windowed[K any] struct {
+	Key        K
+	Start, End time.Time
+}
+
+// WindowStore is a typed window store: values kept per key and window
+// start, for windows of a fixed size, retained for a fixed time after they
+// start. It corresponds to Kafka Streams' WindowStore without duplicates
+// (Stores.persistentWindowStore with retainDuplicates false).
+//
+// Times are kept to the millisecond: every time given is rounded down
+// (toward the past), and every time returned is a whole millisecond in
+// UTC. Keys are ordered by their serialized bytes (bytes.Compare), as in a
+// [KeyValueStore]. Keys and values returned or yielded are decoded from
+// copies and belong to the caller.
+//
+// # Retention
+//
+// A window that starts before the task's stream time minus the store's
+// retention is expired: reads skip it, a Put of it fails with an error
+// wrapping [changelog.ErrExpired], and it is deleted. Every read and
+// write first brings the store up to the task's current stream time
+// ([Context.StreamTime]) if it advanced since the last one: deleting the
+// windows that expired costs two writes each (tombstones in the
+// changelog), all done by that one call. Before the task has a stream
+// time (before its first record), nothing is expired.
+//
+// Writes are buffered and become durable at the task's next commit; reads
+// see them at once. The iterators read the store as they go, so collect
+// what a loop finds before writing to the store. A WindowStore belongs to
+// its task and is used from its goroutine only.
+type WindowStore[K, V any] interface {
+	// Put sets the value of key's window starting at windowStart. A window
+	// that is already expired is not written and the error wraps
+	// [changelog.ErrExpired]: the caller decides what that means, and a
+	// windowed aggregation drops the record and counts it as late (Kafka
+	// Streams' dropped-records metric).
+	Put(key K, windowStart time.Time, value V) error
+	// Fetch returns the value of key's window starting at windowStart and
+	// whether it exists; an expired window does not.
+	Fetch(key K, windowStart time.Time) (value V, found bool, err error)
+	// FetchRange yields the start and value of each of key's windows that
+	// start in [from, to], both ends included, in ascending order of
+	// start. Kafka Streams' fetch(key, timeFrom, timeTo).
+	FetchRange(key K, from, to time.Time) iter.Seq2[time.Time, V]
+	// FetchRangeBackward yields the windows of FetchRange in descending
+	// order of start. Kafka Streams' backwardFetch(key, timeFrom, timeTo).
+	FetchRangeBackward(key K, from, to time.Time) iter.Seq2[time.Time, V]
+	// FetchAll yields the windows of every key that start in [from, to],
+	// both ends included, ordered by start, then by serialized key. Kafka
+	// Streams' fetchAll(timeFrom, timeTo).
+	FetchAll(from, to time.Time) iter.Seq2[Windowed[K], V]
+	// All yields every window, ordered by serialized key, then by start.
+	// Kafka Streams' all(), which orders by time instead.
+	All() iter.Seq2[Windowed[K], V]
+	// Err returns the first error met by an iteration since the last call
+	// (a read, decode or expiry failure ends the iteration early) and
+	// clears it.
+	Err() error
+}
+
+// WindowSpec declares a window store with its serdes. Create one with
+// [Window].
+type WindowSpec[K, V any] struct {
+	name      string
+	size      time.Duration
+	retention time.Duration
+	keys      serde.Serde[K]
+	values    serde.Serde[V]
+}
+
+// Window declares a window store named name, for windows size long,
+// retained for retention after they start. size must be a whole number of
+// milliseconds, at least one; retention must be at least size, and should
+// cover the window size plus the grace period of the windows stored, or
+// late records that the grace period admits are refused as expired. Kafka
+// Streams' Stores.persistentWindowStore(name, retention, size, false).
+//
+// Its changelog topic (see [StoreSpec]) is created with
+// cleanup.policy=compact,delete and retention.ms of retention plus a day,
+// so Kafka drops what the store has expired. A spec that breaks these
+// bounds makes Open fail, naming the store.
+func Window[K, V any](name string, size, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) *WindowSpec[K, V] {
+	return &WindowSpec[K, V]{name: name, size: size, retention: retention, keys: keys, values: values}
+}
+
+// Name implements StoreSpec.
+func (s *WindowSpec[K, V]) Name() string { return s.name }
+
+// Size returns the window size given to [Window].
+func (s *WindowSpec[K, V]) Size() time.Duration { return s.size }
+
+// Retention returns the retention given to [Window].
+func (s *WindowSpec[K, V]) Retention() time.Duration { return s.retention }
+
+func (s *WindowSpec[K, V]) graphStore() *graph.Store {
+	return &graph.Store{Name: s.name, Kind: graph.WindowStore, Retention: s.retention}
+}
+
+func (s *WindowSpec[K, V]) validate() error {
+	var errs []error
+	if s.keys == nil || s.values == nil {
+		errs = append(errs, fmt.Errorf("processor: store %q: nil serde", s.name))
+	}
+	if s.size < time.Millisecond || s.size%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("processor: store %q: window size %v is not a positive whole number of milliseconds", s.name, s.size))
+	}
+	if s.retention < s.size {
+		errs = append(errs, fmt.Errorf("processor: store %q: retention %v is shorter than the window size %v", s.name, s.retention, s.size))
+	}
+	return errors.Join(errs...)
+}
+
+// Open returns the task's partition of the store; call it from Init of a
+// processor the store is attached to. It fails, naming the store, if the
+// spec is invalid (see [Window]). The store follows the stream time of
+// ctx (see [WindowStore]).
+func (s *WindowSpec[K, V]) Open(ctx StoreContext) (WindowStore[K, V], error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	b, err := ctx.storeBytes(s.name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := changelog.NewWindowBytes(b, s.retention, s.size)
+	if err != nil {
+		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
+	}
+	st := &windowStore[K, V]{w: w, name: s.name, size: s.size, keys: s.keys, values: s.values}
+	st.clock.init(ctx, w.Expire)
+	return st, nil
+}
+
+// expiryClock drives a byte store's Expire from the task's stream time,
+// once per advance.
+type expiryClock struct {
+	// src is the Context the store was opened with. Every Context has a
+	// StreamTime; a StoreContext that lacks one leaves src nil, and the
+	// store then never expires anything.
+	src    interface{ StreamTime() time.Time }
+	expire func(time.Time) (int, error)
+	last   time.Time // the stream time of the last successful Expire
+}
+
+func (c *expiryClock) init(ctx StoreContext, expire func(time.Time) (int, error)) {
+	c.src, _ = ctx.(interface{ StreamTime() time.Time })
+	c.expire = expire
+}
+
+// advance expires what the stream time's advance since the last call
+// makes expired. Stream time starts at the zero time and never goes back,
+// so a zero or unchanged stream time costs one comparison. After an error
+// the next call tries again.
+func (c *expiryClock) advance(store string) error {
+	if c.src == nil {
+		return nil
+	}
+	now := c.src.StreamTime()
+	if !now.After(c.last) {
+		return nil
+	}
+	if _, err := c.expire(now); err != nil {
+		return fmt.Errorf("store %s: expire: %w", store, err)
+	}
+	c.last = now
+	return nil
+}
+
+// windowStore puts serdes over a WindowBytes. The serdes see the store's
+// name as their topic.
+type windowStore[K, V any] struct {
+	w      *changelog.WindowBytes
+	name   string
+	size   time.Duration
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	clock  expiryClock
+	err    error
+}
+
+func (s *windowStore[K, V]) key(key K) ([]byte, error) {
+	kb, err := s.keys.Serialize(s.name, key)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: serialize key: %w", s.name, err)
+	}
+	return kb, nil
+}
+
+func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
+	if err := s.clock.advance(s.name); err != nil {
+		return err
+	}
+	kb, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	vb, err := s.values.Serialize(s.name, value)
+	if err != nil {
+		return fmt.Errorf("store %s: serialize value: %w", s.name, err)
+	}
+	if vb == nil {
+		vb = []byte{} // a nil value would delete the window
+	}
+	if err := s.w.Put(kb, windowStart, vb); err != nil {
+		return fmt.Errorf("store %s: %w", s.name, err)
+	}
+	return nil
+}
+
+func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error) {
+	var zero V
+	if err := s.clock.advance(s.name); err != nil {
+		return zero, false, err
+	}
+	kb, err := s.key(key)
+	if err != nil {
+		return zero, false, err
+	}
+	vb, err := s.w.Fetch(kb, windowStart)
+	if err != nil || vb == nil {
+		return zero, false, err
+	}
+	v, err := s.values.Deserialize(s.name, vb)
+	if err != nil {
+		return zero, false, fmt.Errorf("store %s: deserialize value: %w", s.name, err)
+	}
+	return v, true, nil
+}
+
+func (s *windowStore[K, V]) FetchRange(key K, from, to time.Time) iter.Seq2[time.Time, V] {
+	return s.fetchRange(key, from, to, s.w.FetchRange)
+}
+
+func (s *windowStore[K, V]) FetchRangeBackward(key K, from, to time.Time) iter.Seq2[time.Time, V] {
+	return s.fetchRange(key, from, to, s.w.FetchRangeBackward)
+}
+
+func (s *windowStore[K, V]) fetchRange(key K, from, to time.Time, scan func([]byte, time.Time, time.Time) iter.Seq2[time.Time, []byte]) iter.Seq2[time.Time, V] {
+	return func(yield func(time.Time, V) bool) {
+		if err := s.clock.advance(s.name); err != nil {
+			s.fail(err)
+			return
+		}
+		kb, err := s.key(key)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		defer s.drain()
+		for start, vb := range scan(kb, from, to) {
+			v, err := s.values.Deserialize(s.name, vb)
+			if err != nil {
+				s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+				return
+			}
+			if !yield(start, v) {
+				return
+			}
+		}
+	}
+}
+
+func (s *windowStore[K, V]) FetchAll(from, to time.Time) iter.Seq2[Windowed[K], V] {
+	return func(yield func(Windowed[K], V) bool) {
+		if err := s.clock.advance(s.name); err != nil {
+			s.fail(err)
+			return
+		}
+		s.decode(s.w.FetchAll(from, to), yield)
+	}
+}
+
+func (s *windowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
+	return func(yield func(Windowed[K], V) bool) {
+		if err := s.clock.advance(s.name); err != nil {
+			s.fail(err)
+			return
+		}
+		s.decode(s.w.All(), yield)
+	}
+}
+
+// decode yields the windows of seq with their keys and values decoded.
+func (s *windowStore[K, V]) decode(seq iter.Seq2[changelog.WindowKey, []byte], yield func(Windowed[K], V) bool) {
+	defer s.drain()
+	for wk, vb := range seq {
+		k, err := s.keys.Deserialize(s.name, wk.Key)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: deserialize key: %w", s.name, err))
+			return
+		}
+		v, err := s.values.Deserialize(s.name, vb)
+		if err != nil {
+			s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+			return
+		}
+		if !yield(Windowed[K]{Key: k, Start: wk.Start, End: wk.Start.Add(s.size)}, v) {
+			return
+		}
+	}
+}
+
+// drain moves an error the byte store's iterator met into s.err.
+func (s *windowStore[K, V]) drain() {
+	if err := s.w.Err(); err != nil {
+		s.fail(fmt.Errorf("store %s: %w", s.name, err))
+	}
+}
+
+func (s *windowStore[K, V]) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *windowStore[K, V]) Err() error {
+	err := s.err
+	s.err = nil
+	return err
+}
