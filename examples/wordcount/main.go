@@ -55,7 +55,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.appID, "app-id", "wordcount", "application id (consumer group, internal topic prefix)")
 	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "weir-wordcount"), "directory for local state")
 	fs.IntVar(&o.threads, "threads", 1, "stream threads")
-	fs.StringVar(&o.guarantee, "guarantee", "at_least_once", "processing guarantee: exactly_once or at_least_once")
+	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve metrics and health on (empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,9 +103,6 @@ func run() error {
 // runEmbedded counts a sample text on an embedded broker and prints the
 // most frequent words.
 func runEmbedded(o options, cfg weir.Config) error {
-	if cfg.Guarantee == weir.ExactlyOnce {
-		return fmt.Errorf("-guarantee exactly_once is not available yet")
-	}
 	cluster, err := startEmbedded(o.input, o.output)
 	if err != nil {
 		return err
@@ -162,5 +159,5 @@ func countSample(brokers []string, o options, cfg weir.Config) (map[string]int64
 	if err := <-done; err != nil {
 		return nil, err
 	}
-	return readCounts(brokers, o.output)
+	return readCounts(brokers, o.output, want)
 }

@@ -22,7 +22,7 @@ func TestFlagsKeepTheirContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.brokers != "" || o.input != "text-input" || o.output != "word-counts" || o.appID != "wordcount" || o.threads != 1 {
+	if o.brokers != "" || o.input != "text-input" || o.output != "word-counts" || o.appID != "wordcount" || o.threads != 1 || o.guarantee != "exactly_once" {
 		t.Errorf("defaults changed: %+v", o)
 	}
 	o, err = parseFlags([]string{"-brokers", "a:1,b:2", "-input", "i", "-output", "o", "-app-id", "x",
@@ -68,5 +68,5 @@ func TestEmbeddedRunCountsEveryWord(t *testing.T) {
 
 func countOn(t *testing.T, brokers []string, o options) (map[string]int64, error) {
 	t.Helper()
-	return countSample(brokers, o, weir.Config{ApplicationID: o.appID, Guarantee: weir.AtLeastOnce})
+	return countSample(brokers, o, weir.Config{ApplicationID: o.appID, Guarantee: weir.ExactlyOnce})
 }
