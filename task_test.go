@@ -1,0 +1,128 @@
+package weir
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/queue"
+)
+
+// stampSource decodes a record to its Kafka timestamp and remembers what
+// it processed.
+type stampSource struct {
+	head      *graph.RawRecord
+	processed *[]int64
+}
+
+func (s *stampSource) Init() error  { return nil }
+func (s *stampSource) Close() error { return nil }
+func (s *stampSource) Decode(raw *graph.RawRecord) (time.Time, error) {
+	r := *raw
+	s.head = &r
+	return raw.Timestamp, nil
+}
+func (s *stampSource) Process() error {
+	*s.processed = append(*s.processed, s.head.Offset)
+	return nil
+}
+
+// twoPartitionTask is a task reading two partitions, as a join would.
+func twoPartitionTask(idle time.Duration) (*task, [2]*msgQueue, *[]int64) {
+	app := &App{cfg: Config{MaxTaskIdle: idle}.withDefaults()}
+	th := &thread{app: app}
+	processed := &[]int64{}
+	var qs [2]*msgQueue
+	t := &task{th: th, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true}
+	for i := range qs {
+		qs[i] = queue.New(queue.Limits{Items: 10, Bytes: 1 << 20}, msgSize, nil)
+		t.parts = append(t.parts, &partition{tp: tp{topic: string(rune('a' + i))}, src: &stampSource{processed: processed}, q: qs[i], consumed: -1, committed: -1})
+	}
+	return t, qs, processed
+}
+
+func push(t *testing.T, q *msgQueue, offset int64, ts time.Time) {
+	t.Helper()
+	if err := q.Push(context.Background(), &sarama.ConsumerMessage{Offset: offset, Timestamp: ts}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func drain(t *testing.T, tk *task, now time.Time) {
+	t.Helper()
+	for {
+		p, _, err := tk.next(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == nil {
+			return
+		}
+		if err := tk.process(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTaskProcessesSmallestTimestampFirst(t *testing.T) {
+	t.Parallel()
+	tk, qs, processed := twoPartitionTask(0)
+	base := time.UnixMilli(1_000_000)
+	push(t, qs[0], 10, base.Add(3*time.Second))
+	push(t, qs[0], 11, base.Add(5*time.Second))
+	push(t, qs[1], 20, base.Add(1*time.Second))
+	push(t, qs[1], 21, base.Add(4*time.Second))
+	drain(t, tk, time.Now())
+	want := []int64{20, 10, 21, 11}
+	if len(*processed) != len(want) {
+		t.Fatalf("processed %v, want %v", *processed, want)
+	}
+	for i := range want {
+		if (*processed)[i] != want[i] {
+			t.Fatalf("processed %v, want %v", *processed, want)
+		}
+	}
+	if !tk.streamTime.Equal(base.Add(5 * time.Second)) {
+		t.Errorf("stream time %v, want the largest timestamp", tk.streamTime)
+	}
+	if tk.parts[0].consumed != 12 || tk.parts[1].consumed != 22 {
+		t.Errorf("consumed offsets %d, %d; want 12, 22", tk.parts[0].consumed, tk.parts[1].consumed)
+	}
+}
+
+func TestMaxTaskIdleWaitsForAnEmptyPartition(t *testing.T) {
+	t.Parallel()
+	const idle = time.Minute
+	tk, qs, processed := twoPartitionTask(idle)
+	base := time.UnixMilli(1_000_000)
+	push(t, qs[0], 10, base.Add(3*time.Second))
+	now := time.Now()
+	p, wait, err := tk.next(now)
+	if err != nil || p != nil {
+		t.Fatalf("next = %v, %v; want to wait for the empty partition", p, err)
+	}
+	if !wait.Equal(now.Add(idle)) {
+		t.Fatalf("wait until %v, want %v", wait, now.Add(idle))
+	}
+	// The other partition's record arrives within the idle time and is
+	// older: it goes first, and then the task waits again for the
+	// partition that ran dry.
+	push(t, qs[1], 20, base.Add(time.Second))
+	later := now.Add(time.Second)
+	drain(t, tk, later)
+	if len(*processed) != 1 || (*processed)[0] != 20 {
+		t.Fatalf("processed %v, want [20]", *processed)
+	}
+	if p, wait, _ := tk.next(later); p != nil || !wait.Equal(later.Add(idle)) {
+		t.Fatalf("next = %v waiting until %v; want to wait until %v", p, wait, later.Add(idle))
+	}
+	// Past the idle time a lone partition is processed anyway.
+	drain(t, tk, later.Add(idle))
+	if len(*processed) != 2 || (*processed)[1] != 10 {
+		t.Fatalf("processed %v, want 10 after the idle time", *processed)
+	}
+}
