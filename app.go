@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // Topology is what an App runs: a *processor.Topology, or a DSL builder
@@ -37,6 +39,12 @@ type App struct {
 	cancel  context.CancelFunc
 	stopped chan struct{}
 	threads []*thread
+
+	life    lifecycle
+	metrics *metrics.Metrics
+	retMu   sync.Mutex
+	ret     map[string]time.Duration // input topic -> retention
+	retRead time.Time
 
 	// Set by Run.
 	dir           *stateDir
@@ -68,7 +76,13 @@ func New(t Topology, cfg Config) (*App, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{})}, nil
+	a := &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{})}
+	m, err := metrics.New(a.cfg.Metrics, a.cfg.ApplicationID, a)
+	if err != nil {
+		return nil, fmt.Errorf("weir: registering metrics: %w", err)
+	}
+	a.metrics = m
+	return a, nil
 }
 
 // Run runs the application until ctx is done or a thread fails. On the way
@@ -85,8 +99,28 @@ func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	a.mu.Unlock()
+	a.life.set(StateStarting, nil)
 	defer close(a.stopped)
 	defer cancel()
+	err := a.run(ctx, cancel)
+	if err != nil {
+		a.life.set(StateFailed, err)
+	} else {
+		a.life.set(StateStopped, nil)
+	}
+	return err
+}
+
+// run is Run once the App is marked as running.
+func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
+	go func() {
+		<-ctx.Done()
+		a.life.mu.Lock()
+		if a.life.state == StateStarting {
+			a.life.state = StateStopping
+		}
+		a.life.mu.Unlock()
+	}()
 
 	dir, err := openStateDir(a.cfg.StateDir, a.cfg.ApplicationID)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Guarantee is the processing guarantee of an application.
@@ -134,6 +136,12 @@ type Config struct {
 	// Logger receives weir's logs. Record keys and values are never
 	// logged. Default: logs are discarded.
 	Logger *slog.Logger
+
+	// Metrics is where the App registers its Prometheus metrics (all named
+	// weir_*, labelled with the application id). Default: a registry of
+	// the App's own, which App.Handler serves at /metrics. Registering two
+	// Apps with the same ApplicationID on one registry fails in New.
+	Metrics prometheus.Registerer
 }
 
 // QueueConfig bounds one input partition's queue.
@@ -352,6 +360,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
 	}
 	if c.State.Badger.Logger == nil {
 		c.State.Badger.Logger = c.Logger

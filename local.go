@@ -97,6 +97,21 @@ func (l *localState) release(id assign.TaskID, stores []string) {
 	}
 }
 
+// sizes returns the estimated on-disk bytes of each store's partitions.
+func (l *localState) sizes() map[string]int64 {
+	l.mu.Lock()
+	spaces := make([]space, 0, len(l.ckpts))
+	for s := range l.ckpts {
+		spaces = append(spaces, s)
+	}
+	l.mu.Unlock()
+	out := map[string]int64{}
+	for _, s := range spaces {
+		out[s.store] += l.db.Space(s.store, s.partition).ApproximateSize()
+	}
+	return out
+}
+
 // checkpointed records a new checkpoint.
 func (l *localState) checkpointed(store string, partition int32, offset int64) {
 	l.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -67,6 +69,8 @@ type taskStore struct {
 	// last is the newest changelog record sent for this partition by the
 	// commit under way; after the flush its offset gives the checkpoint.
 	last *sarama.ProducerMessage
+	// remaining is the restore's records left, for metrics.
+	remaining atomic.Int64
 }
 
 // storeNames returns the names of the task's stores.
@@ -242,11 +246,14 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 			return err
 		}
 		records += int64(len(recs))
+		st.remaining.Store(max(end-next, 0))
+		app.metrics.RestoredRecords.WithLabelValues(st.spec.Name, strconv.Itoa(int(t.id.Partition))).Add(float64(len(recs)))
 		if listener != nil {
 			listener.OnBatchRestored(st.spec.Name, t.id.Partition, next, len(recs))
 		}
 		return nil
 	}
+	st.remaining.Store(max(end-from, 0))
 	if listener != nil {
 		listener.OnRestoreStart(st.spec.Name, t.id.Partition, from, end, full)
 	}
@@ -276,6 +283,8 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 	}
 	app.local.checkpointed(st.spec.Name, t.id.Partition, next)
 	took := time.Since(start)
+	st.remaining.Store(0)
+	app.metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
 	t.log.Info("store restored", "store", st.spec.Name, "records", records, "full", full, "took", took)
 	if listener != nil {
 		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)

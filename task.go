@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
@@ -35,8 +37,9 @@ type partition struct {
 	head     *sarama.ConsumerMessage
 	headTime time.Time
 
-	consumed  int64 // next offset to commit; -1 before the first record
-	committed int64 // last committed next offset; -1 unknown
+	consumed  int64        // next offset to commit; -1 before the first record
+	committed int64        // last committed next offset; -1 unknown
+	hwm       func() int64 // the claim's high watermark
 }
 
 // task is one sub-topology on one partition. All its methods run on its
@@ -65,6 +68,11 @@ type task struct {
 	inRecord   bool
 	punct      []*schedule
 	idleSince  time.Time // when the task first waited for an empty partition
+
+	// Metrics of the task, resolved once.
+	processed, bytes, punctuations prometheus.Counter
+	skipped                        prometheus.Counter
+	latency                        prometheus.Observer
 }
 
 // schedule is a punctuator.
@@ -91,6 +99,12 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 		byTP: map[tp]*partition{},
 	}
 	t.log = th.log.With("task", t.name)
+	m, thread := th.app.metrics, strconv.Itoa(th.idx)
+	t.processed = m.RecordsProcessed.WithLabelValues(thread, t.name)
+	t.bytes = m.BytesProcessed.WithLabelValues(thread, t.name)
+	t.punctuations = m.Punctuations.WithLabelValues(thread, t.name)
+	t.skipped = m.RecordsSkipped.WithLabelValues(thread, t.name, "deserialization")
+	t.latency = m.EndToEndLatency.WithLabelValues(t.name)
 	made := map[*graph.Node]graph.Instance{}
 	var build func(n *graph.Node) (graph.Instance, error)
 	build = func(n *graph.Node) (graph.Instance, error) {
@@ -272,6 +286,11 @@ func (t *task) decodeHead(p *partition) error {
 			return &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
 		}
 		t.log.Warn("skipping record", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
+		if policy == t.th.app.cfg.TimestampErrors && errors.As(err, &de) && de.Stage == "timestamp" {
+			t.th.app.metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(t.th.idx), t.name, "timestamp").Inc()
+		} else {
+			t.skipped.Inc()
+		}
 		p.q.Pop()
 		p.consumed = m.Offset + 1
 	}
@@ -295,6 +314,8 @@ func (t *task) process(p *partition) error {
 	}
 	p.q.Pop()
 	p.consumed = m.Offset + 1
+	t.processed.Inc()
+	t.bytes.Add(float64(len(m.Key) + len(m.Value)))
 	return t.punctuate(graph.StreamTime, t.streamTime)
 }
 
@@ -322,6 +343,7 @@ func (t *task) punctuate(typ graph.PunctuationType, now time.Time) error {
 			continue
 		}
 		s.next = now.Add(s.interval)
+		t.punctuations.Inc()
 		if err := s.fn(now); err != nil {
 			return fmt.Errorf("weir: task %s: punctuator of %s: %w", t.name, s.node, err)
 		}
@@ -410,6 +432,9 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 		}
 	}
 	t.th.sent = true
+	if !ts.IsZero() {
+		t.latency.Observe(time.Since(ts).Seconds())
+	}
 	return t.th.producer.Send(m)
 }
 

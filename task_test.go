@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
@@ -37,7 +38,9 @@ func twoPartitionTask(idle time.Duration) (*task, [2]*msgQueue, *[]int64) {
 	th := &thread{app: app}
 	processed := &[]int64{}
 	var qs [2]*msgQueue
-	t := &task{th: th, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true}
+	t := &task{th: th, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true,
+		processed: prometheus.NewCounter(prometheus.CounterOpts{Name: "p"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
+		punctuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "u"}), skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "s"})}
 	for i := range qs {
 		qs[i] = queue.New(queue.Limits{Items: 10, Bytes: 1 << 20}, msgSize, nil)
 		t.parts = append(t.parts, &partition{tp: tp{topic: string(rune('a' + i))}, src: &stampSource{processed: processed}, q: qs[i], consumed: -1, committed: -1})

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -42,12 +44,20 @@ type thread struct {
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
 
-	mu       sync.Mutex
-	sess     sarama.ConsumerGroupSession
-	queues   map[tp]*msgQueue
-	opened   []tp
-	releases []release
-	stopped  bool
+	// assigned is set once the current group session has an assignment,
+	// for App.State.
+	assigned atomic.Bool
+
+	mu     sync.Mutex
+	sess   sarama.ConsumerGroupSession
+	queues map[tp]*msgQueue
+	hwms   map[tp]func() int64
+	// blockedGone is the blocked time of queues already closed.
+	blockedGone time.Duration
+	clock       threadClock
+	opened      []tp
+	releases    []release
+	stopped     bool
 
 	statusMu sync.Mutex
 	status   []TaskInfo // published by loop for App.Tasks
@@ -77,6 +87,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		wake:   make(chan struct{}, 1),
 		exited: make(chan struct{}),
 		queues: map[tp]*msgQueue{},
+		hwms:   map[tp]func() int64{},
 		tasks:  map[assign.TaskID]*task{},
 		owner:  map[tp]*task{},
 	}
@@ -123,6 +134,8 @@ func (th *thread) onAssignment(tasks []assign.TaskID, generation int32) {
 			q.Close()
 		}
 	}
+	th.assigned.Store(true)
+	th.app.metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
 	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
 }
 
@@ -176,6 +189,7 @@ func (th *thread) consume(ctx context.Context) {
 	topics := th.app.layout.allTopics()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		th.assigned.Store(false)
 		err := th.group.Consume(ctx, topics, (*groupHandler)(th))
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
@@ -202,6 +216,9 @@ func (th *thread) loop() error {
 	th.lastPurge = time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	lastPublish := time.Now()
+	th.clock.switchTo(busyState)
+	defer th.clock.switchTo(stoppedState)
 	for {
 		if th.ctx.Err() != nil {
 			return th.shutdown(nil)
@@ -210,6 +227,10 @@ func (th *thread) loop() error {
 			return th.shutdown(err)
 		}
 		now := time.Now()
+		if now.Sub(lastPublish) >= publishInterval {
+			lastPublish = now
+			th.publish()
+		}
 		progressed, wait, err := th.processBatch(now)
 		if err != nil {
 			return th.shutdown(err)
@@ -222,7 +243,7 @@ func (th *thread) loop() error {
 			}
 		}
 		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
-			if err := th.commit(); err != nil {
+			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
 				return th.shutdown(err)
 			}
 		}
@@ -238,12 +259,17 @@ func (th *thread) loop() error {
 				deadline = next
 			}
 		}
+		if next := lastPublish.Add(publishInterval); next.Before(deadline) {
+			deadline = next
+		}
 		timer.Reset(max(time.Until(deadline), time.Millisecond))
+		th.clock.switchTo(idleState)
 		select {
 		case <-th.wake:
 		case <-timer.C:
 		case <-th.ctx.Done():
 		}
+		th.clock.switchTo(busyState)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -251,6 +277,22 @@ func (th *thread) loop() error {
 			}
 		}
 	}
+}
+
+// publishInterval is how often the loop refreshes what App.Tasks and the
+// metrics see of its tasks (besides after every change).
+const publishInterval = time.Second
+
+// backpressured returns the total time the thread's fetchers have spent
+// blocked on full queues: of the queues gone, and of the live ones so far.
+func (th *thread) backpressured() time.Duration {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	total := th.blockedGone
+	for _, q := range th.queues {
+		total += q.Blocked()
+	}
+	return total
 }
 
 // processBatch gives each task with a record ready a batch of records.
@@ -285,7 +327,10 @@ func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 		}
 		if th.buffered() >= th.app.cfg.State.MaxBufferBytes {
 			// The commit may close tasks: start the round over.
-			return progressed, wait, th.commit()
+			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+				return progressed, wait, err
+			}
+			return progressed, wait, nil
 		}
 	}
 	return progressed, wait, nil
@@ -306,8 +351,9 @@ func (th *thread) control() error {
 	opened, releases := th.opened, th.releases
 	th.opened, th.releases = nil, nil
 	queues := make(map[tp]*msgQueue, len(opened))
+	hwms := make(map[tp]func() int64, len(opened))
 	for _, p := range opened {
-		queues[p] = th.queues[p]
+		queues[p], hwms[p] = th.queues[p], th.hwms[p]
 	}
 	th.mu.Unlock()
 
@@ -328,7 +374,7 @@ func (th *thread) control() error {
 			t.log.Info("task created")
 		}
 		part := t.byTP[p]
-		part.q, part.head, part.consumed, part.committed = queues[p], nil, -1, -1
+		part.q, part.hwm, part.head, part.consumed, part.committed = queues[p], hwms[p], nil, -1, -1
 		th.owner[p] = t
 	}
 
@@ -388,7 +434,9 @@ func (th *thread) closeTask(t *task) {
 	for _, p := range t.parts {
 		if q := th.queues[p.tp]; q != nil && q == p.q {
 			q.Close()
+			th.blockedGone += q.Blocked()
 			delete(th.queues, p.tp)
+			delete(th.hwms, p.tp)
 		}
 		delete(th.owner, p.tp)
 	}
@@ -432,6 +480,10 @@ func (th *thread) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		th.app.metrics.CommitDuration.WithLabelValues(strconv.Itoa(th.idx)).Observe(time.Since(start).Seconds())
+	}()
 	if th.app.cfg.Guarantee == ExactlyOnce {
 		return th.commitTransaction(ctx, offsets)
 	}
@@ -482,6 +534,7 @@ func (th *thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	err := th.producer.Commit(ctx, offsets, group)
 	if err == nil {
 		th.sent = false
+		th.app.metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
 		if err := th.applyState(); err != nil {
 			return err
 		}
@@ -501,6 +554,14 @@ func isTxnError(err error) bool {
 // handleTxnError acts on a failed transaction (see package txn): it
 // returns nil when the thread goes on.
 func (th *thread) handleTxnError(err error) error {
+	thread := strconv.Itoa(th.idx)
+	th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+	switch {
+	case errors.Is(err, txn.ErrFenced):
+		th.app.metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
+	case errors.Is(err, txn.ErrAmbiguous):
+		th.app.metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
+	}
 	switch {
 	case errors.Is(err, txn.ErrAborted):
 		// A stale generation (this member was replaced while it stalled),
@@ -682,6 +743,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		old.Close()
 	}
 	th.queues[p] = q
+	th.hwms[p] = claim.HighWaterMarkOffset
 	th.opened = append(th.opened, p)
 	th.mu.Unlock()
 	th.signal()
@@ -711,4 +773,42 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	case <-th.exited:
 	}
 	return nil
+}
+
+// threadClock splits a thread's wall time into busy (working: processing,
+// committing, restoring bookkeeping) and idle (waiting for records), read
+// at any time by the metrics. Flink's busy and idle time.
+type threadClock struct {
+	mu    sync.Mutex
+	state int
+	since time.Time
+	spent [2]time.Duration // busy, idle
+}
+
+const (
+	busyState = iota
+	idleState
+	stoppedState
+)
+
+func (c *threadClock) switchTo(state int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.state < stoppedState && !c.since.IsZero() {
+		c.spent[c.state] += now.Sub(c.since)
+	}
+	c.state, c.since = state, now
+}
+
+// read returns the busy and idle time so far, the current stretch
+// included.
+func (c *threadClock) read() (busy, idle time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	spent := c.spent
+	if c.state < stoppedState && !c.since.IsZero() {
+		spent[c.state] += time.Since(c.since)
+	}
+	return spent[busyState], spent[idleState]
 }

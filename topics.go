@@ -254,6 +254,10 @@ func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Config,
 	return nil
 }
 
+func configResource(topic string) sarama.ConfigResource {
+	return sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"retention.ms"}}
+}
+
 // assignSubtopologies describes the layout to the assignor.
 func (l *layout) assignSubtopologies() []assign.Subtopology {
 	out := make([]assign.Subtopology, len(l.subs))

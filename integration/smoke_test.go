@@ -23,8 +23,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
+	switch {
+	case os.Getenv(childEnv) != "":
 		os.Exit(runChild())
+	case os.Getenv(eosChildEnv) != "":
+		os.Exit(runEOSChild())
 	}
 	harness.Main(m)
 }

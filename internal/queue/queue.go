@@ -39,6 +39,7 @@ type Queue[T any] struct {
 	done    chan struct{} // closed by Close
 
 	blocked time.Duration // time Push spent waiting for space
+	waiting time.Time     // when the Push waiting now started; zero if none
 }
 
 // New returns an empty queue. size gives an item's byte size; notify, if
@@ -60,7 +61,7 @@ func New[T any](limits Limits, size func(T) int, notify func()) *Queue[T] {
 // if ctx ends first and ErrClosed if the queue is or gets closed.
 func (q *Queue[T]) Push(ctx context.Context, v T) error {
 	sz := q.size(v)
-	var waitStart time.Time
+	defer q.stopWaiting()
 	for {
 		q.mu.Lock()
 		if q.closed {
@@ -71,28 +72,32 @@ func (q *Queue[T]) Push(ctx context.Context, v T) error {
 			q.items[(q.head+q.n)%len(q.items)] = v
 			q.n++
 			q.bytes += sz
-			if !waitStart.IsZero() {
-				q.blocked += time.Since(waitStart)
-			}
 			q.mu.Unlock()
 			if q.notify != nil {
 				q.notify()
 			}
 			return nil
 		}
-		q.mu.Unlock()
-		if waitStart.IsZero() {
-			waitStart = time.Now()
+		if q.waiting.IsZero() {
+			q.waiting = time.Now()
 		}
+		q.mu.Unlock()
 		select {
 		case <-q.space:
 		case <-ctx.Done():
-			q.mu.Lock()
-			q.blocked += time.Since(waitStart)
-			q.mu.Unlock()
 			return ctx.Err()
 		}
 	}
+}
+
+// stopWaiting adds the wait of the Push that ends to the blocked time.
+func (q *Queue[T]) stopWaiting() {
+	q.mu.Lock()
+	if !q.waiting.IsZero() {
+		q.blocked += time.Since(q.waiting)
+		q.waiting = time.Time{}
+	}
+	q.mu.Unlock()
 }
 
 // Peek returns the oldest item without removing it.
@@ -134,10 +139,14 @@ func (q *Queue[T]) Len() (items, bytes int) {
 	return q.n, q.bytes
 }
 
-// Blocked returns the total time Push has waited for space.
+// Blocked returns the total time Push has waited for space, including a
+// wait still going on.
 func (q *Queue[T]) Blocked() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if !q.waiting.IsZero() {
+		return q.blocked + time.Since(q.waiting)
+	}
 	return q.blocked
 }
 

@@ -1,0 +1,204 @@
+package weir
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirstream/weir/internal/metrics"
+)
+
+// State is the lifecycle state of an App.
+type State int
+
+const (
+	// StateCreated: New returned, Run not called.
+	StateCreated State = iota
+	// StateStarting: Run checks topics and joins the group.
+	StateStarting
+	// StateRestoring: some assigned task is restoring its stores.
+	StateRestoring
+	// StateRunning: every assigned task is restored and processing.
+	StateRunning
+	// StateRebalancing: a thread waits for the group to assign it tasks.
+	StateRebalancing
+	// StateStopping: Run's context ended; the App commits and leaves.
+	StateStopping
+	// StateStopped: Run returned without error.
+	StateStopped
+	// StateFailed: Run returned an error; App.State gives it.
+	StateFailed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateCreated:
+		return "created"
+	case StateStarting:
+		return "starting"
+	case StateRestoring:
+		return "restoring"
+	case StateRunning:
+		return "running"
+	case StateRebalancing:
+		return "rebalancing"
+	case StateStopping:
+		return "stopping"
+	case StateStopped:
+		return "stopped"
+	case StateFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// lifecycle is the part of the App's state that Run sets.
+type lifecycle struct {
+	mu    sync.Mutex
+	state State // created, starting, stopping, stopped or failed
+	cause error
+}
+
+func (l *lifecycle) set(s State, cause error) {
+	l.mu.Lock()
+	l.state, l.cause = s, cause
+	l.mu.Unlock()
+}
+
+// State returns the App's state, and the error that stopped it when the
+// state is StateFailed. While Run runs, the state is derived from the
+// threads: restoring while any task restores, rebalancing while a thread
+// has no assignment, else running. Safe for concurrent use.
+func (a *App) State() (State, error) {
+	a.life.mu.Lock()
+	s, cause := a.life.state, a.life.cause
+	a.life.mu.Unlock()
+	if s != StateStarting {
+		return s, cause
+	}
+	a.mu.Lock()
+	threads := a.threads
+	a.mu.Unlock()
+	if len(threads) == 0 {
+		return StateStarting, nil
+	}
+	state := StateRunning
+	for _, th := range threads {
+		if !th.assigned.Load() {
+			state = max(state, StateRebalancing)
+		}
+		for _, t := range th.snapshot() {
+			if t.Restoring {
+				state = StateRestoring
+			}
+		}
+	}
+	return state, nil
+}
+
+// Handler serves the App's health and metrics over HTTP:
+//
+//   - /metrics: Prometheus metrics, when Config.Metrics is also a
+//     prometheus.Gatherer (the default registry is);
+//   - /healthz: 200 while the App has not failed or stopped, else 503;
+//   - /readyz: 200 when every assigned task is restored and processing
+//     (StateRunning), else 503.
+//
+// The body is the state's name, and the cause of a failure.
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
+		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		s, cause := a.State()
+		a.writeState(w, s, cause, s != StateFailed && s != StateStopped)
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		s, cause := a.State()
+		a.writeState(w, s, cause, s == StateRunning)
+	})
+	return mux
+}
+
+func (a *App) writeState(w http.ResponseWriter, s State, cause error, ok bool) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, s)
+	if cause != nil {
+		fmt.Fprintln(w, cause)
+	}
+}
+
+// Snapshot implements metrics.Source.
+func (a *App) Snapshot() metrics.Snapshot {
+	s, _ := a.State()
+	snap := metrics.Snapshot{State: s.String()}
+	a.mu.Lock()
+	threads := a.threads
+	a.mu.Unlock()
+	retention := a.retentions()
+	for _, th := range threads {
+		busy, idle := th.clock.read()
+		snap.Threads = append(snap.Threads, metrics.Thread{Thread: th.idx, Busy: busy, Idle: idle, Backpressured: th.backpressured()})
+		for _, t := range th.snapshot() {
+			state := "running"
+			if t.Restoring {
+				state = "restoring"
+			}
+			snap.Tasks = append(snap.Tasks, metrics.Task{Thread: t.Thread, ID: t.ID, State: state, StreamTime: t.StreamTime})
+			for _, p := range t.Partitions {
+				snap.Partitions = append(snap.Partitions, metrics.Partition{
+					Topic: p.Topic, Partition: p.Partition, LogEnd: p.LogEnd, Position: p.Position,
+					Committed: p.Committed, OldestUnread: p.OldestUnread, Retention: retention[p.Topic],
+				})
+			}
+			for _, r := range t.Restores {
+				snap.Restores = append(snap.Restores, metrics.Restore{Store: r.Store, Partition: r.Partition, Remaining: r.Remaining})
+			}
+		}
+	}
+	if a.local != nil {
+		for store, size := range a.local.sizes() {
+			snap.Stores = append(snap.Stores, metrics.Store{Store: store, Bytes: size})
+		}
+	}
+	return snap
+}
+
+// retentionRefresh is how often the input topics' retention.ms is read.
+const retentionRefresh = 5 * time.Minute
+
+// retentions returns the input topics' retention, read through the admin
+// client at most every retentionRefresh.
+func (a *App) retentions() map[string]time.Duration {
+	a.retMu.Lock()
+	defer a.retMu.Unlock()
+	if a.admin == nil || a.layout == nil || time.Since(a.retRead) < retentionRefresh && a.ret != nil {
+		return a.ret
+	}
+	a.retRead = time.Now()
+	ret := map[string]time.Duration{}
+	for _, topic := range a.layout.allTopics() {
+		entries, err := a.admin.DescribeConfig(configResource(topic))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if e.Name == "retention.ms" {
+				var ms int64
+				if _, err := fmt.Sscan(e.Value, &ms); err == nil && ms > 0 {
+					ret[topic] = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	a.ret = ret
+	return ret
+}

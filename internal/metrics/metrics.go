@@ -1,0 +1,138 @@
+// Package metrics defines weir's Prometheus metrics. Every name starts with
+// weir_; labels come from {application, thread, task, topic, partition,
+// store, result, reason, state} and never carry a record's key or value.
+//
+// Counters and histograms are updated by the runtime as things happen.
+// Gauges that describe the present (lag, ages, stream time, task states)
+// are computed when Prometheus scrapes, from a snapshot the runtime gives
+// through Source, so a scrape always sees a consistent, current picture and
+// the hot path pays nothing for them.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are one application's metrics.
+type Metrics struct {
+	app string
+
+	RecordsProcessed *prometheus.CounterVec // thread, task
+	BytesProcessed   *prometheus.CounterVec // thread, task
+	Punctuations     *prometheus.CounterVec // thread, task
+	RecordsSkipped   *prometheus.CounterVec // thread, task, reason
+	LateRecords      *prometheus.CounterVec // thread, task
+	DeadLettered     *prometheus.CounterVec // thread, task
+	EndToEndLatency  *prometheus.HistogramVec
+
+	CommitDuration *prometheus.HistogramVec
+	Transactions   *prometheus.CounterVec // thread, result = committed|aborted
+	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt
+	Rebalances     *prometheus.CounterVec // thread
+
+	RestoredRecords *prometheus.CounterVec // store, partition
+	RestoreDuration *prometheus.HistogramVec
+}
+
+// Source gives the state the scrape-time gauges are computed from.
+type Source interface {
+	Snapshot() Snapshot
+}
+
+// Snapshot is the state of an instance at one moment.
+type Snapshot struct {
+	State      string // the App's state, such as "running"
+	Partitions []Partition
+	Tasks      []Task
+	Restores   []Restore
+	Stores     []Store
+	Threads    []Thread
+}
+
+// Thread is a stream thread's time accounting.
+type Thread struct {
+	Thread int
+	// Busy and Idle split the thread's wall time since it started.
+	Busy, Idle time.Duration
+	// Backpressured is the time its partitions' fetchers spent blocked on
+	// full queues: the thread could not keep up.
+	Backpressured time.Duration
+}
+
+// Partition is an input partition of a running or restoring task.
+type Partition struct {
+	Topic     string
+	Partition int32
+	LogEnd    int64 // high watermark; -1 unknown
+	Position  int64 // next offset to process; -1 unknown
+	Committed int64 // next offset after a restart; -1 unknown
+	// OldestUnread is the timestamp of the next record not yet processed;
+	// zero when none is waiting.
+	OldestUnread time.Time
+	// Retention is the topic's retention.ms; 0 unknown or infinite.
+	Retention time.Duration
+}
+
+// Task is a task and its stream time.
+type Task struct {
+	Thread     int
+	ID         string
+	State      string // restoring | running
+	StreamTime time.Time
+}
+
+// Restore is a store partition being restored.
+type Restore struct {
+	Store     string
+	Partition int32
+	Remaining int64
+}
+
+// Store is the estimated size of a store on this instance.
+type Store struct {
+	Store string
+	Bytes int64
+}
+
+// New creates the metrics of application app and registers them, with the
+// collector that computes the scrape-time gauges from src, on reg.
+func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
+	constLabels := prometheus.Labels{"application": app}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_" + name, Help: help, ConstLabels: constLabels}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "weir_" + name, Help: help, ConstLabels: constLabels, Buckets: buckets}, labels)
+	}
+	m := &Metrics{
+		app:              app,
+		RecordsProcessed: counter("records_processed_total", "Input records processed, per task.", "thread", "task"),
+		BytesProcessed:   counter("bytes_processed_total", "Key and value bytes of the input records processed, per task.", "thread", "task"),
+		Punctuations:     counter("punctuations_total", "Punctuator calls, per task.", "thread", "task"),
+		RecordsSkipped:   counter("records_skipped_total", "Input records skipped by an error policy, per task and reason (deserialization, timestamp).", "thread", "task", "reason"),
+		LateRecords:      counter("late_records_dropped_total", "Records dropped because their window had closed, per task.", "thread", "task"),
+		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task.", "thread", "task"),
+		EndToEndLatency: histogram("end_to_end_latency_seconds", "Time from a record's timestamp to its output being handed to the producer, per task.",
+			prometheus.ExponentialBuckets(0.001, 4, 10), "task"),
+		CommitDuration: histogram("commit_duration_seconds", "Duration of a thread's commit (changelog, flush or transaction, offsets, state).",
+			prometheus.ExponentialBuckets(0.001, 2, 14), "thread"),
+		Transactions:    counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
+		ProducerEvents:  counter("producer_events_total", "Producers fenced or rebuilt, per reason.", "thread", "reason"),
+		Rebalances:      counter("rebalances_total", "Assignments received by each thread.", "thread"),
+		RestoredRecords: counter("restore_records_total", "Changelog records applied by restores.", "store", "partition"),
+		RestoreDuration: histogram("restore_duration_seconds", "Duration of a store partition's restore.", prometheus.ExponentialBuckets(0.01, 4, 10), "store"),
+	}
+	cs := []prometheus.Collector{
+		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.LateRecords, m.DeadLettered,
+		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances,
+		m.RestoredRecords, m.RestoreDuration, newCollector(app, src),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
