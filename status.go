@@ -46,8 +46,9 @@ type PartitionInfo struct {
 	// processed; zero when none is queued.
 	OldestUnread time.Time
 
-	q   *msgQueue
-	hwm func() int64
+	q     *msgQueue
+	hwm   func() int64
+	start int64
 }
 
 // Tasks returns the tasks this instance runs now, sorted by id. It is safe
@@ -74,7 +75,7 @@ func (th *thread) publish() {
 		for _, p := range t.parts {
 			info.Partitions = append(info.Partitions, PartitionInfo{
 				Topic: p.tp.topic, Partition: p.tp.partition, Committed: p.committed, Position: p.consumed,
-				q: p.q, hwm: p.hwm,
+				q: p.q, hwm: p.hwm, start: p.start,
 			})
 		}
 		if !t.running {
@@ -115,6 +116,9 @@ func (th *thread) snapshot() []TaskInfo {
 			}
 			if p.hwm != nil {
 				p.LogEnd = p.hwm()
+			}
+			if p.Position < 0 && p.start >= 0 {
+				p.Position = p.start // nothing fetched or processed yet
 			}
 			p.q, p.hwm = nil, nil
 		}

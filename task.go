@@ -40,6 +40,7 @@ type partition struct {
 	consumed  int64        // next offset to commit; -1 before the first record
 	committed int64        // last committed next offset; -1 unknown
 	hwm       func() int64 // the claim's high watermark
+	start     int64        // the offset the claim started at
 }
 
 // task is one sub-topology on one partition. All its methods run on its

@@ -52,6 +52,7 @@ type thread struct {
 	sess   sarama.ConsumerGroupSession
 	queues map[tp]*msgQueue
 	hwms   map[tp]func() int64
+	starts map[tp]int64 // the offsets claims started at
 	// blockedGone is the blocked time of queues already closed.
 	blockedGone time.Duration
 	clock       threadClock
@@ -88,6 +89,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		exited: make(chan struct{}),
 		queues: map[tp]*msgQueue{},
 		hwms:   map[tp]func() int64{},
+		starts: map[tp]int64{},
 		tasks:  map[assign.TaskID]*task{},
 		owner:  map[tp]*task{},
 	}
@@ -352,8 +354,9 @@ func (th *thread) control() error {
 	th.opened, th.releases = nil, nil
 	queues := make(map[tp]*msgQueue, len(opened))
 	hwms := make(map[tp]func() int64, len(opened))
+	starts := make(map[tp]int64, len(opened))
 	for _, p := range opened {
-		queues[p], hwms[p] = th.queues[p], th.hwms[p]
+		queues[p], hwms[p], starts[p] = th.queues[p], th.hwms[p], th.starts[p]
 	}
 	th.mu.Unlock()
 
@@ -374,7 +377,7 @@ func (th *thread) control() error {
 			t.log.Info("task created")
 		}
 		part := t.byTP[p]
-		part.q, part.hwm, part.head, part.consumed, part.committed = queues[p], hwms[p], nil, -1, -1
+		part.q, part.hwm, part.start, part.head, part.consumed, part.committed = queues[p], hwms[p], starts[p], nil, -1, -1
 		th.owner[p] = t
 	}
 
@@ -437,6 +440,7 @@ func (th *thread) closeTask(t *task) {
 			th.blockedGone += q.Blocked()
 			delete(th.queues, p.tp)
 			delete(th.hwms, p.tp)
+			delete(th.starts, p.tp)
 		}
 		delete(th.owner, p.tp)
 	}
@@ -744,6 +748,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 	th.queues[p] = q
 	th.hwms[p] = claim.HighWaterMarkOffset
+	th.starts[p] = claim.InitialOffset()
 	th.opened = append(th.opened, p)
 	th.mu.Unlock()
 	th.signal()

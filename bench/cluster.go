@@ -54,7 +54,13 @@ func connect(brokers []string) (*cluster, error) {
 
 // createTopic creates topic and waits until every partition has a leader.
 func (c *cluster) createTopic(ctx context.Context, topic string, partitions int32) error {
-	err := c.admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
+	return c.createTopicConfig(ctx, topic, partitions, nil)
+}
+
+// createTopicConfig creates topic with the given topic configs (nil for
+// the broker's defaults) and waits until every partition has a leader.
+func (c *cluster) createTopicConfig(ctx context.Context, topic string, partitions int32, configs map[string]*string) error {
+	err := c.admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1, ConfigEntries: configs}, false)
 	if err != nil {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}

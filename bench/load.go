@@ -32,7 +32,15 @@ func recordValue(valueSize int) []byte {
 // (acks=1, no compression, murmur2 partitioning) and measures until every
 // record is acknowledged. It then checks that the topic holds them all.
 func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result, error) {
-	const what = "load"
+	res, _, err := loadTopic(ctx, o, c, topic, o.records, wlLoad, "load (sarama AsyncProducer)")
+	return res, err
+}
+
+// loadTopic writes records records to topic as runLoad describes, and
+// returns the measurement, named name, and the high watermark of every
+// partition. The CPU profile, if any, is PREFIX-<profile>.pprof.
+func loadTopic(ctx context.Context, o *options, c *cluster, topic string, records int64, profile, name string) (*result, []int64, error) {
+	what := name
 	sc := saramaConfig("weir-bench-load")
 	sc.Producer.RequiredAcks = sarama.WaitForLocal
 	sc.Producer.Compression = sarama.CompressionNone
@@ -41,7 +49,7 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 	sc.Producer.Return.Errors = true
 	producer, err := sarama.NewAsyncProducer(o.brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: producer: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: producer: %w", what, err)
 	}
 	closed := false
 	defer func() {
@@ -51,7 +59,7 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 	}()
 
 	value := sarama.ByteEncoder(recordValue(o.valueSize))
-	acks := newCounter(o.records)
+	acks := newCounter(records)
 	failed := make(chan error, 1)
 	drained := make(chan struct{})
 	go func() {
@@ -78,9 +86,9 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 		}
 	}()
 
-	m, err := startMeasurement(o.cpuProfile, what, 1)
+	m, err := startMeasurement(o.cpuProfile, profile, 1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer m.stop()
 	acks.reset()
@@ -89,7 +97,7 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 	sending := make(chan struct{})
 	go func() {
 		defer close(sending)
-		for i := range o.records {
+		for i := range records {
 			msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(recordKey(i)), Value: value}
 			select {
 			case producer.Input() <- msg:
@@ -98,44 +106,44 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 			}
 		}
 	}()
-	werr := acks.waitDone(ctx, "load (sarama AsyncProducer)", o.timeout, failed)
+	werr := acks.waitDone(ctx, name, o.timeout, failed)
 	// The sender must be gone before the producer closes its input.
 	stopSending()
 	<-sending
 	cpu, perr := m.stop()
 	if werr != nil {
-		return nil, werr
+		return nil, nil, werr
 	}
 	if perr != nil {
-		return nil, perr
+		return nil, nil, perr
 	}
 
 	closeStart := time.Now()
 	closed = true
 	if err := producer.Close(); err != nil {
-		return nil, fmt.Errorf("%s: closing producer: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: closing producer: %w", what, err)
 	}
 	<-drained
 	closeTime := time.Since(closeStart)
 
 	hwm, err := c.offsets(topic, o.partitions, sarama.ReadUncommitted)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var sum int64
 	for _, h := range hwm {
 		sum += h
 	}
-	if sum != o.records {
-		return nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, o.records)
+	if sum != records {
+		return nil, nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, records)
 	}
 
 	r := &result{
 		Workload:         wlLoad,
-		Name:             "load (sarama AsyncProducer)",
+		Name:             name,
 		Round:            1,
-		Records:          o.records,
-		Bytes:            o.records * int64(keySize+o.valueSize),
+		Records:          records,
+		Bytes:            records * int64(keySize+o.valueSize),
 		FirstSeconds:     time.Duration(acks.first.Load()).Seconds(),
 		ProcessedSeconds: time.Duration(acks.last.Load()).Seconds(),
 		EndSeconds:       time.Duration(acks.last.Load()).Seconds(),
@@ -144,5 +152,5 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 		Note:             fmt.Sprintf("acks=1, first ack = time to first acknowledgement; records per partition %v", hwm),
 	}
 	r.finish()
-	return r, nil
+	return r, hwm, nil
 }

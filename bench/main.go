@@ -5,6 +5,9 @@
 // It loads a fresh topic with a sarama AsyncProducer, then reads it back with
 // a bare sarama consumer group, with a weir application that only counts
 // records, and with a weir application that copies them to an output topic.
+// The restore workload (not in the default set) measures how fast weir
+// rebuilds a key-value store from changelogs of -restore-records records,
+// next to a bare sarama read of the same changelog (restore.go).
 // Every run uses new topics, consumer groups and application ids and deletes
 // them at the end, also when it fails. See README.md for the workloads and
 // the figures measured on the project's machine.
@@ -12,6 +15,7 @@
 // Usage:
 //
 //	cd bench && go run . [-records 1000000] [-value-size 100] [-partitions 4] [-json]
+//	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,10 +50,15 @@ const (
 	wlSource            = "weir-source"
 	wlSaramaPassthrough = "sarama-passthrough"
 	wlPassthrough       = "weir-passthrough"
-	wlLoad              = "load" // always runs; accepted in -workloads for clarity
+	wlLoad              = "load" // runs before the read workloads; accepted in -workloads for clarity
+	wlRestore           = "restore"
 )
 
+// allWorkloads are the read workloads of the load's topic, the default.
 var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
+
+// knownWorkloads are all the workloads, in the order they run.
+var knownWorkloads = append(slices.Clone(allWorkloads), wlRestore)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -67,6 +77,9 @@ type options struct {
 	json           bool
 	cpuProfile     string
 	logLevel       string
+
+	restoreRecords     []int64
+	restoreConcurrency []int
 }
 
 func main() {
@@ -100,7 +113,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	partitions := fs.Int("partitions", 4, "partitions of the input and output topics")
 	threads := fs.Int("threads", 1, "weir stream threads; the sarama group runs as many members")
 	guarantee := fs.String("guarantee", "at_least_once", "weir processing guarantee: at_least_once or exactly_once")
-	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure after the load: "+strings.Join(allWorkloads, ", "))
+	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure: "+strings.Join(knownWorkloads, ", "))
+	restoreRecords := fs.String("restore-records", "1000000,5000000", "restore workload: comma-separated changelog sizes, in records")
+	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.State.MaxConcurrentRestores to measure")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each workload's wait for its records")
@@ -168,6 +183,12 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	if o.workloads, err = parseWorkloads(*workloads); err != nil {
 		errs = append(errs, fmt.Errorf("-workloads: %w", err))
 	}
+	if o.restoreRecords, err = parsePositives[int64](*restoreRecords); err != nil {
+		errs = append(errs, fmt.Errorf("-restore-records: %w", err))
+	}
+	if o.restoreConcurrency, err = parsePositives[int](*restoreConcurrency); err != nil {
+		errs = append(errs, fmt.Errorf("-restore-concurrency: %w", err))
+	}
 	switch o.logLevel {
 	case "off", "info", "debug":
 	default:
@@ -183,19 +204,43 @@ func parseWorkloads(s string) ([]string, error) {
 		w = strings.TrimSpace(w)
 		switch {
 		case w == "" || w == wlLoad:
-		case slices.Contains(allWorkloads, w):
+		case slices.Contains(knownWorkloads, w):
 			want[w] = true
 		default:
-			return nil, fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(allWorkloads, ", "))
+			return nil, fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(knownWorkloads, ", "))
 		}
 	}
 	var out []string
-	for _, w := range allWorkloads {
+	for _, w := range knownWorkloads {
 		if want[w] {
 			out = append(out, w)
 		}
 	}
 	return out, nil
+}
+
+// parsePositives parses a comma-separated list of positive integers.
+func parsePositives[T int | int64](s string) ([]T, error) {
+	var out []T
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || n < 1 || int64(T(n)) != n {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, T(n))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty")
+	}
+	return out, nil
+}
+
+// readWorkloads returns the selected workloads that read the load's topic.
+func (o *options) readWorkloads() []string {
+	return slices.DeleteFunc(slices.Clone(o.workloads), func(w string) bool { return !slices.Contains(allWorkloads, w) })
 }
 
 // logger returns the logger weir applications get, and turns on sarama's
@@ -237,10 +282,10 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 	prefix := "weir-bench-" + stamp
 	input := prefix + "-in"
 
+	reads := o.readWorkloads()
 	rep := &report{
 		Date:           time.Now().UTC().Format(time.RFC3339),
 		Brokers:        strings.Join(o.brokers, ","),
-		Records:        o.records,
 		KeyBytes:       keySize,
 		ValueBytes:     o.valueSize,
 		Partitions:     o.partitions,
@@ -250,20 +295,22 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 		Rounds:         o.rounds,
 	}
 	rep.fillHost()
-
-	progress("creating %s (%d partitions) and loading %d records", input, o.partitions, o.records)
-	if err := c.createTopic(ctx, input, o.partitions); err != nil {
-		return err
+	if len(reads) > 0 {
+		rep.Records = o.records
+		progress("creating %s (%d partitions) and loading %d records", input, o.partitions, o.records)
+		if err := c.createTopic(ctx, input, o.partitions); err != nil {
+			return err
+		}
+		res, err := runLoad(ctx, o, c, input)
+		if err != nil {
+			return err
+		}
+		rep.add(res)
+		progress("%s", res.summary())
 	}
-	res, err := runLoad(ctx, o, c, input)
-	if err != nil {
-		return err
-	}
-	rep.add(res)
-	progress("%s", res.summary())
 
-	for round := 1; round <= o.rounds; round++ {
-		for _, w := range o.workloads {
+	for round := 1; round <= o.rounds && len(reads) > 0; round++ {
+		for _, w := range reads {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("interrupted: %w", err)
 			}
@@ -293,6 +340,12 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 		}
 	}
 	rep.computeRatios()
+	if slices.Contains(o.workloads, wlRestore) {
+		if err := runRestores(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
+		rep.computeRestoreRatios()
+	}
 	if o.json {
 		return rep.writeJSON(out)
 	}
@@ -310,7 +363,7 @@ func commitIntervalLabel(o *options) string {
 // refuse the configuration the weir workloads use (such as a guarantee
 // that is not available yet).
 func checkWeirConfig(o *options) error {
-	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) {
+	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) && !slices.Contains(o.workloads, wlRestore) {
 		return nil
 	}
 	t := processor.NewTopology()

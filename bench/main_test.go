@@ -133,3 +133,55 @@ func TestRatiosUseMedians(t *testing.T) {
 		t.Errorf("ratio = %+v, want 0.5 and 0.5", q)
 	}
 }
+
+func TestParseFlagsRestore(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags(nil, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.restoreRecords, []int64{1_000_000, 5_000_000}) || !slices.Equal(o.restoreConcurrency, []int{2, 4}) {
+		t.Errorf("restore defaults: records %v, concurrency %v", o.restoreRecords, o.restoreConcurrency)
+	}
+	if slices.Contains(o.workloads, wlRestore) {
+		t.Error("the restore workload runs by default")
+	}
+	o, err = parseFlags([]string{"-workloads", "restore,sarama", "-restore-records", "10, 20", "-restore-concurrency", "3"}, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.workloads, []string{wlSarama, wlRestore}) || !slices.Equal(o.readWorkloads(), []string{wlSarama}) {
+		t.Errorf("workloads = %v, read workloads = %v", o.workloads, o.readWorkloads())
+	}
+	if !slices.Equal(o.restoreRecords, []int64{10, 20}) || !slices.Equal(o.restoreConcurrency, []int{3}) {
+		t.Errorf("restore: records %v, concurrency %v", o.restoreRecords, o.restoreConcurrency)
+	}
+	_, err = parseFlags([]string{"-restore-records", "0", "-restore-concurrency", "x"}, "", io.Discard)
+	for _, want := range []string{"-restore-records", "-restore-concurrency"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}
+
+func TestRestoreRatiosUseMediansOfFullRestores(t *testing.T) {
+	t.Parallel()
+	r := &report{Restores: []*restoreResult{
+		{Changelog: 5, Run: restoreSarama, Rate: 100},
+		{Changelog: 5, Run: restoreFull, Concurrency: 2, Rate: 40},
+		{Changelog: 5, Run: restoreRestart, Concurrency: 2, Rate: 1}, // not a full restore
+		{Changelog: 5, Run: restoreDeleted, Concurrency: 2, Rate: 60},
+		{Changelog: 5, Run: restoreFull, Concurrency: 4, Rate: 80},
+		{Changelog: 1, Run: restoreSarama, Rate: 10},
+		{Changelog: 1, Run: restoreFull, Concurrency: 2, Rate: 5},
+	}}
+	r.computeRestoreRatios()
+	want := []restoreRatio{
+		{Changelog: 1, Concurrency: 2, Weir: 5, Sarama: 10, Ratio: 0.5},
+		{Changelog: 5, Concurrency: 2, Weir: 50, Sarama: 100, Ratio: 0.5},
+		{Changelog: 5, Concurrency: 4, Weir: 80, Sarama: 100, Ratio: 0.8},
+	}
+	if !slices.Equal(r.RestoreRatios, want) {
+		t.Errorf("ratios = %+v\nwant %+v", r.RestoreRatios, want)
+	}
+}

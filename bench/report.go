@@ -11,12 +11,13 @@ import (
 
 // report is everything one run measured, printed as a table or as JSON.
 type report struct {
-	Date           string `json:"date"`
-	Host           string `json:"host"`
-	GoVersion      string `json:"go_version"`
-	CPUs           int    `json:"cpus"`
-	Kafka          string `json:"kafka,omitempty"`
-	Brokers        string `json:"brokers"`
+	Date      string `json:"date"`
+	Host      string `json:"host"`
+	GoVersion string `json:"go_version"`
+	CPUs      int    `json:"cpus"`
+	Kafka     string `json:"kafka,omitempty"`
+	Brokers   string `json:"brokers"`
+	// Records is the load's size; 0 when only the restore workload ran.
 	Records        int64  `json:"records"`
 	KeyBytes       int    `json:"key_bytes"`
 	ValueBytes     int    `json:"value_bytes"`
@@ -28,6 +29,10 @@ type report struct {
 
 	Results []*result `json:"results"`
 	Ratios  []ratio   `json:"ratios"`
+
+	// Restores and RestoreRatios are the restore workload's (restore.go).
+	Restores      []*restoreResult `json:"restores,omitempty"`
+	RestoreRatios []restoreRatio   `json:"restore_ratios,omitempty"`
 }
 
 // ratio compares a weir workload with the bare sarama consumer group,
@@ -92,8 +97,12 @@ func (r *report) writeTable(w io.Writer) error {
 		kafka = "?"
 	}
 	fmt.Fprintf(w, "weir bench %s on %s (%d CPUs, %s), Kafka %s at %s\n", r.Date, r.Host, r.CPUs, r.GoVersion, kafka, r.Brokers)
-	fmt.Fprintf(w, "%d records, %d-byte keys, %d-byte values, %d partitions; weir: %s, %d thread(s), commit interval %s\n\n",
-		r.Records, r.KeyBytes, r.ValueBytes, r.Partitions, r.Guarantee, r.Threads, r.CommitInterval)
+	records := "restore workload only"
+	if r.Records > 0 {
+		records = fmt.Sprintf("%d records", r.Records)
+	}
+	fmt.Fprintf(w, "%s, %d-byte keys, %d-byte values, %d partitions; weir: %s, %d thread(s), commit interval %s\n\n",
+		records, r.KeyBytes, r.ValueBytes, r.Partitions, r.Guarantee, r.Threads, r.CommitInterval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// tabwriter aligns every column right; pad the names to read left.
 	width := len("workload")
@@ -133,6 +142,51 @@ func (r *report) writeTable(w io.Writer) error {
 		fmt.Fprintf(w, "  %s (round %d): %s\n", res.Name, res.Round, line)
 	}
 	_, err := fmt.Fprintln(w, "\nMB = 10^6 bytes of key+value; steady = from the first to the last record; CPU = the bench process (client side) during the measurement.")
+	if err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	if len(r.Restores) > 0 {
+		return r.writeRestoreTable(w)
+	}
+	return nil
+}
+
+// writeRestoreTable prints the restore workload's figures.
+func (r *report) writeRestoreTable(w io.Writer) error {
+	fmt.Fprintln(w, "\nrestores:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	width := len("changelog: run")
+	for _, res := range r.Restores {
+		width = max(width, len(res.label()))
+	}
+	fmt.Fprintf(tw, "%-*s\tround\trecords\tfull parts\tstartup s\trestore s\trecords/s\tMB/s\tvs sarama\tCPU s\tclose s\t\n", width, "changelog: run")
+	for _, res := range r.Restores {
+		vs := "-"
+		if res.VsSarama > 0 {
+			vs = fmt.Sprintf("%.2f", res.VsSarama)
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d/%d\t%.2f\t%.2f\t%.0f\t%.1f\t%s\t%.2f\t%.2f\t\n",
+			width, res.label(), res.Round, res.Records, res.FullPartitions, res.Partitions, res.StartupSeconds,
+			res.Seconds, res.Rate, res.MBRate, vs, res.CPUSeconds, res.CloseSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	if len(r.RestoreRatios) > 0 {
+		fmt.Fprintln(w, "\nweir full restore / sarama read (medians over rounds and both kinds of full restore):")
+		for _, q := range r.RestoreRatios {
+			fmt.Fprintf(w, "  %d records, %d concurrent restores: %.0f / %.0f records/s = %.2f\n", q.Changelog, q.Concurrency, q.Weir, q.Sarama, q.Ratio)
+		}
+	}
+	fmt.Fprintln(w, "\nnotes:")
+	for _, res := range r.Restores {
+		line := res.Note
+		if res.Verified != nil {
+			line += fmt.Sprintf("; store verified: %d keys", *res.Verified)
+		}
+		fmt.Fprintf(w, "  %s (round %d): %s\n", res.label(), res.Round, line)
+	}
+	_, err := fmt.Fprintln(w, "\nrestore s = first OnRestoreStart to last OnRestoreEnd (sarama: first ConsumePartition to last record); startup s = app.Run to first OnRestoreStart; CPU = the bench process from startup to the end; vs sarama = rate over the round's sarama read.")
 	if err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}

@@ -17,6 +17,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -56,7 +58,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "weir-wordcount"), "directory for local state")
 	fs.IntVar(&o.threads, "threads", 1, "stream threads")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve metrics and health on (empty: off)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve /metrics, /healthz and /readyz on, such as :9090 (empty: off; with -brokers)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -96,8 +98,31 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if o.metricsAddr != "" {
+		stop, err := serve(o.metricsAddr, app.Handler())
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(os.Stderr, "wordcount: counting words of %s into %s; Ctrl-C stops\n", o.input, o.output)
 	return app.Run(ctx)
+}
+
+// serve serves h (metrics, /healthz, /readyz) on addr until stop is called.
+func serve(addr string, h http.Handler) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	fmt.Fprintf(os.Stderr, "wordcount: metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}, nil
 }
 
 // runEmbedded counts a sample text on an embedded broker and prints the
