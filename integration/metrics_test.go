@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -245,6 +247,74 @@ func TestRestoreMetricsReachZero(t *testing.T) {
 			fmt.Sprintf("restored %v, restores timed %v, remaining %v (%v), running tasks %v", restored, durations, remaining, found, running)
 	})
 	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHeapBoundedWhileLagGrows: with a blocked processor and a large
+// backlog, the live heap stays within the queue bound plus the client's
+// own fixed buffers while lag grows. It runs alone (not parallel): it
+// measures the process's heap.
+func TestHeapBoundedWhileLagGrows(t *testing.T) {
+	c := harness.Get(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 2, nil)
+	payload := strings.Repeat("v", 4096)
+	const total = 20_000 // 80 MB of values
+	for i := 0; i < total; i += 2000 {
+		var msgs []*sarama.ProducerMessage
+		for j := i; j < i+2000; j++ {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprint(j)), Value: sarama.StringEncoder(payload)})
+		}
+		harness.Produce(t, c, msgs...)
+	}
+	liveHeap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := liveHeap()
+
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	top := processor.NewTopology()
+	src := top.AddSource("in", in, serde.String(), serde.String())
+	p := top.AddProcessor("blocked", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[string, string]) error {
+		<-gate
+		return ctx.Forward(rec)
+	}), src)
+	top.AddSink("out", out, serde.String(), serde.String(), p)
+	cfg := baseConfig(c, app, t)
+	cfg.Queue = weir.QueueConfig{MaxRecords: 1000, MaxBytes: 1 << 20}
+	a := start(t, top, cfg)
+	t.Cleanup(open)
+	srv := httptest.NewServer(a.app.Handler())
+	defer srv.Close()
+
+	// Two partition queues of 1 MiB each, plus sarama's per-partition
+	// channel and fetch buffers (256 records and 1 MiB fetches): far less
+	// than the 80 MB backlog.
+	const bound = 2<<20 + 48<<20
+	var peak uint64
+	samples := 0
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		if h := liveHeap(); h > peak {
+			peak = h
+		}
+		samples++
+		lag, _ := value(scrape(t, srv.URL), "weir_partition_offset_lag", nil)
+		return samples >= 40 && lag > total/2, fmt.Sprintf("%d samples, lag %v", samples, lag)
+	})
+	growth := int64(peak) - int64(base)
+	t.Logf("live heap grew by %.1f MiB over %d samples while %d records waited", float64(growth)/(1<<20), samples, total)
+	if growth > bound {
+		t.Errorf("live heap grew by %d bytes with the processor blocked; bound %d", growth, bound)
+	}
+	open()
+	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 }
