@@ -131,7 +131,7 @@ func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
-	st := &sessionStore[K, V]{s: sb, name: s.name, keys: s.keys, values: s.values}
+	st := &sessionStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, s: sb}
 	st.clock.init(ctx, sb.Expire)
 	return st, nil
 }
@@ -139,20 +139,9 @@ func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
 // sessionStore puts serdes over a SessionBytes. The serdes see the
 // store's name as their topic.
 type sessionStore[K, V any] struct {
-	s      *changelog.SessionBytes
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	clock  expiryClock
-	err    error
-}
-
-func (s *sessionStore[K, V]) key(key K) ([]byte, error) {
-	kb, err := s.keys.Serialize(s.name, key)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: serialize key: %w", s.name, err)
-	}
-	return kb, nil
+	codec[K, V]
+	s     *changelog.SessionBytes
+	clock expiryClock
 }
 
 func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
@@ -163,9 +152,9 @@ func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
 	if err != nil {
 		return err
 	}
-	vb, err := s.values.Serialize(s.name, value)
+	vb, err := s.value(value)
 	if err != nil {
-		return fmt.Errorf("store %s: serialize value: %w", s.name, err)
+		return err
 	}
 	if vb == nil {
 		vb = []byte{} // a nil value would remove the session
@@ -206,9 +195,9 @@ func (s *sessionStore[K, V]) Fetch(session Windowed[K]) (V, bool, error) {
 	if vb == nil {
 		return zero, false, nil
 	}
-	v, err := s.values.Deserialize(s.name, vb)
+	v, err := s.decodeValue(vb)
 	if err != nil {
-		return zero, false, fmt.Errorf("store %s: deserialize value: %w", s.name, err)
+		return zero, false, err
 	}
 	return v, true, nil
 }
@@ -244,14 +233,14 @@ func (s *sessionStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 func (s *sessionStore[K, V]) decode(seq iter.Seq2[changelog.SessionKey, []byte], yield func(Windowed[K], V) bool) {
 	defer s.drain()
 	for sk, vb := range seq {
-		k, err := s.keys.Deserialize(s.name, sk.Key)
+		k, err := s.decodeKey(sk.Key)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
-		v, err := s.values.Deserialize(s.name, vb)
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+			s.fail(err)
 			return
 		}
 		if !yield(Windowed[K]{Key: k, Start: sk.Start, End: sk.End}, v) {
@@ -267,14 +256,3 @@ func (s *sessionStore[K, V]) drain() {
 	}
 }
 
-func (s *sessionStore[K, V]) fail(err error) {
-	if s.err == nil {
-		s.err = err
-	}
-}
-
-func (s *sessionStore[K, V]) Err() error {
-	err := s.err
-	s.err = nil
-	return err
-}

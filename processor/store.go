@@ -145,66 +145,63 @@ func (s *KeyValueSpec[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], error)
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore[K, V]{b: b, name: s.name, keys: s.keys, values: s.values}, nil
+	return &kvStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, b: b}, nil
 }
 
 // kvStore puts serdes over a store partition's bytes. The serdes see the
 // store's name as their topic.
 type kvStore[K, V any] struct {
-	b      changelog.Bytes
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	err    error
+	codec[K, V]
+	b changelog.Bytes
 }
 
 func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
 	var zero V
-	kb, err := s.keys.Serialize(s.name, key)
+	kb, err := s.key(key)
 	if err != nil {
-		return zero, false, fmt.Errorf("store %s: serialize key: %w", s.name, err)
+		return zero, false, err
 	}
 	vb, err := s.b.Get(kb)
 	if err != nil || vb == nil {
 		return zero, false, err
 	}
-	v, err := s.values.Deserialize(s.name, vb)
+	v, err := s.decodeValue(vb)
 	if err != nil {
-		return zero, false, fmt.Errorf("store %s: deserialize value: %w", s.name, err)
+		return zero, false, err
 	}
 	return v, true, nil
 }
 
 func (s *kvStore[K, V]) Put(key K, value V) error {
-	kb, err := s.keys.Serialize(s.name, key)
+	kb, err := s.key(key)
 	if err != nil {
-		return fmt.Errorf("store %s: serialize key: %w", s.name, err)
+		return err
 	}
-	vb, err := s.values.Serialize(s.name, value)
+	vb, err := s.value(value)
 	if err != nil {
-		return fmt.Errorf("store %s: serialize value: %w", s.name, err)
+		return err
 	}
 	return s.b.Put(kb, vb)
 }
 
 func (s *kvStore[K, V]) Delete(key K) error {
-	kb, err := s.keys.Serialize(s.name, key)
+	kb, err := s.key(key)
 	if err != nil {
-		return fmt.Errorf("store %s: serialize key: %w", s.name, err)
+		return err
 	}
 	return s.b.Delete(kb)
 }
 
 func (s *kvStore[K, V]) Range(lo, hi K) iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		lb, err := s.keys.Serialize(s.name, lo)
+		lb, err := s.key(lo)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
-		hb, err := s.keys.Serialize(s.name, hi)
+		hb, err := s.key(hi)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
 		s.decode(s.b.Range(lb, hb), yield)
@@ -213,9 +210,9 @@ func (s *kvStore[K, V]) Range(lo, hi K) iter.Seq2[K, V] {
 
 func (s *kvStore[K, V]) PrefixScan(prefix K) iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		pb, err := s.keys.Serialize(s.name, prefix)
+		pb, err := s.key(prefix)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: serialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
 		s.decode(s.b.Range(pb, changelog.PrefixEnd(pb)), yield)
@@ -236,14 +233,14 @@ func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 
 func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) bool) {
 	for kb, vb := range seq {
-		k, err := s.keys.Deserialize(s.name, kb)
+		k, err := s.decodeKey(kb)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
-		v, err := s.values.Deserialize(s.name, vb)
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+			s.fail(err)
 			return
 		}
 		if !yield(k, v) {
@@ -255,14 +252,3 @@ func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) b
 	}
 }
 
-func (s *kvStore[K, V]) fail(err error) {
-	if s.err == nil {
-		s.err = err
-	}
-}
-
-func (s *kvStore[K, V]) Err() error {
-	err := s.err
-	s.err = nil
-	return err
-}

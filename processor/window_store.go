@@ -148,7 +148,7 @@ func (s *WindowSpec[K, V]) Open(ctx StoreContext) (WindowStore[K, V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
-	st := &windowStore[K, V]{w: w, name: s.name, size: s.size, keys: s.keys, values: s.values}
+	st := &windowStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, w: w, size: s.size}
 	st.clock.init(ctx, w.Expire)
 	return st, nil
 }
@@ -191,21 +191,10 @@ func (c *expiryClock) advance(store string) error {
 // windowStore puts serdes over a WindowBytes. The serdes see the store's
 // name as their topic.
 type windowStore[K, V any] struct {
-	w      *changelog.WindowBytes
-	name   string
-	size   time.Duration
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	clock  expiryClock
-	err    error
-}
-
-func (s *windowStore[K, V]) key(key K) ([]byte, error) {
-	kb, err := s.keys.Serialize(s.name, key)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: serialize key: %w", s.name, err)
-	}
-	return kb, nil
+	codec[K, V]
+	w     *changelog.WindowBytes
+	size  time.Duration
+	clock expiryClock
 }
 
 func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
@@ -216,9 +205,9 @@ func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
 	if err != nil {
 		return err
 	}
-	vb, err := s.values.Serialize(s.name, value)
+	vb, err := s.value(value)
 	if err != nil {
-		return fmt.Errorf("store %s: serialize value: %w", s.name, err)
+		return err
 	}
 	if vb == nil {
 		vb = []byte{} // a nil value would delete the window
@@ -242,9 +231,9 @@ func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error)
 	if err != nil || vb == nil {
 		return zero, false, err
 	}
-	v, err := s.values.Deserialize(s.name, vb)
+	v, err := s.decodeValue(vb)
 	if err != nil {
-		return zero, false, fmt.Errorf("store %s: deserialize value: %w", s.name, err)
+		return zero, false, err
 	}
 	return v, true, nil
 }
@@ -270,9 +259,9 @@ func (s *windowStore[K, V]) fetchRange(key K, from, to time.Time, scan func([]by
 		}
 		defer s.drain()
 		for start, vb := range scan(kb, from, to) {
-			v, err := s.values.Deserialize(s.name, vb)
+			v, err := s.decodeValue(vb)
 			if err != nil {
-				s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+				s.fail(err)
 				return
 			}
 			if !yield(start, v) {
@@ -306,14 +295,14 @@ func (s *windowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 func (s *windowStore[K, V]) decode(seq iter.Seq2[changelog.WindowKey, []byte], yield func(Windowed[K], V) bool) {
 	defer s.drain()
 	for wk, vb := range seq {
-		k, err := s.keys.Deserialize(s.name, wk.Key)
+		k, err := s.decodeKey(wk.Key)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize key: %w", s.name, err))
+			s.fail(err)
 			return
 		}
-		v, err := s.values.Deserialize(s.name, vb)
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			s.fail(fmt.Errorf("store %s: deserialize value: %w", s.name, err))
+			s.fail(err)
 			return
 		}
 		if !yield(Windowed[K]{Key: k, Start: wk.Start, End: wk.Start.Add(s.size)}, v) {
@@ -329,14 +318,3 @@ func (s *windowStore[K, V]) drain() {
 	}
 }
 
-func (s *windowStore[K, V]) fail(err error) {
-	if s.err == nil {
-		s.err = err
-	}
-}
-
-func (s *windowStore[K, V]) Err() error {
-	err := s.err
-	s.err = nil
-	return err
-}

@@ -1,0 +1,63 @@
+package processor
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/serde"
+)
+
+// codec is what every typed store shares: its name, its serdes (which see
+// the store's name as their topic) and the first error an iteration met,
+// kept for Err because an iter.Seq2 cannot return one.
+type codec[K, V any] struct {
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	err    error
+}
+
+func (c *codec[K, V]) key(k K) ([]byte, error) {
+	b, err := c.keys.Serialize(c.name, k)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: serialize key: %w", c.name, err)
+	}
+	return b, nil
+}
+
+func (c *codec[K, V]) value(v V) ([]byte, error) {
+	b, err := c.values.Serialize(c.name, v)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: serialize value: %w", c.name, err)
+	}
+	return b, nil
+}
+
+func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
+	k, err := c.keys.Deserialize(c.name, b)
+	if err != nil {
+		return k, fmt.Errorf("store %s: deserialize key: %w", c.name, err)
+	}
+	return k, nil
+}
+
+func (c *codec[K, V]) decodeValue(b []byte) (V, error) {
+	v, err := c.values.Deserialize(c.name, b)
+	if err != nil {
+		return v, fmt.Errorf("store %s: deserialize value: %w", c.name, err)
+	}
+	return v, nil
+}
+
+// fail keeps the first iteration error.
+func (c *codec[K, V]) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// Err returns the first error an iteration met and clears it.
+func (c *codec[K, V]) Err() error {
+	err := c.err
+	c.err = nil
+	return err
+}
