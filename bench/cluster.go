@@ -98,6 +98,14 @@ func (c *cluster) createTopicConfig(ctx context.Context, topic string, partition
 	}
 }
 
+// addTopic records a topic someone else creates (such as a weir store's
+// changelog) to delete at the end; one that does not exist is skipped.
+func (c *cluster) addTopic(t string) {
+	c.mu.Lock()
+	c.topics = append(c.topics, t)
+	c.mu.Unlock()
+}
+
 // addGroup records a consumer group (or weir application id) to delete.
 func (c *cluster) addGroup(g string) {
 	c.mu.Lock()

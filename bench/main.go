@@ -5,6 +5,10 @@
 // It loads a fresh topic with a sarama AsyncProducer, then reads it back with
 // a bare sarama consumer group, with a weir application that only counts
 // records, and with a weir application that copies them to an output topic.
+// The count workload (not in the default set, count.go) runs a weir
+// application that counts records per key in a key-value store and emits
+// the counts, under exactly-once and at-least-once in the same run, and
+// reads the commit latency from weir's metrics.
 // The restore workload (not in the default set) measures how fast weir
 // rebuilds a key-value store from changelogs of -restore-records records,
 // next to a bare sarama read of the same changelog (restore.go).
@@ -15,6 +19,7 @@
 // Usage:
 //
 //	cd bench && go run . [-records 1000000] [-value-size 100] [-partitions 4] [-json]
+//	cd bench && go run . -workloads count [-records 1000000] [-rounds 2]
 //	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
 package main
 
@@ -52,13 +57,14 @@ const (
 	wlPassthrough       = "weir-passthrough"
 	wlLoad              = "load" // runs before the read workloads; accepted in -workloads for clarity
 	wlRestore           = "restore"
+	wlCount             = "count"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
 var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(allWorkloads), wlRestore)
+var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -283,6 +289,7 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 	input := prefix + "-in"
 
 	reads := o.readWorkloads()
+	counts := slices.Contains(o.workloads, wlCount)
 	rep := &report{
 		Date:           time.Now().UTC().Format(time.RFC3339),
 		Brokers:        strings.Join(o.brokers, ","),
@@ -295,7 +302,7 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 		Rounds:         o.rounds,
 	}
 	rep.fillHost()
-	if len(reads) > 0 {
+	if len(reads) > 0 || counts {
 		rep.Records = o.records
 		progress("creating %s (%d partitions) and loading %d records", input, o.partitions, o.records)
 		if err := c.createTopic(ctx, input, o.partitions); err != nil {
@@ -309,7 +316,7 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 		progress("%s", res.summary())
 	}
 
-	for round := 1; round <= o.rounds && len(reads) > 0; round++ {
+	for round := 1; round <= o.rounds && (len(reads) > 0 || counts); round++ {
 		for _, w := range reads {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("interrupted: %w", err)
@@ -338,8 +345,14 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 			rep.add(res)
 			progress("%s", res.summary())
 		}
+		if counts {
+			if err := runCounts(ctx, o, c, logger, input, prefix, round, rep, progress); err != nil {
+				return err
+			}
+		}
 	}
 	rep.computeRatios()
+	rep.computeCountRatios()
 	if slices.Contains(o.workloads, wlRestore) {
 		if err := runRestores(ctx, o, c, logger, prefix, rep, progress); err != nil {
 			return err

@@ -33,6 +33,10 @@ type report struct {
 	// Restores and RestoreRatios are the restore workload's (restore.go).
 	Restores      []*restoreResult `json:"restores,omitempty"`
 	RestoreRatios []restoreRatio   `json:"restore_ratios,omitempty"`
+
+	// Counts and CountRatios are the count workload's (count.go).
+	Counts      []*countResult `json:"counts,omitempty"`
+	CountRatios []countRatio   `json:"count_ratios,omitempty"`
 }
 
 // ratio compares a weir workload with the bare sarama consumer group,
@@ -145,8 +149,53 @@ func (r *report) writeTable(w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
+	if len(r.Counts) > 0 {
+		if err := r.writeCountTable(w); err != nil {
+			return err
+		}
+	}
 	if len(r.Restores) > 0 {
 		return r.writeRestoreTable(w)
+	}
+	return nil
+}
+
+// writeCountTable prints the count workload's figures.
+func (r *report) writeCountTable(w io.Writer) error {
+	fmt.Fprintln(w, "\ncount (source -> count in a key-value store -> sink):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	width := len("variant")
+	for _, res := range r.Counts {
+		width = max(width, len(res.Variant))
+	}
+	fmt.Fprintf(tw, "%-*s\tguarantee\tinterval\tround\tsteady rec/s\trec/s\tfirst rec s\tprocessed s\toutput s\tCPU s/M rec\tcommits\tp50 ms\tp99 ms\tmean ms\ttransactions\toutput recs\tclose s\t\n", width, "variant")
+	for _, res := range r.Counts {
+		verified := "-"
+		if res.Verified != nil {
+			verified = fmt.Sprint(*res.Verified)
+		}
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%.2f\t\n",
+			width, res.Variant, res.Guarantee, res.CommitInterval, res.Round, res.SteadyRate, res.Rate, res.FirstSeconds,
+			res.ProcessedSeconds, res.OutputSeconds, res.CPUPerMillion, res.Commits, res.CommitP50*1e3, res.CommitP99*1e3,
+			res.CommitMean*1e3, res.transactionsLabel(), verified, res.CloseSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	if len(r.CountRatios) > 0 {
+		fmt.Fprintf(w, "\nratios (medians of %d round(s)):\n", r.Rounds)
+		for _, q := range r.CountRatios {
+			fmt.Fprintf(w, "  %-46s steady %.2f   from app.Run %.2f\n", q.Name, q.Steady, q.EndToEnd)
+		}
+	}
+	for _, res := range r.Counts {
+		if res.Note != "" {
+			fmt.Fprintf(w, "  %s (round %d): %s\n", res.Variant, res.Round, res.Note)
+		}
+	}
+	_, err := fmt.Fprintln(w, "\nsteady = first to last record processed; rec/s = app.Run to the last record processed; output s = app.Run until the output topic held every record (exactly once: committed); CPU = the bench process up to the last record processed; commits and p50/p99/mean = weir_commit_duration_seconds (histogram_quantile-style interpolation; Close's final commit included); transactions = weir_transactions_total; output recs = committed records in the output topic (read_committed).")
+	if err != nil {
+		return fmt.Errorf("writing table: %w", err)
 	}
 	return nil
 }

@@ -255,4 +255,3 @@ func (s *sessionStore[K, V]) drain() {
 		s.fail(fmt.Errorf("store %s: %w", s.name, err))
 	}
 }
-

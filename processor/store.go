@@ -251,4 +251,3 @@ func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) b
 		s.fail(err)
 	}
 }
-

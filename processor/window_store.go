@@ -317,4 +317,3 @@ func (s *windowStore[K, V]) drain() {
 		s.fail(fmt.Errorf("store %s: %w", s.name, err))
 	}
 }
-
