@@ -150,12 +150,18 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		client.Close()
 		return fmt.Errorf("weir: admin client: %w", err)
 	}
+	a.mu.Lock() // Snapshot reads it from scrapes
 	a.admin = admin
+	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
-	if a.layout, err = prepareTopics(client, admin, &a.cfg, a.graph); err != nil {
+	lay, err := prepareTopics(client, admin, &a.cfg, a.graph)
+	if err != nil {
 		return err
 	}
+	a.mu.Lock()
+	a.layout = lay
+	a.mu.Unlock()
 	storeSub := map[string]int{}
 	for i, s := range a.layout.subs {
 		for _, n := range s.Nodes {
@@ -164,9 +170,13 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			}
 		}
 	}
-	if a.local, err = newLocalState(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub); err != nil {
+	local, err := newLocalState(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub)
+	if err != nil {
 		return err
 	}
+	a.mu.Lock()
+	a.local = local
+	a.mu.Unlock()
 	var cleaner sync.WaitGroup
 	cleanCtx, stopCleaner := context.WithCancel(context.Background())
 	cleaner.Go(func() { a.local.run(cleanCtx) })

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -141,9 +142,9 @@ func (a *App) Snapshot() metrics.Snapshot {
 	s, _ := a.State()
 	snap := metrics.Snapshot{State: s.String()}
 	a.mu.Lock()
-	threads := a.threads
+	threads, local, admin, lay := a.threads, a.local, a.admin, a.layout
 	a.mu.Unlock()
-	retention := a.retentions()
+	retention := a.retentions(admin, lay)
 	for _, th := range threads {
 		busy, idle := th.clock.read()
 		snap.Threads = append(snap.Threads, metrics.Thread{Thread: th.idx, Busy: busy, Idle: idle, Backpressured: th.backpressured()})
@@ -164,8 +165,8 @@ func (a *App) Snapshot() metrics.Snapshot {
 			}
 		}
 	}
-	if a.local != nil {
-		for store, size := range a.local.sizes() {
+	if local != nil {
+		for store, size := range local.sizes() {
 			snap.Stores = append(snap.Stores, metrics.Store{Store: store, Bytes: size})
 		}
 	}
@@ -177,16 +178,16 @@ const retentionRefresh = 5 * time.Minute
 
 // retentions returns the input topics' retention, read through the admin
 // client at most every retentionRefresh.
-func (a *App) retentions() map[string]time.Duration {
+func (a *App) retentions(admin sarama.ClusterAdmin, lay *layout) map[string]time.Duration {
 	a.retMu.Lock()
 	defer a.retMu.Unlock()
-	if a.admin == nil || a.layout == nil || time.Since(a.retRead) < retentionRefresh && a.ret != nil {
+	if admin == nil || lay == nil || time.Since(a.retRead) < retentionRefresh && a.ret != nil {
 		return a.ret
 	}
 	a.retRead = time.Now()
 	ret := map[string]time.Duration{}
-	for _, topic := range a.layout.allTopics() {
-		entries, err := a.admin.DescribeConfig(configResource(topic))
+	for _, topic := range lay.allTopics() {
+		entries, err := admin.DescribeConfig(configResource(topic))
 		if err != nil {
 			continue
 		}

@@ -69,7 +69,8 @@ type thread struct {
 	owner      map[tp]*task
 	lastCommit time.Time
 	lastPurge  time.Time
-	sent       bool // records produced since the last commit
+	fences     []time.Time // recent fencings of the producer
+	sent       bool        // records produced since the last commit
 }
 
 // release is a claim goroutine waiting for the loop to commit and close
@@ -549,6 +550,13 @@ func (th *thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	return th.handleTxnError(err)
 }
 
+// A thread fenced maxFences times within fenceWindow stops: another
+// instance shares its transactional ids.
+const (
+	maxFences   = 3
+	fenceWindow = 5 * time.Minute
+)
+
 // isTxnError reports a failed transaction, from a commit or from sending a
 // record into it.
 func isTxnError(err error) bool {
@@ -574,13 +582,22 @@ func (th *thread) handleTxnError(err error) error {
 		th.resetTasks()
 		return nil
 	case errors.Is(err, txn.ErrFenced):
-		// Another producer took this thread's transactional id: an
-		// instance with the same process id (a later incarnation, or a
-		// copy of this state directory) runs. Rejoining would fence it in
-		// turn, and the two would take turns forever: this one stops.
+		// The producer's epoch was bumped: by the coordinator when this
+		// thread's transaction timed out (a stall longer than
+		// TransactionTimeout), or by another producer with the same
+		// transactional id, that is another instance with this process id
+		// (a copy of this state directory). The first heals by rebuilding
+		// the producer; the second would make the two fence each other
+		// forever, so after maxFences in fenceWindow this instance stops.
 		th.resetTasks()
-		return fmt.Errorf("%w: another instance runs with this instance's process id (%s); this one stops: %w",
-			ErrFenced, th.app.dir.processID, err)
+		now := time.Now()
+		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
+		if len(th.fences) >= maxFences {
+			return fmt.Errorf("%w %d times in %v: another instance runs with this instance's process id (%s); this one stops: %w",
+				ErrFenced, len(th.fences), fenceWindow, th.app.dir.processID, err)
+		}
+		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
+		return th.rebuildProducer()
 	case errors.Is(err, txn.ErrAmbiguous):
 		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
 		th.resetTasks()

@@ -42,7 +42,7 @@ func newCollector(app string, src Source) *collector {
 		remaining:  d("restore_records_remaining", "Changelog records a restore still has to apply.", "store", "partition"),
 		storeSize:  d("store_size_bytes", "Estimated on-disk size of a store's partitions on this instance.", "store"),
 		threadTime: d("thread_seconds_total",
-			"Seconds a thread spent busy (processing, committing) or idle (waiting for records): together they advance with wall time. backpressured is the time the fetchers of its partitions spent stopped on a full queue because the thread did not keep up; a stage that is busy and not backpressured is the bottleneck.",
+			"Seconds a thread spent busy (processing, committing) or idle (waiting for records): together they advance with wall time. backpressured is the time the fetchers of its partitions spent stopped on a full queue because the thread did not keep up (summed over partitions): a thread that is busy and backpressured is a bottleneck.",
 			"thread", "state"),
 	}
 }
