@@ -183,6 +183,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	defer func() {
 		stopCleaner()
 		cleaner.Wait()
+		local.close() // before the database closes (deferred above)
 	}()
 	rc := baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-restore")
 	rc.Consumer.IsolationLevel = sarama.ReadCommitted

@@ -23,6 +23,7 @@ type localState struct {
 	storeSub map[string]int // store -> sub-topology
 
 	mu      sync.Mutex
+	closed  bool            // the database is closing: no more reads
 	ckpts   map[space]int64 // checkpoint of every partition held
 	running map[assign.TaskID]bool
 	due     map[space]time.Time // partitions to drop, and when
@@ -100,16 +101,23 @@ func (l *localState) release(id assign.TaskID, stores []string) {
 // sizes returns the estimated on-disk bytes of each store's partitions.
 func (l *localState) sizes() map[string]int64 {
 	l.mu.Lock()
-	spaces := make([]space, 0, len(l.ckpts))
-	for s := range l.ckpts {
-		spaces = append(spaces, s)
+	defer l.mu.Unlock() // close waits, so the database stays open
+	if l.closed {
+		return nil
 	}
-	l.mu.Unlock()
 	out := map[string]int64{}
-	for _, s := range spaces {
+	for s := range l.ckpts {
 		out[s.store] += l.db.Space(s.store, s.partition).ApproximateSize()
 	}
 	return out
+}
+
+// close stops reads of the database by metrics scrapes; call it before
+// closing the database.
+func (l *localState) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 }
 
 // checkpointed records a new checkpoint.
@@ -131,6 +139,10 @@ func (l *localState) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
 		now := time.Now()
 		for _, s := range spacesOf(l.due) {
 			if now.Before(l.due[s]) {

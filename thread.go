@@ -586,15 +586,18 @@ func (th *thread) handleTxnError(err error) error {
 		// thread's transaction timed out (a stall longer than
 		// TransactionTimeout), or by another producer with the same
 		// transactional id, that is another instance with this process id
-		// (a copy of this state directory). The first heals by rebuilding
-		// the producer; the second would make the two fence each other
-		// forever, so after maxFences in fenceWindow this instance stops.
+		// (a later incarnation, or a copy of this state directory). The
+		// first heals by rebuilding the producer. The second would make
+		// the two fence each other forever: a transaction younger than the
+		// timeout cannot have timed out, so this instance stops, as it
+		// does after maxFences in fenceWindow whatever their cause.
+		open := th.producer.OpenFor()
 		th.resetTasks()
 		now := time.Now()
 		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
-		if len(th.fences) >= maxFences {
-			return fmt.Errorf("%w %d times in %v: another instance runs with this instance's process id (%s); this one stops: %w",
-				ErrFenced, len(th.fences), fenceWindow, th.app.dir.processID, err)
+		if open < th.app.cfg.TransactionTimeout || len(th.fences) >= maxFences {
+			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
+				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.processID, err)
 		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
 		return th.rebuildProducer()

@@ -143,10 +143,10 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		lag, _ := value(fams, "weir_partition_offset_lag", part)
-		committed, _ := value(fams, "weir_partition_committed_offset_lag", part)
+		committed, known := value(fams, "weir_partition_committed_offset_lag", part)
 		age, _ := value(fams, "weir_partition_oldest_unread_age_seconds", part)
 		processed, _ := value(fams, "weir_records_processed_total", map[string]string{"task": "0_0"})
-		return lag == 0 && committed == 0 && age == 0 && processed == 2000,
+		return lag == 0 && known && committed == 0 && age == 0 && processed == 2000,
 			fmt.Sprintf("lag %v, committed lag %v, age %v, processed %v", lag, committed, age, processed)
 	})
 	fams = scrape(t, srv.URL)
@@ -164,6 +164,11 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	}
 	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "stopped") {
 		t.Errorf("/healthz after stop = %d %q", code, body)
+	}
+	// A scrape after the App closed its state must not touch it (it once
+	// crashed the process reading a closed Badger database).
+	if v, ok := value(scrape(t, srv.URL), "weir_app_state", map[string]string{"state": "stopped"}); !ok || v != 1 {
+		t.Errorf("weir_app_state{state=stopped} = %v (%v) after stop", v, ok)
 	}
 }
 

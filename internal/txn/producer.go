@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -44,6 +45,7 @@ type Producer struct {
 	ap            sarama.AsyncProducer
 	transactional bool
 	inTxn         bool
+	began         time.Time // when the open transaction began
 
 	mu       sync.Mutex
 	inflight int
@@ -110,7 +112,7 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 		if err := p.ap.BeginTxn(); err != nil {
 			return fmt.Errorf("txn: begin: %w", classify(err))
 		}
-		p.inTxn = true
+		p.inTxn, p.began = true, time.Now()
 	}
 	p.mu.Lock()
 	if p.err != nil {
@@ -173,7 +175,7 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 		if err := p.ap.BeginTxn(); err != nil {
 			return fmt.Errorf("txn: begin: %w", classify(err))
 		}
-		p.inTxn = true
+		p.inTxn, p.began = true, time.Now()
 	}
 	if len(offsets) > 0 {
 		if err := p.ap.AddOffsetsToTxnWithGroupMetadata(toPartitionOffsets(offsets), group); err != nil {
@@ -232,6 +234,17 @@ func (p *Producer) Abort(ctx context.Context) error {
 	p.inTxn = false
 	p.discardErr(ctx)
 	return nil
+}
+
+// OpenFor returns how long the current transaction has been open, or 0.
+// A producer fenced while its transaction was younger than the
+// transaction timeout was fenced by another producer with its id, not by
+// the coordinator aborting a transaction that timed out.
+func (p *Producer) OpenFor() time.Duration {
+	if !p.inTxn {
+		return 0
+	}
+	return time.Since(p.began)
 }
 
 // Close closes the producer once; sarama panics on a second Close. An open
