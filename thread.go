@@ -773,6 +773,8 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	th.mu.Unlock()
 	th.signal()
 
+	th.checkLostRecords(p, claim.InitialOffset())
+
 	// Until sarama revokes the claim (Messages closes) or the loop closes
 	// the queue (the task was closed, or the assignment dropped it).
 	for running := true; running; {
@@ -836,4 +838,36 @@ func (c *threadClock) read() (busy, idle time.Duration) {
 		spent[c.state] += time.Since(c.since)
 	}
 	return spent[busyState], spent[idleState]
+}
+
+// checkLostRecords reports records lost to retention: when a partition's
+// committed offset is below the log start, sarama starts the claim at the
+// oldest record (Consumer.Group.ResetInvalidOffsets), and the records in
+// between were deleted unread. Processing goes on from the oldest record;
+// the loss is logged as an error and counted, never silent.
+func (th *thread) checkLostRecords(p tp, start int64) {
+	resp, err := th.app.admin.ListConsumerGroupOffsets(th.app.cfg.ApplicationID, map[string][]int32{p.topic: {p.partition}})
+	if err != nil {
+		th.log.Debug("reading the committed offset", "topic", p.topic, "partition", p.partition, "error", err)
+		return
+	}
+	b := resp.GetBlock(p.topic, p.partition)
+	if b == nil || b.Err != sarama.ErrNoError || b.Offset < 0 {
+		return
+	}
+	if start < 0 {
+		// sarama reset the claim: it reports the reset's sentinel
+		// (OffsetOldest), not an offset.
+		if start, err = th.client.GetOffset(p.topic, p.partition, sarama.OffsetOldest); err != nil {
+			th.log.Debug("reading the log start", "topic", p.topic, "partition", p.partition, "error", err)
+			return
+		}
+	}
+	if b.Offset >= start {
+		return
+	}
+	lost := start - b.Offset
+	th.app.metrics.RecordsLost.WithLabelValues(p.topic, strconv.Itoa(int(p.partition))).Add(float64(lost))
+	th.log.Error("records lost to retention before they were processed: the committed offset is below the log start",
+		"topic", p.topic, "partition", p.partition, "committed", b.Offset, "log_start", start, "lost", lost)
 }

@@ -323,3 +323,40 @@ func TestHeapBoundedWhileLagGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordsLostToRetentionAreCounted: when the committed offset fell
+// below the log start while the application was down, the records in
+// between are reported lost (log and metric) instead of skipped silently.
+func TestRecordsLostToRetentionAreCounted(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 1, map[string]string{"cleanup.policy": "delete"})
+	c.CreateTopic(t, out, 1, nil)
+	harness.Produce(t, c, records(in, 1, 10, 0)...)
+	cfg := baseConfig(c, app, t)
+	a := start(t, passthrough(in, out), cfg)
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		ts := a.app.Tasks()
+		return len(ts) == 1 && ts[0].Partitions[0].Committed == 10, fmt.Sprintf("tasks %+v", ts)
+	})
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// While it is down, 30 more records arrive and retention deletes the
+	// first 25 of them.
+	harness.Produce(t, c, records(in, 1, 30, 10)...)
+	if err := c.Admin(t).DeleteRecords(in, map[int32]int64{0: 35}); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, passthrough(in, out), cfg)
+	srv := httptest.NewServer(b.app.Handler())
+	defer srv.Close()
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		lost, _ := value(scrape(t, srv.URL), "weir_records_lost_total", map[string]string{"topic": in, "partition": "0"})
+		return lost == 25, fmt.Sprintf("records lost %v, want 25", lost)
+	})
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,6 +31,7 @@ type Metrics struct {
 	Transactions   *prometheus.CounterVec // thread, result = committed|aborted
 	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt
 	Rebalances     *prometheus.CounterVec // thread
+	RecordsLost    *prometheus.CounterVec // topic, partition
 
 	RestoredRecords *prometheus.CounterVec // store, partition
 	RestoreDuration *prometheus.HistogramVec
@@ -118,15 +119,18 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 			prometheus.ExponentialBuckets(0.001, 4, 10), "task"),
 		CommitDuration: histogram("commit_duration_seconds", "Duration of a thread's commit (changelog, flush or transaction, offsets, state).",
 			prometheus.ExponentialBuckets(0.001, 2, 14), "thread"),
-		Transactions:    counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
-		ProducerEvents:  counter("producer_events_total", "Producers fenced or rebuilt, per reason.", "thread", "reason"),
-		Rebalances:      counter("rebalances_total", "Assignments received by each thread.", "thread"),
+		Transactions:   counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
+		ProducerEvents: counter("producer_events_total", "Producers fenced or rebuilt, per reason.", "thread", "reason"),
+		Rebalances:     counter("rebalances_total", "Assignments received by each thread.", "thread"),
+		RecordsLost: counter("records_lost_total",
+			"Records an input partition lost before they were processed: its committed offset had fallen below the log start (deleted by retention), so consumption restarted at the oldest record.",
+			"topic", "partition"),
 		RestoredRecords: counter("restore_records_total", "Changelog records applied by restores.", "store", "partition"),
 		RestoreDuration: histogram("restore_duration_seconds", "Duration of a store partition's restore.", prometheus.ExponentialBuckets(0.01, 4, 10), "store"),
 	}
 	cs := []prometheus.Collector{
 		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.LateRecords, m.DeadLettered,
-		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances,
+		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.RecordsLost,
 		m.RestoredRecords, m.RestoreDuration, newCollector(app, src),
 	}
 	for _, c := range cs {
