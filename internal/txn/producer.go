@@ -64,10 +64,15 @@ func New(client sarama.Client) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("txn: creating producer: %w", classify(err))
 	}
+	return wrap(ap), nil
+}
+
+// wrap starts the bookkeeping around ap.
+func wrap(ap sarama.AsyncProducer) *Producer {
 	p := &Producer{ap: ap, transactional: ap.IsTransactional(), idle: make(chan struct{}), done: make(chan struct{})}
 	close(p.idle)
 	go p.drain()
-	return p, nil
+	return p
 }
 
 func (p *Producer) drain() {
