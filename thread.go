@@ -47,6 +47,9 @@ type thread struct {
 	// assigned is set once the current group session has an assignment,
 	// for App.State.
 	assigned atomic.Bool
+	// rebalancing is when this member last sent JoinGroup, in Unix
+	// nanoseconds, until its assignment arrives; 0 otherwise.
+	rebalancing atomic.Int64
 
 	mu     sync.Mutex
 	sess   sarama.ConsumerGroupSession
@@ -115,8 +118,21 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 }
 
 // userData is what this member tells the group leader about itself.
+// sarama calls it right before each JoinGroup: a rebalance starts.
 func (th *thread) userData() assign.UserData {
+	th.rebalancing.Store(time.Now().UnixNano())
 	return assign.UserData{ProcessID: th.app.dir.processID, State: th.app.local.offsets()}
+}
+
+// inRebalance reports whether this member is between its JoinGroup and its
+// new assignment, when a commit would carry the generation the group is
+// leaving and fail (aborting the transaction under exactly once). The
+// window is trusted for half the transaction timeout at most, so that a
+// rebalance that never completes cannot keep a transaction open until the
+// broker aborts it.
+func (th *thread) inRebalance() bool {
+	since := th.rebalancing.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) < th.app.cfg.TransactionTimeout/2
 }
 
 // onAssignment runs on sarama's rebalance goroutine right after a new
@@ -138,6 +154,7 @@ func (th *thread) onAssignment(tasks []assign.TaskID, generation int32) {
 		}
 	}
 	th.assigned.Store(true)
+	th.rebalancing.Store(0)
 	th.app.metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
 	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
 }
@@ -245,7 +262,7 @@ func (th *thread) loop() error {
 				}
 			}
 		}
-		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
+		if now.Sub(th.lastCommit) >= cfg.CommitInterval && !th.inRebalance() {
 			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
 				return th.shutdown(err)
 			}
@@ -254,6 +271,12 @@ func (th *thread) loop() error {
 			continue
 		}
 		deadline := th.lastCommit.Add(cfg.CommitInterval)
+		if th.inRebalance() {
+			// The commit waits for the assignment: look again later.
+			if later := now.Add(cfg.CommitInterval); later.After(deadline) {
+				deadline = later
+			}
+		}
 		if !wait.IsZero() && wait.Before(deadline) {
 			deadline = wait
 		}
@@ -328,7 +351,7 @@ func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 			}
 			progressed = true
 		}
-		if th.buffered() >= th.app.cfg.State.MaxBufferBytes {
+		if th.buffered() >= th.app.cfg.State.MaxBufferBytes && !th.inRebalance() {
 			// The commit may close tasks: start the round over.
 			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
 				return progressed, wait, err
