@@ -27,6 +27,7 @@ const (
 	AtLeastOnce
 )
 
+// String returns the guarantee's name as ParseGuarantee reads it.
 func (g Guarantee) String() string {
 	switch g {
 	case ExactlyOnce:

@@ -31,6 +31,7 @@ type RecordError struct {
 	Err       error
 }
 
+// Error names the task, the record's coordinates and the node.
 func (e *RecordError) Error() string {
 	where := fmt.Sprintf("task %s, record %s/%d@%d", e.Task, e.Topic, e.Partition, e.Offset)
 	if e.Node != "" {
@@ -39,6 +40,7 @@ func (e *RecordError) Error() string {
 	return fmt.Sprintf("weir: %s: %v", where, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // CopartitionError reports the source topics of a sub-topology with
@@ -48,6 +50,7 @@ type CopartitionError struct {
 	Partitions  map[string]int32 // topic -> partition count
 }
 
+// Error lists the topics with their partition counts.
 func (e *CopartitionError) Error() string {
 	return fmt.Sprintf("weir: sub-topology %d reads topics that are not co-partitioned: %s", e.Subtopology, formatCounts(e.Partitions))
 }
@@ -57,6 +60,7 @@ type MissingTopicError struct {
 	Topics []string
 }
 
+// Error lists the missing topics.
 func (e *MissingTopicError) Error() string {
 	return fmt.Sprintf("weir: source topics do not exist: %v", e.Topics)
 }

@@ -35,6 +35,7 @@ const (
 	StateFailed
 )
 
+// String returns the state's name, as /healthz and weir_app_state show it.
 func (s State) String() string {
 	switch s {
 	case StateCreated:

@@ -71,6 +71,7 @@ const (
 	WallClockTime
 )
 
+// String returns "stream-time" or "wall-clock".
 func (p PunctuationType) String() string {
 	switch p {
 	case StreamTime:
