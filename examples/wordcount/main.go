@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +54,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.input, "input", "text-input", "input topic of UTF-8 text lines")
 	fs.StringVar(&o.output, "output", "word-counts", "output topic: word -> count (8-byte big-endian int64)")
 	fs.StringVar(&o.appID, "app-id", "wordcount", "application id (consumer group, internal topic prefix)")
-	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "weir-wordcount"), "directory for local state")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory for local state, kept across restarts (default: a new temporary directory per run, removed at exit; state is then rebuilt from the changelog at start)")
 	fs.IntVar(&o.threads, "threads", 1, "stream threads")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve /metrics, /healthz and /readyz on, such as :9090 (empty: off; with -brokers)")
@@ -89,6 +88,16 @@ func run() error {
 		return runEmbedded(o, cfg)
 	}
 	cfg.Brokers = strings.Split(o.brokers, ",")
+	if cfg.StateDir == "" {
+		// One instance per state directory: a directory of its own lets
+		// several instances run side by side with the default flags.
+		dir, err := os.MkdirTemp("", "weir-wordcount-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.StateDir = dir
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := ensureTopics(cfg.Brokers, o.input, o.output); err != nil {
