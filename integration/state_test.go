@@ -398,6 +398,9 @@ func TestFailedCommitLeavesStateUnchanged(t *testing.T) {
 	c.CreateTopic(t, app+"-latest-changelog", 1, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "2000"})
 	harness.Produce(t, c, seqRecords(in, 10, 0, 5)...)
 	cfg := baseConfig(c, app, t)
+	// A commit every 2 s: the two records below, sent together, are
+	// processed between two commits, so they share the failing one.
+	cfg.CommitInterval = 2 * time.Second
 	a := start(t, maxSeqTopology(in, out), cfg)
 	waitProcessed(t, c, out, 10, 5)
 	// Let a commit land, then feed a key too long for the changelog.
