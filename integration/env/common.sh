@@ -33,14 +33,17 @@ ENV_FILE="$RUN_DIR/env.sh"
 
 log() { printf 'weir-env: %s\n' "$*" >&2; }
 
-# alive PIDFILE: the recorded process still runs (a zombie does not count).
+# alive PIDFILE: the recorded process still runs (a zombie does not count)
+# and is still a java process: after a reboot or a long pause its PID may
+# belong to something else, which must be neither trusted nor stopped.
 alive() {
   local pid state
   [ -f "$1" ] || return 1
   pid=$(cat "$1" 2>/dev/null) || return 1
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-  [ "$state" != "Z" ]
+  [ "$state" != "Z" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q java
 }
 
 # serialize: hold an exclusive lock on the run directory for the rest of
