@@ -177,8 +177,10 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Lock()
 	a.local = local
 	a.mu.Unlock()
+	// The cleaner stops as soon as the App starts to stop: tasks closed by
+	// the shutdown are not moving away, and their state must stay.
 	var cleaner sync.WaitGroup
-	cleanCtx, stopCleaner := context.WithCancel(context.Background())
+	cleanCtx, stopCleaner := context.WithCancel(ctx)
 	cleaner.Go(func() { a.local.run(cleanCtx) })
 	defer func() {
 		stopCleaner()

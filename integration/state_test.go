@@ -209,6 +209,9 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	harness.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
 
 	cfg := baseConfig(c, app, t)
+	// Regression: a stopping App once dropped the state of the tasks its
+	// own shutdown closed, as if they had moved away.
+	cfg.State.CleanupDelay = time.Millisecond
 	first := &restoreLog{}
 	cfg.State.RestoreListener = first
 	a := start(t, maxSeqTopology(in, out), cfg)
@@ -219,7 +222,9 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	want := wantLatest(keys, seqs)
 	equalStores(t, readStore(t, cfg.StateDir, app, 4), want)
 
-	// Clean restart: every partition's checkpoint is at the end.
+	// Clean restart: every partition's checkpoint is at the end. (The
+	// default delay: state not assigned within it at start is dropped.)
+	cfg.State.CleanupDelay = 0
 	again := &restoreLog{}
 	cfg.State.RestoreListener = again
 	b := start(t, maxSeqTopology(in, out), cfg)
