@@ -28,6 +28,23 @@
 // sub-topology; a task is one sub-topology on one partition.
 // [Topology.Describe] prints them.
 //
+// # State stores
+//
+// A processor keeps state in stores declared with [KeyValue], [Window] or
+// [Session], attached to it with [Topology.AddStore] and opened in its Init:
+//
+//	counts := processor.KeyValue("counts", serde.String(), serde.Int64())
+//	t.AddStore(counts, count)
+//	// in Init: c.store, err = counts.Open(ctx)
+//
+// Each task has its own partition of a store, kept in the instance's Badger
+// database and backed by the compacted changelog topic
+// "<application id>-<name>-changelog". Writes are buffered and become
+// durable with the task's commit (atomically with its output under exactly
+// once); a moved or restarted task restores only what its local state
+// lacks. Window and session stores drop what falls out of their retention
+// as stream time advances.
+//
 // # Processing
 //
 // A [Processor] gets a [Context] with every record: it forwards records to

@@ -9,9 +9,10 @@ import (
 	"github.com/weirstream/weir/serde"
 )
 
-// StoreSpec declares a state store. Create one with [KeyValue], attach it
-// to the processors that use it with [Topology.AddStore], and open it in a
-// processor's Init with the spec's Open method.
+// StoreSpec declares a state store. Create one with [KeyValue], [Window]
+// or [Session], attach it to the processors that use it with
+// [Topology.AddStore], and open it in a processor's Init with the spec's
+// Open method.
 //
 // A store is local to a task: each task has its own partition of it, made
 // durable by the changelog topic "<application id>-<name>-changelog",
