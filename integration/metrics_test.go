@@ -22,6 +22,23 @@ import (
 	"github.com/weirstream/weir/serde"
 )
 
+// gatedTopology copies in to out through a processor that blocks every
+// record until open is called (safe to call more than once). Register
+// t.Cleanup(open) after starting the App, so the gate opens before the
+// App's own cleanup waits for it.
+func gatedTopology(in, out string) (top *processor.Topology, open func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	top = processor.NewTopology()
+	src := top.AddSource("in", in, serde.String(), serde.String())
+	p := top.AddProcessor("gate", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[string, string]) error {
+		<-gate
+		return ctx.Forward(rec)
+	}), src)
+	top.AddSink("out", out, serde.String(), serde.String(), p)
+	return top, func() { once.Do(func() { close(gate) }) }
+}
+
 // scrape fetches and parses /metrics.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -105,16 +122,7 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	harness.Produce(t, c, msgs...)
 
 	// A processor that is held at first, so the backlog is observed.
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	top := processor.NewTopology()
-	src := top.AddSource("in", in, serde.String(), serde.String())
-	p := top.AddProcessor("gate", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[string, string]) error {
-		<-gate
-		return ctx.Forward(rec)
-	}), src)
-	top.AddSink("out", out, serde.String(), serde.String(), p)
+	top, open := gatedTopology(in, out)
 	cfg := baseConfig(c, app, t)
 	cfg.CommitInterval = 100 * time.Millisecond
 	a := start(t, top, cfg)
@@ -181,16 +189,7 @@ func TestBlockedProcessorShowsBackpressure(t *testing.T) {
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
 	harness.Produce(t, c, records(in, 1, 500, 0)...)
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	top := processor.NewTopology()
-	src := top.AddSource("in", in, serde.String(), serde.String())
-	p := top.AddProcessor("blocked", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[string, string]) error {
-		<-gate
-		return ctx.Forward(rec)
-	}), src)
-	top.AddSink("out", out, serde.String(), serde.String(), p)
+	top, open := gatedTopology(in, out)
 	cfg := baseConfig(c, app, t)
 	cfg.Queue.MaxRecords = 10
 	a := start(t, top, cfg)
@@ -282,16 +281,7 @@ func TestHeapBoundedWhileLagGrows(t *testing.T) {
 	}
 	base := liveHeap()
 
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	top := processor.NewTopology()
-	src := top.AddSource("in", in, serde.String(), serde.String())
-	p := top.AddProcessor("blocked", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[string, string]) error {
-		<-gate
-		return ctx.Forward(rec)
-	}), src)
-	top.AddSink("out", out, serde.String(), serde.String(), p)
+	top, open := gatedTopology(in, out)
 	cfg := baseConfig(c, app, t)
 	cfg.Queue = weir.QueueConfig{MaxRecords: 1000, MaxBytes: 1 << 20}
 	a := start(t, top, cfg)
