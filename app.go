@@ -40,11 +40,13 @@ type App struct {
 	stopped chan struct{}
 	threads []*thread
 
-	life    lifecycle
-	metrics *metrics.Metrics
-	retMu   sync.Mutex
-	ret     map[string]time.Duration // input topic -> retention
-	retRead time.Time
+	life      lifecycle
+	ready     chan struct{} // closed when the App first runs
+	readyOnce sync.Once
+	metrics   *metrics.Metrics
+	retMu     sync.Mutex
+	ret       map[string]time.Duration // input topic -> retention
+	retRead   time.Time
 
 	// Set by Run.
 	dir           *stateDir
@@ -76,7 +78,7 @@ func New(t Topology, cfg Config) (*App, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{})}
+	a := &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{}), ready: make(chan struct{})}
 	m, err := metrics.New(a.cfg.Metrics, a.cfg.ApplicationID, a)
 	if err != nil {
 		return nil, fmt.Errorf("weir: registering metrics: %w", err)
@@ -225,6 +227,34 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}
 	a.cfg.Logger.Info("stopped", "application", a.cfg.ApplicationID, "error", first)
 	return first
+}
+
+// Ready returns a channel that is closed the first time the App runs:
+// every thread has its assignment and every assigned task is restored and
+// processing (State reports StateRunning). It stays open when Run fails or
+// stops before that, so wait on it together with Done or a timeout:
+//
+//	select {
+//	case <-app.Ready():
+//	case <-app.Done():
+//		return app.State()
+//	}
+func (a *App) Ready() <-chan struct{} { return a.ready }
+
+// Done returns a channel that is closed when Run has returned.
+func (a *App) Done() <-chan struct{} { return a.stopped }
+
+// noteReady closes the ready channel once the App runs; threads call it
+// whenever they publish a change of their tasks.
+func (a *App) noteReady() {
+	select {
+	case <-a.ready:
+		return
+	default:
+	}
+	if s, _ := a.State(); s == StateRunning {
+		a.readyOnce.Do(func() { close(a.ready) })
+	}
 }
 
 // Close stops a running App and waits until Run has returned. It is safe

@@ -50,8 +50,8 @@ func ParseGuarantee(s string) (Guarantee, error) {
 }
 
 // ErrorPolicy says what happens to a record that cannot be processed as it
-// is: one whose key or value does not deserialize, or whose timestamp
-// cannot be extracted.
+// is: one whose key or value does not deserialize, whose timestamp cannot
+// be extracted, or an output record Kafka refuses.
 type ErrorPolicy int
 
 const (
@@ -133,6 +133,26 @@ type Config struct {
 	// TimestampErrors is the policy for records whose timestamp extractor
 	// fails or gives a negative time. Default Fail.
 	TimestampErrors ErrorPolicy
+
+	// ProductionErrors is the policy for output and repartition records
+	// that Kafka refuses (a *ProductionError): too large for the topic or
+	// the producer, without key for a compacted topic, or invalid. Fail
+	// (the default) stops the application with the input record's
+	// coordinates; nothing after that record is committed. Skip drops the
+	// refused record, logs its coordinates and counts it
+	// (weir_records_skipped_total{reason="production"}); the rest of the
+	// input record's effects stay. A refused changelog record always
+	// fails: state cannot skip a change. Kafka Streams'
+	// default.production.exception.handler.
+	//
+	// Size and compaction are checked before a record is sent, from the
+	// topic configurations read at start, so a skipped record costs
+	// nothing. A refusal only the broker finds aborts the transaction
+	// under exactly once; with Skip the thread's tasks then replay from
+	// their last commit without that record (a punctuator's record cannot
+	// be recognised in a replay: the punctuator runs again and may produce
+	// it again).
+	ProductionErrors ErrorPolicy
 
 	// Logger receives weir's logs. Record keys and values are never
 	// logged. Default: logs are discarded.
@@ -305,6 +325,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TimestampErrors != Fail && c.TimestampErrors != Skip {
 		bad("TimestampErrors", "unknown policy %d", int(c.TimestampErrors))
+	}
+	if c.ProductionErrors != Fail && c.ProductionErrors != Skip {
+		bad("ProductionErrors", "unknown policy %d", int(c.ProductionErrors))
 	}
 	return errors.Join(errs...)
 }

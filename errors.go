@@ -43,6 +43,59 @@ func (e *RecordError) Error() string {
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// ProductionError is a record Kafka refuses, so that it can never be
+// written as it is: larger than the topic's max.message.bytes or the
+// producer's limit, without a key on a compacted topic, or otherwise
+// refused as invalid. It names the input record whose processing produced
+// it (or the punctuator), the topic it was for and its size, never its
+// contents. Config.ProductionErrors decides whether it stops the
+// application; a changelog record always does, since state cannot skip.
+type ProductionError struct {
+	Task string // task id, "<sub-topology>_<partition>"
+	// The input record being processed; Offset is -1 when a punctuator
+	// produced the record, and Punctuator names its node.
+	Topic      string
+	Partition  int32
+	Offset     int64
+	Punctuator string
+	// Sink is the topic the record was for; Store is set when it was the
+	// store's changelog record.
+	Sink  string
+	Store string
+	Size  int // bytes as the producer counts them: key, value, headers and record overhead
+	Limit int // the limit it exceeds, in the same bytes; 0 when not a size limit
+	Err   error
+}
+
+// Error names the record's origin, its destination, its size and the limit.
+func (e *ProductionError) Error() string {
+	from := fmt.Sprintf("record %s/%d@%d", e.Topic, e.Partition, e.Offset)
+	if e.Offset < 0 {
+		from = "punctuator of " + e.Punctuator
+	}
+	to := "topic " + e.Sink
+	if e.Store != "" {
+		to = fmt.Sprintf("changelog %s of store %s", e.Sink, e.Store)
+	}
+	limit := ""
+	if e.Limit > 0 {
+		limit = fmt.Sprintf(" (limit %d)", e.Limit)
+	}
+	return fmt.Sprintf("weir: task %s, %s: output to %s refused: %d bytes%s: %v", e.Task, from, to, e.Size, limit, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ProductionError) Unwrap() error { return e.Err }
+
+// ErrRecordTooLarge is the cause of a ProductionError for a record larger
+// than its topic's max.message.bytes or the producer's limit, found before
+// it was sent.
+var ErrRecordTooLarge = errors.New("record too large")
+
+// ErrNullKeyOnCompactedTopic is the cause of a ProductionError for a
+// record without key written to a compacted topic, which Kafka refuses.
+var ErrNullKeyOnCompactedTopic = errors.New("record without key for a compacted topic")
+
 // CopartitionError reports the source topics of a sub-topology with
 // different partition counts: their records could not meet in one task.
 type CopartitionError struct {

@@ -74,7 +74,8 @@ func (l *lifecycle) set(s State, cause error) {
 // State returns the App's state, and the error that stopped it when the
 // state is StateFailed. While Run runs, the state is derived from the
 // threads: restoring while any task restores, rebalancing while a thread
-// has no assignment, else running. Safe for concurrent use.
+// has no assignment or has not yet taken up every task of it, else
+// running. Safe for concurrent use.
 func (a *App) State() (State, error) {
 	a.life.mu.Lock()
 	s, cause := a.life.state, a.life.cause
@@ -90,10 +91,11 @@ func (a *App) State() (State, error) {
 	}
 	state := StateRunning
 	for _, th := range threads {
-		if !th.assigned.Load() {
+		tasks := th.snapshot()
+		if !th.assigned.Load() || len(tasks) < int(th.assignedTasks.Load()) {
 			state = max(state, StateRebalancing)
 		}
-		for _, t := range th.snapshot() {
+		for _, t := range tasks {
 			if t.Restoring {
 				state = StateRestoring
 			}

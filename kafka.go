@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -76,9 +77,19 @@ func transactionalID(app, processID string, thread int) string {
 	return app + "-" + processID + "-" + strconv.Itoa(thread)
 }
 
-// explicitPartition marks a message whose partition a sink's partitioner
-// chose; every other message is partitioned by key.
-type explicitPartition struct{}
+// origin travels with every record weir produces (as its Metadata): where
+// it came from, so that a record Kafka refuses is reported with the input
+// record that caused it, and whether a sink chose its partition.
+type origin struct {
+	explicit bool   // the partition was chosen by a sink or is the task's
+	task     string // task id
+	// The input record being processed; offset -1 in a punctuator.
+	topic     string
+	partition int32
+	offset    int64
+	node      string // the punctuator's node, when offset is -1
+	store     string // the store, for a changelog record
+}
 
 // partitioner routes by murmur2 of the key, as Java producers and Kafka
 // Streams do, unless a sink chose the partition.
@@ -89,7 +100,7 @@ func newPartitioner(topic string) sarama.Partitioner {
 }
 
 func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
-	if _, ok := m.Metadata.(explicitPartition); ok {
+	if o, ok := m.Metadata.(*origin); ok && o.explicit {
 		return m.Partition, nil
 	}
 	return p.hash.Partition(m, n)
@@ -98,10 +109,10 @@ func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error
 func (partitioner) RequiresConsistency() bool { return true }
 
 // commitOffsets commits offsets (topic -> partition -> next offset) for the
-// group member of the given generation. A stale generation or unknown
-// member means the partitions may have moved: the error wraps
-// errTasksMigrated.
-func commitOffsets(client sarama.Client, c *Config, group string, generation int32, member, instance string, offsets map[string]map[int32]int64) error {
+// group member of the given generation, retrying a moving coordinator until
+// ctx ends. A stale generation or unknown member means the partitions may
+// have moved: the error wraps errTasksMigrated.
+func commitOffsets(ctx context.Context, client sarama.Client, group string, generation int32, member, instance string, offsets map[string]map[int32]int64) error {
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -119,7 +130,11 @@ func commitOffsets(client sarama.Client, c *Config, group string, generation int
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("weir: committing offsets: %w (last error: %w)", ctx.Err(), lastErr)
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
 			_ = client.RefreshCoordinator(group)
 		}
 		coord, err := client.Coordinator(group)

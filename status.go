@@ -88,6 +88,7 @@ func (th *thread) publish() {
 	th.statusMu.Lock()
 	th.status = infos
 	th.statusMu.Unlock()
+	th.app.noteReady()
 }
 
 // snapshot returns the published tasks with live queue sizes.

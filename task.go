@@ -67,8 +67,12 @@ type task struct {
 	streamTime time.Time
 	meta       graph.Metadata
 	inRecord   bool
-	punct      []*schedule
-	idleSince  time.Time // when the task first waited for an empty partition
+	punctNode  string // the node whose punctuator runs
+	// cur is the origin of the records produced now (see origin), reset
+	// for every input record and punctuation.
+	cur, curExplicit *origin
+	punct            []*schedule
+	idleSince        time.Time // when the task first waited for an empty partition
 
 	// Metrics of the task, resolved once.
 	processed, bytes, punctuations prometheus.Counter
@@ -303,7 +307,7 @@ func (t *task) process(p *partition) error {
 	m := p.head
 	p.head = nil
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
-	t.inRecord = true
+	t.inRecord, t.cur = true, nil
 	if p.headTime.After(t.streamTime) {
 		t.streamTime = p.headTime
 	}
@@ -345,6 +349,7 @@ func (t *task) punctuate(typ graph.PunctuationType, now time.Time) error {
 		}
 		s.next = now.Add(s.interval)
 		t.punctuations.Inc()
+		t.punctNode, t.cur = s.node, nil
 		if err := s.fn(now); err != nil {
 			return fmt.Errorf("weir: task %s: punctuator of %s: %w", t.name, s.node, err)
 		}
@@ -415,7 +420,7 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	if internal {
 		topic = graph.InternalTopic(t.th.app.cfg.ApplicationID, topic)
 	}
-	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts}
+	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts, Metadata: t.origin(part >= 0)}
 	if key != nil {
 		m.Key = sarama.ByteEncoder(key)
 	}
@@ -424,7 +429,6 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	}
 	if part >= 0 {
 		m.Partition = part
-		m.Metadata = explicitPartition{}
 	}
 	if len(headers) > 0 {
 		m.Headers = make([]sarama.RecordHeader, len(headers))
@@ -432,11 +436,30 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 			m.Headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
 		}
 	}
-	t.th.sent = true
 	if !ts.IsZero() {
 		t.latency.Observe(time.Since(ts).Seconds())
 	}
-	return t.th.producer.Send(m)
+	return t.th.send(m)
+}
+
+// origin returns the origin of the records the task produces now: of the
+// record being processed, or of the punctuator running. It is shared by
+// the records of one input record or punctuation.
+func (t *task) origin(explicit bool) *origin {
+	if t.cur == nil {
+		t.cur = &origin{task: t.name, offset: -1}
+		if t.inRecord {
+			t.cur.topic, t.cur.partition, t.cur.offset = t.meta.Topic, t.meta.Partition, t.meta.Offset
+		} else {
+			t.cur.node = t.punctNode
+		}
+		t.curExplicit = new(*t.cur)
+		t.curExplicit.explicit = true
+	}
+	if explicit {
+		return t.curExplicit
+	}
+	return t.cur
 }
 
 func (t *task) PartitionCount(topic string, internal bool) (int32, error) {

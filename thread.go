@@ -31,15 +31,21 @@ const batchPerTask = 64
 // to the loop only through the fields under mu and the wake channel; tasks
 // are touched by the loop alone, so processors and stores need no locks.
 type thread struct {
-	app      *App
-	idx      int
-	log      *slog.Logger
-	ctx      context.Context // cancelled when the thread must stop
-	client   sarama.Client
-	group    sarama.ConsumerGroup
-	producer *txn.Producer
-	strategy *assign.Strategy
-	instance string // group.instance.id, "" without static membership
+	app    *App
+	idx    int
+	log    *slog.Logger
+	ctx    context.Context // cancelled when the thread must stop
+	client sarama.Client   // the group member's
+	group  sarama.ConsumerGroup
+	// The producer has a client of its own: a broker connection serves
+	// one request at a time, and a commit queued behind this member's
+	// JoinGroup would carry the generation the group is leaving.
+	pclient     sarama.Client
+	producer    *txn.Producer
+	newProducer func() (*txn.Producer, error)
+	maxBytes    int // the producer's MaxMessageBytes
+	strategy    *assign.Strategy
+	instance    string // group.instance.id, "" without static membership
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
@@ -47,9 +53,14 @@ type thread struct {
 	// assigned is set once the current group session has an assignment,
 	// for App.State.
 	assigned atomic.Bool
+	// assignedTasks is how many tasks the current assignment gives this
+	// member; until it runs as many, it is still taking them up.
+	assignedTasks atomic.Int32
 	// rebalancing is when this member last sent JoinGroup, in Unix
-	// nanoseconds, until its assignment arrives; 0 otherwise.
+	// nanoseconds, until its session runs in the generation of its new
+	// assignment (assignedGen); 0 otherwise.
 	rebalancing atomic.Int64
+	assignedGen atomic.Int32
 
 	mu     sync.Mutex
 	sess   sarama.ConsumerGroupSession
@@ -73,7 +84,11 @@ type thread struct {
 	lastCommit time.Time
 	lastPurge  time.Time
 	fences     []time.Time // recent fencings of the producer
-	sent       bool        // records produced since the last commit
+	// failure is a record refused under ProductionErrors=Fail: sticky, so
+	// a processor that ignores Send's error cannot commit past it.
+	failure error
+	// skips are refused records to drop when the tasks replay them.
+	skips map[skipKey]struct{}
 }
 
 // release is a claim goroutine waiting for the loop to commit and close
@@ -96,6 +111,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		starts: map[tp]int64{},
 		tasks:  map[assign.TaskID]*task{},
 		owner:  map[tp]*task{},
+		skips:  map[skipKey]struct{}{},
 	}
 	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
 	sc := threadSaramaConfig(&app.cfg, app.dir.processID, idx, th.strategy)
@@ -109,9 +125,19 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		client.Close()
 		return nil, fmt.Errorf("weir: thread %d: consumer group: %w", idx, err)
 	}
-	if th.producer, err = txn.New(client); err != nil {
+	pc := *sc
+	pc.ClientID += "-producer"
+	if th.pclient, err = sarama.NewClient(app.cfg.Brokers, &pc); err != nil {
 		th.group.Close()
 		client.Close()
+		return nil, fmt.Errorf("weir: thread %d: connecting the producer: %w", idx, err)
+	}
+	th.maxBytes = pc.Producer.MaxMessageBytes
+	th.newProducer = func() (*txn.Producer, error) { return txn.New(th.pclient) }
+	if th.producer, err = th.newProducer(); err != nil {
+		th.group.Close()
+		client.Close()
+		th.pclient.Close()
 		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
 	}
 	return th, nil
@@ -120,6 +146,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 // userData is what this member tells the group leader about itself.
 // sarama calls it right before each JoinGroup: a rebalance starts.
 func (th *thread) userData() assign.UserData {
+	th.assignedGen.Store(0)
 	th.rebalancing.Store(time.Now().UnixNano())
 	return assign.UserData{ProcessID: th.app.dir.processID, State: th.app.local.offsets()}
 }
@@ -130,9 +157,23 @@ func (th *thread) userData() assign.UserData {
 // window is trusted for half the transaction timeout at most, so that a
 // rebalance that never completes cannot keep a transaction open until the
 // broker aborts it.
+//
+// The window closes only once the session reports the new generation:
+// sarama delivers the assignment (onAssignment) before it stores the
+// generation in a cooperative session, and a commit in between would
+// still carry the old one.
 func (th *thread) inRebalance() bool {
 	since := th.rebalancing.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) < th.app.cfg.TransactionTimeout/2
+	if since == 0 {
+		return false
+	}
+	if gen := th.assignedGen.Load(); gen != 0 {
+		if sess := th.session(); sess != nil && sess.GenerationID() >= gen {
+			th.rebalancing.CompareAndSwap(since, 0)
+			return false
+		}
+	}
+	return time.Since(time.Unix(0, since)) < th.app.cfg.TransactionTimeout/2
 }
 
 // onAssignment runs on sarama's rebalance goroutine right after a new
@@ -154,7 +195,8 @@ func (th *thread) onAssignment(tasks []assign.TaskID, generation int32) {
 		}
 	}
 	th.assigned.Store(true)
-	th.rebalancing.Store(0)
+	th.assignedTasks.Store(int32(len(tasks)))
+	th.assignedGen.Store(generation)
 	th.app.metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
 	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
 }
@@ -200,6 +242,7 @@ func (th *thread) run() error {
 	if perr := th.producer.Close(); perr != nil && err == nil {
 		err = fmt.Errorf("weir: thread %d: closing producer: %w", th.idx, perr)
 	}
+	th.pclient.Close()
 	th.client.Close()
 	return err
 }
@@ -257,8 +300,12 @@ func (th *thread) loop() error {
 		}
 		for _, id := range th.order {
 			if t := th.tasks[id]; t.running {
-				if err := t.punctuate(graph.WallClockTime, now); err != nil {
+				rewound, err := th.afterWork(t.punctuate(graph.WallClockTime, now))
+				if err != nil {
 					return th.shutdown(err)
+				}
+				if rewound {
+					break
 				}
 			}
 		}
@@ -341,17 +388,22 @@ func (th *thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 				}
 				break
 			}
-			if err := t.process(p); err != nil {
-				if isTxnError(err) {
-					// Sending into the transaction failed: not the
-					// record's fault.
-					return progressed, wait, th.handleTxnError(err)
-				}
+			// The thread's failure state decides before the record's own
+			// error: a processor may have returned (or swallowed) the
+			// error of a record that was refused or not delivered.
+			rewound, err := th.afterWork(t.process(p))
+			if err != nil || rewound {
 				return progressed, wait, err
 			}
 			progressed = true
 		}
-		if th.buffered() >= th.app.cfg.State.MaxBufferBytes && !th.inRebalance() {
+		if th.buffered() >= th.app.cfg.State.MaxBufferBytes {
+			if th.inRebalance() {
+				// The commit waits for the new generation; processing
+				// waits with it, so the buffer and the open transaction
+				// stay bounded. The loop looks again each commit interval.
+				return false, wait, nil
+			}
 			// The commit may close tasks: start the round over.
 			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
 				return progressed, wait, err
@@ -497,15 +549,17 @@ func (th *thread) commit() error {
 	}
 	for _, id := range th.order {
 		if err := th.tasks[id].sendChangelog(); err != nil {
-			if isTxnError(err) {
-				return th.handleTxnError(err)
-			}
-			return th.failCommit(err)
+			return th.settle(err)
 		}
 	}
-	if len(offsets) == 0 && !th.sent {
+	if err := th.failed(); err != nil {
+		// Never commit past a record that was refused or lost.
+		return th.settle(err)
+	}
+	if len(offsets) == 0 && !th.producer.Pending() {
 		return nil
 	}
+	// Not th.ctx: the last commit runs after the thread was told to stop.
 	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
 	defer cancel()
 	start := time.Now()
@@ -516,9 +570,15 @@ func (th *thread) commit() error {
 		return th.commitTransaction(ctx, offsets)
 	}
 	if err := th.producer.Commit(ctx, nil, nil); err != nil {
-		return th.failCommit(err)
+		// Refused records that ProductionErrors=Skip drops leave the
+		// interval intact; anything else stops the thread.
+		if err := th.settle(err); err != nil {
+			return th.failCommit(err)
+		}
+		if err := th.producer.Commit(ctx, nil, nil); err != nil {
+			return th.failCommit(err)
+		}
 	}
-	th.sent = false
 	// State follows the changelog, which now holds every change: write it
 	// to Badger whatever happens to the offsets below.
 	if err := th.applyState(); err != nil {
@@ -531,7 +591,7 @@ func (th *thread) commit() error {
 	if sess == nil {
 		return errCommitLater
 	}
-	err := commitOffsets(th.client, &th.app.cfg, th.app.cfg.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
+	err := commitOffsets(ctx, th.client, th.app.cfg.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
 	if errors.Is(err, errTasksMigrated) {
 		// The group moved on to a new generation while the commit was
 		// under way (a cooperative rebalance changes it under a running
@@ -551,7 +611,7 @@ func (th *thread) commit() error {
 func (th *thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) error {
 	sess := th.session()
 	if sess == nil {
-		return th.abort(ctx, errors.New("weir: no group session to commit with"))
+		return th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
 	}
 	var instance *string
 	if th.instance != "" {
@@ -559,103 +619,24 @@ func (th *thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	}
 	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.app.cfg.ApplicationID, instance)
 	start := time.Now()
-	err := th.producer.Commit(ctx, offsets, group)
-	if err == nil {
-		th.sent = false
-		th.app.metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
-		if err := th.applyState(); err != nil {
-			return err
-		}
-		th.committed(offsets)
-		th.log.Debug("transaction committed", "took", time.Since(start))
-		return nil
+	if err := th.producer.Commit(ctx, offsets, group); err != nil {
+		return th.settle(err)
 	}
-	return th.handleTxnError(err)
-}
-
-// A thread fenced maxFences times within fenceWindow stops: another
-// instance shares its transactional ids.
-const (
-	maxFences   = 3
-	fenceWindow = 5 * time.Minute
-)
-
-// isTxnError reports a failed transaction, from a commit or from sending a
-// record into it.
-func isTxnError(err error) bool {
-	return errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrAmbiguous)
-}
-
-// handleTxnError acts on a failed transaction (see package txn): it
-// returns nil when the thread goes on.
-func (th *thread) handleTxnError(err error) error {
-	thread := strconv.Itoa(th.idx)
-	th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
-	switch {
-	case errors.Is(err, txn.ErrFenced):
-		th.app.metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
-	case errors.Is(err, txn.ErrAmbiguous):
-		th.app.metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
+	th.app.metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
+	if err := th.applyState(); err != nil {
+		return err
 	}
-	switch {
-	case errors.Is(err, txn.ErrAborted):
-		// A stale generation (this member was replaced while it stalled),
-		// or another abortable error: reprocess from the committed offsets.
-		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		th.resetTasks()
-		return nil
-	case errors.Is(err, txn.ErrFenced):
-		// The producer's epoch was bumped: by the coordinator when this
-		// thread's transaction timed out (a stall longer than
-		// TransactionTimeout), or by another producer with the same
-		// transactional id, that is another instance with this process id
-		// (a later incarnation, or a copy of this state directory). The
-		// first heals by rebuilding the producer. The second would make
-		// the two fence each other forever: a transaction younger than the
-		// timeout cannot have timed out, so this instance stops, as it
-		// does after maxFences in fenceWindow whatever their cause.
-		open := th.producer.OpenFor()
-		th.resetTasks()
-		now := time.Now()
-		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
-		if open < th.app.cfg.TransactionTimeout || len(th.fences) >= maxFences {
-			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
-				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.processID, err)
-		}
-		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
-		return th.rebuildProducer()
-	case errors.Is(err, txn.ErrAmbiguous):
-		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
-		th.resetTasks()
-		return th.rebuildProducer()
-	}
-	return err
-}
-
-// abort aborts the open transaction for cause and resets the tasks.
-func (th *thread) abort(ctx context.Context, cause error) error {
-	th.log.Warn("aborting transaction", "cause", cause)
-	err := th.producer.Abort(ctx)
-	th.resetTasks()
-	if err != nil {
-		th.log.Warn("abort failed; rebuilding the producer", "error", err)
-		return th.rebuildProducer()
-	}
+	th.committed(offsets)
+	th.log.Debug("transaction committed", "took", time.Since(start))
 	return nil
 }
 
-// failCommit handles a changelog or flush failure: at least once it stops
-// the thread; exactly once the transaction is aborted when possible.
+// failCommit handles a changelog or flush failure at least once: the
+// thread stops, its uncommitted state discarded.
 func (th *thread) failCommit(err error) error {
-	if th.app.cfg.Guarantee != ExactlyOnce {
-		for _, id := range th.order {
-			th.tasks[id].discardState()
-		}
-		return err
+	for _, id := range th.order {
+		th.tasks[id].discardState()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
-	defer cancel()
-	_ = th.abort(ctx, err)
 	return err
 }
 
@@ -669,22 +650,7 @@ func (th *thread) resetTasks() {
 		t.discardState()
 		th.closeTask(t)
 	}
-	th.sent = false
 	th.publish()
-}
-
-// rebuildProducer replaces the producer: a fenced producer is dead, and
-// one whose last commit has an unknown outcome must not be reused.
-func (th *thread) rebuildProducer() error {
-	if err := th.producer.Close(); err != nil {
-		th.log.Debug("closing the old producer", "error", err)
-	}
-	p, err := txn.New(th.client)
-	if err != nil {
-		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
-	}
-	th.producer = p
-	return nil
 }
 
 func (th *thread) session() sarama.ConsumerGroupSession {
@@ -709,6 +675,7 @@ func (th *thread) committed(offsets map[string]map[int32]int64) {
 		th.tasks[id].committedAll(offsets)
 	}
 	th.publish()
+	th.forgetSkips(offsets)
 	th.purge(offsets)
 }
 
@@ -736,6 +703,8 @@ func (th *thread) purge(committed map[string]map[int32]int64) {
 func (th *thread) shutdown(cause error) error {
 	if cause != nil && th.app.cfg.Guarantee == ExactlyOnce {
 		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+		// A closed producer (a rebuild that failed) has nothing to abort:
+		// its transaction is the broker's to abort.
 		if err := th.producer.Abort(ctx); err != nil {
 			th.log.Warn("aborting the last transaction", "error", err)
 		}
@@ -767,6 +736,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	th.mu.Lock()
 	th.sess = sess
 	th.mu.Unlock()
+	th.signal() // a commit waiting for the new generation may go
 	return nil
 }
 

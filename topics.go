@@ -24,6 +24,19 @@ type layout struct {
 	internal   map[string]bool  // real topic names of repartition topics
 	bySource   map[string]int   // source topic -> sub-topology
 	sourceNode map[string]*graph.Node
+	// limits of every topic weir writes that existed at start (sinks,
+	// repartition topics, changelogs), checked before a record is sent.
+	limits map[string]topicLimit
+	// deleteRetention is each changelog topic's delete.retention.ms: how
+	// long its tombstones are sure to stay once compaction reaches them.
+	// A restore trusts a checkpoint that is younger (see restoreStore).
+	deleteRetention map[string]time.Duration
+}
+
+// topicLimit is what a topic refuses, as configured at start.
+type topicLimit struct {
+	maxBytes  int  // max.message.bytes; 0 unknown
+	compacted bool // cleanup.policy includes compact: a record needs a key
 }
 
 // topicName is a node's real topic for application app.
@@ -45,6 +58,8 @@ func prepareTopics(client sarama.Client, admin sarama.ClusterAdmin, c *Config, g
 		internal:   map[string]bool{},
 		bySource:   map[string]int{},
 		sourceNode: map[string]*graph.Node{},
+
+		deleteRetention: map[string]time.Duration{},
 	}
 	if err := client.RefreshMetadata(); err != nil {
 		return nil, fmt.Errorf("weir: reading cluster metadata: %w", err)
@@ -160,18 +175,58 @@ func prepareTopics(client sarama.Client, admin sarama.ClusterAdmin, c *Config, g
 			continue
 		}
 		name := graph.ChangelogTopic(app, st.Name)
-		if err := ensureChangelog(client, admin, c, name, st, l.partitions[subOf[st.Users[0]]], exists[name]); err != nil {
+		dr, err := ensureChangelog(client, admin, c, name, st, l.partitions[subOf[st.Users[0]]], exists[name])
+		if err != nil {
 			return nil, err
 		}
+		l.deleteRetention[name] = dr
 	}
+	var written []string
 	for _, n := range g.Nodes {
-		if n.Kind == graph.KindSink && !n.Internal {
-			if ps, err := client.Partitions(n.Topic); err == nil {
-				l.counts[n.Topic] = int32(len(ps))
+		if n.Kind == graph.KindSink {
+			name := topicName(app, n)
+			if ps, err := client.Partitions(name); err == nil {
+				l.counts[name] = int32(len(ps))
+				written = append(written, name)
 			}
 		}
 	}
+	for _, st := range g.Stores {
+		if len(st.Users) > 0 {
+			written = append(written, graph.ChangelogTopic(app, st.Name))
+		}
+	}
+	if l.limits, err = readLimits(admin, written); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// readLimits reads max.message.bytes and cleanup.policy of topics.
+func readLimits(admin sarama.ClusterAdmin, topics []string) (map[string]topicLimit, error) {
+	out := make(map[string]topicLimit, len(topics))
+	for _, topic := range topics {
+		if _, ok := out[topic]; ok {
+			continue
+		}
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{
+			Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes", "cleanup.policy"},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("weir: describing %s: %w", topic, err)
+		}
+		var lim topicLimit
+		for _, e := range entries {
+			switch e.Name {
+			case "max.message.bytes":
+				lim.maxBytes, _ = strconv.Atoi(e.Value)
+			case "cleanup.policy":
+				lim.compacted = strings.Contains(e.Value, "compact")
+			}
+		}
+		out[topic] = lim
+	}
+	return out, nil
 }
 
 // ensureTopic creates an internal topic, or checks the partition count of
@@ -212,10 +267,17 @@ func ensureTopic(client sarama.Client, admin sarama.ClusterAdmin, c *Config, nam
 // before the store expires them.
 const changelogRetentionMargin = 24 * time.Hour
 
+// defaultDeleteRetention is Kafka's default delete.retention.ms
+// (log.cleaner.delete.retention.ms).
+const defaultDeleteRetention = 24 * time.Hour
+
 // ensureChangelog creates a store's changelog topic, or checks the one that
 // exists: its partition count must match the store's tasks and it must be
-// compacted, or restores would be wrong.
-func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Config, name string, st *graph.Store, partitions int32, exists bool) error {
+// compacted, or restores would be wrong. It returns the topic's
+// delete.retention.ms; for a topic it created, Kafka's default (24 h),
+// since weir sets none and describing a topic just created can race its
+// creation.
+func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Config, name string, st *graph.Store, partitions int32, exists bool) (time.Duration, error) {
 	policy := "compact"
 	configs := map[string]*string{"cleanup.policy": &policy}
 	if st.Kind != graph.KeyValueStore {
@@ -230,28 +292,38 @@ func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Config,
 		}
 		err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: rf, ConfigEntries: configs}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return fmt.Errorf("weir: creating changelog topic %s: %w", name, err)
+			return 0, fmt.Errorf("weir: creating changelog topic %s: %w", name, err)
 		}
 		c.Logger.Info("created changelog topic", "topic", name, "partitions", partitions, "cleanup.policy", policy)
-		return nil
+		return defaultDeleteRetention, nil
 	}
 	ps, err := client.Partitions(name)
 	if err != nil {
-		return fmt.Errorf("weir: partitions of %s: %w", name, err)
+		return 0, fmt.Errorf("weir: partitions of %s: %w", name, err)
 	}
 	if int32(len(ps)) != partitions {
-		return fmt.Errorf("weir: changelog topic %s has %d partitions, store %s needs %d", name, len(ps), st.Name, partitions)
+		return 0, fmt.Errorf("weir: changelog topic %s has %d partitions, store %s needs %d", name, len(ps), st.Name, partitions)
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: name, ConfigNames: []string{"cleanup.policy"}})
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: name, ConfigNames: []string{"cleanup.policy", "delete.retention.ms"}})
 	if err != nil {
-		return fmt.Errorf("weir: describing %s: %w", name, err)
+		return 0, fmt.Errorf("weir: describing %s: %w", name, err)
 	}
+	deleteRetention := defaultDeleteRetention
 	for _, e := range entries {
-		if e.Name == "cleanup.policy" && !strings.Contains(e.Value, "compact") {
-			return fmt.Errorf("weir: changelog topic %s has cleanup.policy=%s; it must be compacted", name, e.Value)
+		switch e.Name {
+		case "cleanup.policy":
+			if !strings.Contains(e.Value, "compact") {
+				return 0, fmt.Errorf("weir: changelog topic %s has cleanup.policy=%s; it must be compacted", name, e.Value)
+			}
+		case "delete.retention.ms":
+			ms, err := strconv.ParseInt(e.Value, 10, 64)
+			if err != nil || ms < 0 {
+				return 0, fmt.Errorf("weir: changelog topic %s has delete.retention.ms=%q; want milliseconds", name, e.Value)
+			}
+			deleteRetention = time.Duration(ms) * time.Millisecond
 		}
 	}
-	return nil
+	return deleteRetention, nil
 }
 
 func configResource(topic string) sarama.ConfigResource {

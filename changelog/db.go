@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -59,6 +61,9 @@ type DB struct {
 	// refuses writes (ErrBlockedWrites) while it drops a prefix, and two
 	// drops cannot run at once.
 	drop sync.RWMutex
+	// lastWritten is what LastWritten returns, read before Badger opened
+	// the directory (opening writes to it).
+	lastWritten time.Time
 }
 
 // Open opens or creates the database in dir.
@@ -85,12 +90,46 @@ func Open(dir string, o Options) (*DB, error) {
 	if len(o.EncryptionKey) > 0 {
 		opts = opts.WithEncryptionKey(o.EncryptionKey)
 	}
+	var last time.Time
+	if !o.InMemory {
+		last = newestModTime(dir)
+	}
 	bdb, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, err)
 	}
-	return &DB{bdb: bdb}, nil
+	return &DB{bdb: bdb, lastWritten: last}, nil
 }
+
+// newestModTime returns the latest modification time of dir and the files
+// in it (Badger's directory is flat), or zero when there is none. Errors
+// only make the answer older or zero, which its one use, LastWritten,
+// turns into a more cautious restore.
+func newestModTime(dir string) time.Time {
+	var last time.Time
+	if fi, err := os.Stat(dir); err == nil {
+		last = fi.ModTime()
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.ModTime().After(last) {
+			last = fi.ModTime()
+		}
+	}
+	return last
+}
+
+// LastWritten returns when the database's directory was last written
+// before Open: the newest modification time of its files, about when the
+// instance that used it last committed or stopped. It is zero for an
+// in-memory database and for a directory that did not exist.
+//
+// Nothing in the database was written after it, so it is the latest time
+// a checkpoint without a time ([Checkpoint].Time zero, written by weir
+// versions that did not record one) can have been written. File times are
+// only as good as the file system keeps them: copying the directory
+// without preserving them makes it look younger.
+func (d *DB) LastWritten() time.Time { return d.lastWritten }
 
 func or[T comparable](v, def T) T {
 	var zero T
@@ -111,8 +150,9 @@ func (d *DB) Close() error {
 // Key layout: one byte of kind, the store name with its length, the
 // partition, then the store's own key.
 const (
-	kindData       = 'd'
-	kindCheckpoint = 'c'
+	kindData           = 'd'
+	kindCheckpoint     = 'c'
+	kindCheckpointTime = 't'
 )
 
 func spacePrefix(kind byte, store string, partition int32) []byte {
@@ -125,17 +165,25 @@ func spacePrefix(kind byte, store string, partition int32) []byte {
 
 // Space returns the committed state of one store partition.
 func (d *DB) Space(store string, partition int32) *Space {
-	return &Space{db: d, prefix: spacePrefix(kindData, store, partition), ckpt: spacePrefix(kindCheckpoint, store, partition)}
+	return &Space{
+		db: d, store: store, partition: partition,
+		prefix:   spacePrefix(kindData, store, partition),
+		ckpt:     spacePrefix(kindCheckpoint, store, partition),
+		ckptTime: spacePrefix(kindCheckpointTime, store, partition),
+	}
 }
 
 // Space is the committed state of one store partition in the database: a
 // Bytes whose keys carry no prefix. Writes go straight to Badger; the
 // runtime writes only committed data and restored changelog records.
 type Space struct {
-	db     *DB
-	prefix []byte
-	ckpt   []byte
-	err    error
+	db        *DB
+	store     string
+	partition int32
+	prefix    []byte
+	ckpt      []byte
+	ckptTime  []byte
+	err       error
 }
 
 var _ Bytes = (*Space)(nil)
@@ -265,45 +313,97 @@ func (s *Space) Err() error {
 	return err
 }
 
-// Checkpoint returns the next changelog offset the partition's state
-// reflects, and false when there is none.
-func (s *Space) Checkpoint() (int64, bool, error) {
-	var off int64
+// Checkpoint returns the partition's checkpoint: the next changelog offset
+// its state reflects and since when; false when there is none.
+func (s *Space) Checkpoint() (Checkpoint, bool, error) {
+	c := Checkpoint{Store: s.store, Partition: s.partition}
 	found := false
-	err := s.db.bdb.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(s.ckpt)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			if len(v) != 8 {
-				return fmt.Errorf("checkpoint of %d bytes", len(v))
-			}
-			off, found = int64(binary.BigEndian.Uint64(v)), true
-			return nil
-		})
+	err := s.db.bdb.View(func(txn *badger.Txn) (err error) {
+		c.Offset, c.Time, found, err = readCheckpoint(txn, s.ckpt, s.ckptTime)
+		return err
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("changelog: reading checkpoint: %w", err)
+		return Checkpoint{}, false, fmt.Errorf("changelog: reading checkpoint of %s/%d: %w", s.store, s.partition, err)
 	}
-	return off, found, nil
+	return c, found, nil
 }
 
 // SetCheckpoint records that the state reflects the changelog up to (not
-// including) offset.
+// including) offset, as of now: for state that is known to be in sync with
+// its changelog at this moment, such as right after a commit.
 func (s *Space) SetCheckpoint(offset int64) error {
+	return s.SetCheckpointAt(offset, time.Now())
+}
+
+// SetCheckpointAt records that the state reflects the changelog up to (not
+// including) offset, and that it was last known to hold everything the
+// changelog had before offset at time at (see [Checkpoint].Time). A
+// restore in progress passes a time older than now: the records it has not
+// read yet may predate the call. A zero at records a checkpoint without a
+// time, as weir versions before checkpoint times did.
+func (s *Space) SetCheckpointAt(offset int64, at time.Time) error {
 	s.db.drop.RLock()
 	defer s.db.drop.RUnlock()
 	err := s.db.bdb.Update(func(txn *badger.Txn) error {
-		return txn.Set(s.ckpt, binary.BigEndian.AppendUint64(nil, uint64(offset)))
+		if err := txn.Set(s.ckpt, binary.BigEndian.AppendUint64(nil, uint64(offset))); err != nil {
+			return err
+		}
+		if at.IsZero() {
+			return txn.Delete(s.ckptTime)
+		}
+		return txn.Set(s.ckptTime, binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())))
 	})
 	if err != nil {
-		return fmt.Errorf("changelog: writing checkpoint: %w", err)
+		return fmt.Errorf("changelog: writing checkpoint of %s/%d: %w", s.store, s.partition, err)
 	}
 	return nil
+}
+
+// A checkpoint is two keys written in one transaction: the offset, 8 bytes
+// big-endian, under the checkpoint key, as weir has always kept it, and
+// the time in Unix milliseconds, 8 bytes big-endian, under a key of its
+// own. A checkpoint written before times were kept has no time key. The
+// offset's value is unchanged so that an earlier weir version, after a
+// rollback, still reads the checkpoints (it requires 8 bytes) and ignores
+// the times. Its writes leave a time that is older than its checkpoint,
+// which only makes the next restore more cautious, and its Drop leaves a
+// time key without a checkpoint, which is ignored.
+func readCheckpoint(txn *badger.Txn, ckptKey, timeKey []byte) (offset int64, at time.Time, found bool, err error) {
+	item, err := txn.Get(ckptKey)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("checkpoint of %d bytes, want 8", len(v))
+		}
+		offset = int64(binary.BigEndian.Uint64(v))
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	item, err = txn.Get(timeKey)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return offset, time.Time{}, true, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("checkpoint time of %d bytes, want 8", len(v))
+		}
+		at = time.UnixMilli(int64(binary.BigEndian.Uint64(v)))
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	return offset, at, true, nil
 }
 
 // Drop deletes the partition's state and checkpoint, for a full restore or
@@ -314,7 +414,7 @@ func (s *Space) Drop() error {
 	}
 	s.db.drop.Lock()
 	defer s.db.drop.Unlock()
-	if err := s.db.bdb.DropPrefix(s.prefix, s.ckpt); err != nil {
+	if err := s.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime); err != nil {
 		return fmt.Errorf("changelog: dropping state: %w", err)
 	}
 	return nil
@@ -324,7 +424,7 @@ func (s *Space) Drop() error {
 func (s *Space) empty() bool {
 	found := false
 	_ = s.db.bdb.View(func(txn *badger.Txn) error {
-		for _, p := range [][]byte{s.prefix, s.ckpt} {
+		for _, p := range [][]byte{s.prefix, s.ckpt, s.ckptTime} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			it.Rewind()
 			found = found || it.Valid()
@@ -372,7 +472,22 @@ func cloneBound(b []byte) []byte {
 type Checkpoint struct {
 	Store     string
 	Partition int32
-	Offset    int64 // next changelog offset the local state reflects
+	// Offset is the next changelog offset the local state reflects.
+	Offset int64
+	// Time is when the local state was last known to hold everything the
+	// changelog had below Offset, in milliseconds: the time of the commit
+	// that wrote the checkpoint or, for one a restore wrote, when the
+	// restore started (a replay from an earlier checkpoint keeps that
+	// one's time until it reaches the end). Changelog records at Offset or
+	// later may be newer. A
+	// restore compares it with the changelog's delete.retention.ms: a
+	// tombstone written after Time may be compacted away once that much
+	// time has passed since Time, and a replay from Offset then misses the
+	// deletion.
+	//
+	// Time is zero for a checkpoint written by a weir version that did not
+	// record it; [DB.LastWritten] bounds it then.
+	Time time.Time
 }
 
 // Checkpoints lists every checkpoint in the database: the store partitions
@@ -388,16 +503,11 @@ func (d *DB) Checkpoints() ([]Checkpoint, error) {
 			if !ok {
 				return fmt.Errorf("malformed checkpoint key %x", item.Key())
 			}
-			err := item.Value(func(v []byte) error {
-				if len(v) != 8 {
-					return fmt.Errorf("checkpoint of %s/%d has %d bytes", store, partition, len(v))
-				}
-				out = append(out, Checkpoint{Store: store, Partition: partition, Offset: int64(binary.BigEndian.Uint64(v))})
-				return nil
-			})
+			off, at, _, err := readCheckpoint(txn, item.KeyCopy(nil), spacePrefix(kindCheckpointTime, store, partition))
 			if err != nil {
-				return err
+				return fmt.Errorf("%s/%d: %w", store, partition, err)
 			}
+			out = append(out, Checkpoint{Store: store, Partition: partition, Offset: off, Time: at})
 		}
 		return nil
 	})

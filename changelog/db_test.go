@@ -1,8 +1,15 @@
 package changelog
 
 import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 func TestSpacesAreIsolatedAndDurable(t *testing.T) {
@@ -48,8 +55,8 @@ func TestSpacesAreIsolatedAndDurable(t *testing.T) {
 	}
 	defer db.Close()
 	s1 = db.Space("a", 1)
-	if off, ok, err := s1.Checkpoint(); err != nil || !ok || off != 42 {
-		t.Errorf("checkpoint after reopen = %d, %v, %v", off, ok, err)
+	if c, ok, err := s1.Checkpoint(); err != nil || !ok || c.Offset != 42 {
+		t.Errorf("checkpoint after reopen = %+v, %v, %v", c, ok, err)
 	}
 	if v, _ := s1.Get([]byte("k2")); string(v) != "v2" {
 		t.Errorf("k2 after reopen = %q", v)
@@ -122,16 +129,235 @@ func TestCheckpointsAndCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[Checkpoint]bool{{"counts", 3, 10}: true, {"c", 300, 7}: true, {"counts", 0, 1}: true}
+	type at struct {
+		store     string
+		partition int32
+		offset    int64
+	}
+	want := map[at]bool{{"counts", 3, 10}: true, {"c", 300, 7}: true, {"counts", 0, 1}: true}
 	if len(got) != len(want) {
 		t.Fatalf("Checkpoints = %+v", got)
 	}
 	for _, c := range got {
-		if !want[c] {
+		if !want[at{c.Store, c.Partition, c.Offset}] {
 			t.Errorf("unexpected checkpoint %+v", c)
+		}
+		if c.Time.IsZero() {
+			t.Errorf("checkpoint %+v has no time", c)
 		}
 	}
 	if n, err := s.Count(); err != nil || n != 3 {
 		t.Errorf("Count = %d, %v; want 3", n, err)
+	}
+}
+
+// Checkpoints carry the time as of which the state was in sync, so that a
+// restore can tell a checkpoint older than the changelog's
+// delete.retention.ms; checkpoints written before they had a time are
+// still read, with a zero time.
+func TestCheckpointTime(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	at := time.Date(2026, 3, 1, 12, 30, 0, 123_456_789, time.UTC)
+	s := db.Space("counts", 2)
+	if err := s.SetCheckpointAt(5, at); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := s.Checkpoint()
+	if err != nil || !ok {
+		t.Fatalf("Checkpoint = %+v, %v, %v", c, ok, err)
+	}
+	want := Checkpoint{Store: "counts", Partition: 2, Offset: 5, Time: at.Truncate(time.Millisecond)}
+	if c.Store != want.Store || c.Partition != want.Partition || c.Offset != want.Offset || !c.Time.Equal(want.Time) {
+		t.Errorf("Checkpoint = %+v, want %+v", c, want)
+	}
+
+	before := time.Now().Truncate(time.Millisecond)
+	if err := s.SetCheckpoint(6); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if c, _, _ := s.Checkpoint(); c.Offset != 6 || c.Time.Before(before) || c.Time.After(after) {
+		t.Errorf("SetCheckpoint(6) read back as %+v, want offset 6 at a time in [%v, %v]", c, before, after)
+	}
+
+	// A zero time writes a checkpoint without a time, as earlier
+	// versions did.
+	if err := s.SetCheckpointAt(7, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok, err := s.Checkpoint(); err != nil || !ok || c.Offset != 7 || !c.Time.IsZero() {
+		t.Errorf("checkpoint without a time read back as %+v, %v, %v", c, ok, err)
+	}
+}
+
+func TestCheckpointOldFormatIsRead(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	put := func(key, v []byte) {
+		t.Helper()
+		if err := db.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := func(key []byte) []byte {
+		t.Helper()
+		var v []byte
+		err := db.bdb.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(key)
+			if err != nil {
+				return err
+			}
+			v, err = item.ValueCopy(nil)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// What weir wrote before checkpoints had a time: the offset alone,
+	// 8 bytes big-endian.
+	old := db.Space("latest", 0)
+	put(old.ckpt, binary.BigEndian.AppendUint64(nil, 1234))
+	s := db.Space("latest", 1)
+	if err := s.SetCheckpointAt(99, time.UnixMilli(1_700_000_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	// After a rollback the earlier version reads the checkpoint key and
+	// requires 8 bytes.
+	if v := raw(s.ckpt); len(v) != 8 || binary.BigEndian.Uint64(v) != 99 {
+		t.Errorf("checkpoint value %x; want offset 99 as 8 bytes, the earlier versions' format", v)
+	}
+
+	if c, ok, err := old.Checkpoint(); err != nil || !ok || c.Offset != 1234 || !c.Time.IsZero() {
+		t.Errorf("old checkpoint read as %+v, %v, %v; want offset 1234 and no time", c, ok, err)
+	}
+	all, err := db.Checkpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]Checkpoint{}
+	for _, c := range all {
+		got[c.Partition] = c
+	}
+	if c := got[0]; len(all) != 2 || c.Offset != 1234 || !c.Time.IsZero() {
+		t.Errorf("Checkpoints = %+v; want partition 0 at 1234 without a time", all)
+	}
+	if c := got[1]; c.Offset != 99 || c.Time.UnixMilli() != 1_700_000_000_000 {
+		t.Errorf("Checkpoints = %+v; want partition 1 at 99, time 1700000000000 ms", all)
+	}
+
+	// A time left by an earlier version's Drop, without a checkpoint, is
+	// no checkpoint.
+	orphan := db.Space("latest", 2)
+	put(orphan.ckptTime, binary.BigEndian.AppendUint64(nil, 1_700_000_000_000))
+	if c, ok, err := orphan.Checkpoint(); ok || err != nil {
+		t.Errorf("a lone checkpoint time read as %+v, %v, %v; want none", c, ok, err)
+	}
+	if all, err := db.Checkpoints(); err != nil || len(all) != 2 {
+		t.Errorf("Checkpoints with a lone checkpoint time = %+v, %v; want the 2 checkpoints", all, err)
+	}
+
+	// Any other size is corrupt, not a checkpoint at offset 0.
+	put(s.ckptTime, make([]byte, 4))
+	if _, _, err := s.Checkpoint(); err == nil {
+		t.Error("a 4-byte checkpoint time was read without an error")
+	}
+	put(old.ckpt, make([]byte, 12))
+	if _, _, err := old.Checkpoint(); err == nil {
+		t.Error("a 12-byte checkpoint was read without an error")
+	}
+	if _, err := db.Checkpoints(); err == nil {
+		t.Error("Checkpoints listed a 12-byte checkpoint without an error")
+	}
+}
+
+// Drop removes the checkpoint's time with it, so that it does not outlive
+// the state it dated.
+func TestDropRemovesCheckpointTime(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := db.Space("latest", 0)
+	if err := s.SetCheckpointAt(5, time.UnixMilli(1_700_000_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	err = db.bdb.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(s.ckptTime)
+		return err
+	})
+	if !errors.Is(err, badger.ErrKeyNotFound) {
+		t.Errorf("reading the checkpoint time after Drop: %v; want it gone", err)
+	}
+}
+
+// LastWritten is the newest modification time in the directory before
+// Open, the bound for checkpoints that carry no time.
+func TestLastWritten(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := db.LastWritten(); !got.IsZero() {
+		t.Errorf("LastWritten of a new directory = %v, want zero", got)
+	}
+	if err := db.Space("s", 0).Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Age every file, then make one younger: that one counts.
+	old, newest := time.Now().Add(-72*time.Hour).Truncate(time.Second), time.Now().Add(-30*time.Hour).Truncate(time.Second)
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("ReadDir = %d entries, %v", len(entries), err)
+	}
+	for _, e := range entries {
+		if err := os.Chtimes(filepath.Join(dir, e.Name()), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(filepath.Join(dir, entries[0].Name()), newest, newest); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := db.LastWritten(); !got.Equal(newest) {
+		t.Errorf("LastWritten = %v, want the newest file time %v", got, newest)
+	}
+
+	mem, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if got := mem.LastWritten(); !got.IsZero() {
+		t.Errorf("LastWritten of an in-memory database = %v, want zero", got)
 	}
 }

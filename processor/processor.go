@@ -32,7 +32,10 @@ type Context[K, V any] interface {
 	context.Context
 
 	// Forward sends rec to every child of the processor, in the order they
-	// were added, and returns the first error.
+	// were added, and returns the first error. A processor should return
+	// that error; if it does not, the runtime still sees the failure (a
+	// record Kafka refused or could not take is never committed past, see
+	// weir.Config.ProductionErrors): ignoring it only hides its cause.
 	Forward(rec Record[K, V]) error
 	// ForwardTo sends rec to the child with that name only.
 	ForwardTo(child string, rec Record[K, V]) error

@@ -35,6 +35,7 @@ type Metrics struct {
 
 	RestoredRecords *prometheus.CounterVec // store, partition
 	RestoreDuration *prometheus.HistogramVec
+	FullRestores    *prometheus.CounterVec // store, partition, reason = no_state|checkpoint_out_of_range|checkpoint_too_old|log_start_moved
 }
 
 // Source gives the state the scrape-time gauges are computed from.
@@ -112,7 +113,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		RecordsProcessed: counter("records_processed_total", "Input records processed, per task.", "thread", "task"),
 		BytesProcessed:   counter("bytes_processed_total", "Key and value bytes of the input records processed, per task.", "thread", "task"),
 		Punctuations:     counter("punctuations_total", "Punctuator calls, per task.", "thread", "task"),
-		RecordsSkipped:   counter("records_skipped_total", "Input records skipped by an error policy, per task and reason (deserialization, timestamp).", "thread", "task", "reason"),
+		RecordsSkipped:   counter("records_skipped_total", "Records skipped by an error policy, per task and reason: input records (deserialization, timestamp) and refused output records (production).", "thread", "task", "reason"),
 		LateRecords:      counter("late_records_dropped_total", "Records dropped because their window had closed, per task.", "thread", "task"),
 		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task.", "thread", "task"),
 		EndToEndLatency: histogram("end_to_end_latency_seconds", "Time from a record's timestamp to its output being handed to the producer, per task.",
@@ -127,11 +128,14 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 			"topic", "partition"),
 		RestoredRecords: counter("restore_records_total", "Changelog records applied by restores.", "store", "partition"),
 		RestoreDuration: histogram("restore_duration_seconds", "Duration of a store partition's restore.", prometheus.ExponentialBuckets(0.01, 4, 10), "store"),
+		FullRestores: counter("restores_full_total",
+			"Restores of a store partition from the changelog's log start, per reason: no_state (no local state), checkpoint_out_of_range (the changelog no longer holds the checkpoint), checkpoint_too_old (older than the changelog's delete.retention.ms, so deletions may be missing), log_start_moved (the log start overtook a full restore, which started over).",
+			"store", "partition", "reason"),
 	}
 	cs := []prometheus.Collector{
 		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.LateRecords, m.DeadLettered,
 		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.RecordsLost,
-		m.RestoredRecords, m.RestoreDuration, newCollector(app, src),
+		m.RestoredRecords, m.RestoreDuration, m.FullRestores, newCollector(app, src),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,47 @@ var (
 	ErrFenced = errors.New("txn: producer fenced")
 	// ErrAmbiguous is a commit whose outcome is unknown.
 	ErrAmbiguous = errors.New("txn: transaction outcome unknown")
+	// ErrFailed is a transaction (or, at least once, a commit interval)
+	// in which a record could not be delivered: it cannot commit.
+	ErrFailed = errors.New("txn: a record of the transaction failed")
+	// ErrClosed is any call on a closed producer.
+	ErrClosed = errors.New("txn: producer closed")
 )
+
+// RefusedError is a record that can never be delivered as it is: the
+// broker refused it (too large for the topic, or invalid, such as a record
+// without key on a compacted topic) or it exceeds the client's
+// Producer.MaxMessageBytes. Retrying the same record fails the same way.
+type RefusedError struct {
+	Msg *sarama.ProducerMessage
+	Err error
+}
+
+// Error names the topic and the record's size, never its contents.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("record of %d bytes refused by %s: %v", e.Msg.ByteSize(2), e.Msg.Topic, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// refused reports the errors that a record cannot outlive: retrying it
+// meets the same limit or the same validation.
+func refused(err error) bool {
+	var ce sarama.ConfigurationError
+	return errors.As(err, &ce) && strings.Contains(string(ce), "MaxMessageBytes") ||
+		errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrMessageSetSizeTooLarge) ||
+		errors.Is(err, sarama.ErrInvalidRecord) || errors.Is(err, sarama.ErrInvalidMessage) ||
+		errors.Is(err, sarama.ErrInvalidTimestamp)
+}
+
+// deliveryError describes a failed delivery.
+func deliveryError(e *sarama.ProducerError) error {
+	if refused(e.Err) {
+		return &RefusedError{Msg: e.Msg, Err: e.Err}
+	}
+	return fmt.Errorf("producing to %s: %w", e.Msg.Topic, e.Err)
+}
 
 // Producer wraps a sarama AsyncProducer: it counts records in flight so a
 // commit can wait for all of them, keeps the first delivery error, and
@@ -50,10 +91,18 @@ type Producer struct {
 	mu       sync.Mutex
 	inflight int
 	idle     chan struct{} // closed while inflight == 0
-	err      error         // first failure since the last commit
+	err      error         // first failure, other than a refusal, since the last commit
+	// refused are the records refused since the last commit or
+	// TakeRefused, the first maxRefused of them; nrefused counts all.
+	refused  []*RefusedError
+	nrefused int
+	pending  bool // records sent since the last commit or abort
 	done     chan struct{}
 	closed   bool
 }
+
+// maxRefused bounds the refused records a producer keeps for its caller.
+const maxRefused = 100
 
 // New creates a producer on client. The client's configuration decides
 // whether it is transactional (Producer.Transaction.ID set); creating a
@@ -64,11 +113,13 @@ func New(client sarama.Client) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("txn: creating producer: %w", classify(err))
 	}
-	return wrap(ap), nil
+	return Wrap(ap), nil
 }
 
-// wrap starts the bookkeeping around ap.
-func wrap(ap sarama.AsyncProducer) *Producer {
+// Wrap returns a Producer around ap, which it owns from now on (Close
+// closes it). ap must return successes and errors
+// (Producer.Return.Successes and Return.Errors).
+func Wrap(ap sarama.AsyncProducer) *Producer {
 	p := &Producer{ap: ap, transactional: ap.IsTransactional(), idle: make(chan struct{}), done: make(chan struct{})}
 	close(p.idle)
 	go p.drain()
@@ -91,14 +142,22 @@ func (p *Producer) drain() {
 				errs = nil
 				continue
 			}
-			p.ack(fmt.Errorf("producing to %s: %w", e.Msg.Topic, e.Err))
+			p.ack(deliveryError(e))
 		}
 	}
 }
 
 func (p *Producer) ack(err error) {
 	p.mu.Lock()
-	if err != nil && p.err == nil {
+	var re *RefusedError
+	switch {
+	case err == nil:
+	case errors.As(err, &re):
+		if len(p.refused) < maxRefused {
+			p.refused = append(p.refused, re)
+		}
+		p.nrefused++
+	case p.err == nil:
 		p.err = err
 	}
 	p.inflight--
@@ -112,34 +171,90 @@ func (p *Producer) ack(err error) {
 // open. It blocks while sarama's input buffer is full; it does not give up
 // on cancellation, because the record being processed is finished even
 // when the application stops, and sarama fails what it cannot deliver.
+//
+// Send never ends a transaction. Once a record of the transaction has
+// failed, every later Send returns that failure (wrapping ErrFailed) and
+// Err keeps reporting it until Commit or Abort ends the transaction: a
+// caller that ignores one error cannot go on to commit input whose output
+// was lost, because Commit refuses a failed transaction.
 func (p *Producer) Send(m *sarama.ProducerMessage) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.Err(); err != nil {
+		return err
+	}
 	if p.transactional && !p.inTxn {
 		if err := p.ap.BeginTxn(); err != nil {
-			return fmt.Errorf("txn: begin: %w", classify(err))
+			err = fmt.Errorf("txn: begin: %w", classify(err))
+			p.setErr(err)
+			return fmt.Errorf("%w: %w", ErrFailed, err)
 		}
 		p.inTxn, p.began = true, time.Now()
 	}
 	p.mu.Lock()
-	if p.err != nil {
-		err := p.err
-		p.mu.Unlock()
-		if p.transactional {
-			// The transaction cannot commit: find out whether it can be
-			// aborted or the producer is fenced.
-			return p.fail(context.Background(), err)
-		}
-		return err
-	}
 	if p.inflight == 0 {
 		p.idle = make(chan struct{})
 	}
 	p.inflight++
 	p.mu.Unlock()
+	p.pending = true
 	p.ap.Input() <- m
 	return nil
 }
 
-// flush waits until every record sent is acknowledged or failed.
+// Err returns the failure of the current transaction (or, at least once,
+// of the current commit interval) wrapping ErrFailed, or nil while every
+// record so far was delivered or is still in flight. A *RefusedError in
+// the chain names a record the broker or the client's limits refused.
+func (p *Producer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errLocked()
+}
+
+func (p *Producer) errLocked() error {
+	switch {
+	case p.err != nil:
+		return fmt.Errorf("%w: %w", ErrFailed, p.err)
+	case len(p.refused) > 0:
+		return fmt.Errorf("%w: %w", ErrFailed, p.refused[0])
+	}
+	return nil
+}
+
+// TakeRefused returns the records refused since the last commit or call
+// (the first 100 of them, and how many there were) and forgets them, for a
+// caller that skips refused records. At least once the producer then goes
+// on as if they had not been sent; under exactly once the transaction
+// stays failed (Kafka fails the whole transaction) and must be aborted.
+func (p *Producer) TakeRefused() (refused []*RefusedError, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	refused, n = p.refused, p.nrefused
+	p.refused, p.nrefused = nil, 0
+	if p.transactional && n > 0 && p.err == nil {
+		p.err = fmt.Errorf("%w (%d records refused)", refused[0], n)
+	}
+	return refused, n
+}
+
+// Pending reports whether records were sent since the last commit or
+// abort.
+func (p *Producer) Pending() bool { return p.pending }
+
+func (p *Producer) setErr(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+// flush waits until every record sent is acknowledged or failed, then
+// reports the first failure of the interval and starts a new one. Records
+// refused while no other failure happened are kept for TakeRefused and
+// reported without starting a new interval.
 func (p *Producer) flush(ctx context.Context) error {
 	p.mu.Lock()
 	idle := p.idle
@@ -151,8 +266,11 @@ func (p *Producer) flush(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := p.err
-	p.err = nil
+	if p.err == nil && len(p.refused) > 0 {
+		return p.errLocked()
+	}
+	err := p.errLocked()
+	p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
 	return err
 }
 
@@ -170,8 +288,15 @@ type Group = sarama.ConsumerGroupMetadata
 // reported as ErrAborted, ErrFenced or ErrAmbiguous (see the package
 // documentation), wrapping the cause.
 func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int64, group *Group) error {
+	if p.closed {
+		return ErrClosed
+	}
 	if !p.transactional {
 		return p.flush(ctx)
+	}
+	if err := p.Err(); err != nil {
+		// A record of this transaction failed: it must not commit.
+		return p.fail(ctx, err)
 	}
 	if !p.inTxn {
 		if len(offsets) == 0 {
@@ -189,6 +314,9 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 	}
 	// CommitTxn flushes the records of the transaction first.
 	if err := p.ap.CommitTxn(); err != nil {
+		if ferr := p.Err(); ferr != nil {
+			err = fmt.Errorf("%w (%w)", ferr, err)
+		}
 		return p.fail(ctx, fmt.Errorf("commit: %w", err))
 	}
 	p.inTxn = false
@@ -224,13 +352,26 @@ func (p *Producer) fail(ctx context.Context, cause error) error {
 }
 
 // discardErr waits for the aborted records' callbacks and forgets their
-// errors.
-func (p *Producer) discardErr(ctx context.Context) { _ = p.flush(ctx) }
+// errors, refusals included.
+func (p *Producer) discardErr(ctx context.Context) {
+	_ = p.flush(ctx)
+	p.mu.Lock()
+	p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
+	p.mu.Unlock()
+}
 
 // Abort aborts the open transaction, if any, for a commit the runtime
 // decided not to make. Errors are classified as for Commit.
 func (p *Producer) Abort(ctx context.Context) error {
-	if !p.transactional || !p.inTxn {
+	if p.closed {
+		return ErrClosed
+	}
+	if !p.transactional {
+		// Nothing to undo; forget the interval's failure.
+		p.discardErr(ctx)
+		return nil
+	}
+	if !p.inTxn {
 		return nil
 	}
 	if err := p.ap.AbortTxn(); err != nil {
@@ -254,7 +395,8 @@ func (p *Producer) OpenFor() time.Duration {
 
 // Close closes the producer once; sarama panics on a second Close. An open
 // transaction is left to the broker, which aborts it when the next producer
-// with the same id initialises or when it times out.
+// with the same id initialises or when it times out. Every other method of
+// a closed producer returns ErrClosed.
 func (p *Producer) Close() error {
 	if p.closed {
 		return nil

@@ -6,84 +6,9 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/txn/txntest"
 )
-
-// fakeProducer is a sarama.AsyncProducer whose transaction calls fail as a
-// test says. Sent messages are acknowledged at once, or failed with
-// sendErr.
-type fakeProducer struct {
-	transactional bool
-	status        sarama.ProducerTxnStatusFlag
-	commitErr     error
-	commitStatus  sarama.ProducerTxnStatusFlag // status after a failed commit
-	abortErr      error
-	sendErr       error
-	aborted       int
-
-	input     chan *sarama.ProducerMessage
-	successes chan *sarama.ProducerMessage
-	errs      chan *sarama.ProducerError
-}
-
-func newFake(transactional bool) *fakeProducer {
-	f := &fakeProducer{
-		transactional: transactional,
-		status:        sarama.ProducerTxnFlagReady,
-		input:         make(chan *sarama.ProducerMessage),
-		successes:     make(chan *sarama.ProducerMessage, 16),
-		errs:          make(chan *sarama.ProducerError, 16),
-	}
-	go func() {
-		for m := range f.input {
-			if f.sendErr != nil {
-				f.errs <- &sarama.ProducerError{Msg: m, Err: f.sendErr}
-			} else {
-				f.successes <- m
-			}
-		}
-		close(f.successes)
-		close(f.errs)
-	}()
-	return f
-}
-
-func (f *fakeProducer) AsyncClose()                               { close(f.input) }
-func (f *fakeProducer) Close() error                              { close(f.input); return nil }
-func (f *fakeProducer) Input() chan<- *sarama.ProducerMessage     { return f.input }
-func (f *fakeProducer) Successes() <-chan *sarama.ProducerMessage { return f.successes }
-func (f *fakeProducer) Errors() <-chan *sarama.ProducerError      { return f.errs }
-func (f *fakeProducer) IsTransactional() bool                     { return f.transactional }
-func (f *fakeProducer) TxnStatus() sarama.ProducerTxnStatusFlag   { return f.status }
-func (f *fakeProducer) BeginTxn() error {
-	f.status = sarama.ProducerTxnFlagInTransaction
-	return nil
-}
-func (f *fakeProducer) CommitTxn() error {
-	if f.commitErr != nil {
-		f.status = f.commitStatus
-		return f.commitErr
-	}
-	f.status = sarama.ProducerTxnFlagReady
-	return nil
-}
-func (f *fakeProducer) AbortTxn() error {
-	f.aborted++
-	if f.abortErr != nil {
-		return f.abortErr
-	}
-	f.status = sarama.ProducerTxnFlagReady
-	return nil
-}
-func (f *fakeProducer) AddOffsetsToTxn(map[string][]*sarama.PartitionOffsetMetadata, string) error {
-	return nil
-}
-func (f *fakeProducer) AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata, *sarama.ConsumerGroupMetadata) error {
-	return nil
-}
-func (f *fakeProducer) AddMessageToTxn(*sarama.ConsumerMessage, string, *string) error { return nil }
-func (f *fakeProducer) AddMessageToTxnWithGroupMetadata(*sarama.ConsumerMessage, *sarama.ConsumerGroupMetadata, *string) error {
-	return nil
-}
 
 var offsets = map[string]map[int32]int64{"in": {0: 10}}
 
@@ -109,9 +34,9 @@ func TestCommitClassifiesFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(true)
-			f.commitErr, f.commitStatus, f.abortErr = c.commitErr, c.commitStatus, c.abortErr
-			p := wrap(f)
+			f := txntest.New(true)
+			f.CommitErr, f.CommitStatus, f.AbortErr = c.commitErr, c.commitStatus, c.abortErr
+			p := Wrap(f)
 			defer p.Close()
 			if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
 				t.Fatal(err)
@@ -126,8 +51,8 @@ func TestCommitClassifiesFailures(t *testing.T) {
 			if !errors.Is(err, c.commitErr) {
 				t.Errorf("Commit = %v does not wrap the cause %v", err, c.commitErr)
 			}
-			if f.aborted != c.wantAborts {
-				t.Errorf("AbortTxn called %d times, want %d", f.aborted, c.wantAborts)
+			if f.Aborted != c.wantAborts {
+				t.Errorf("AbortTxn called %d times, want %d", f.Aborted, c.wantAborts)
 			}
 		})
 	}
@@ -135,8 +60,8 @@ func TestCommitClassifiesFailures(t *testing.T) {
 
 func TestCommitSucceedsAndClosesTheTransaction(t *testing.T) {
 	t.Parallel()
-	f := newFake(true)
-	p := wrap(f)
+	f := txntest.New(true)
+	p := Wrap(f)
 	defer p.Close()
 	for range 3 {
 		if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
@@ -157,14 +82,14 @@ func TestCommitSucceedsAndClosesTheTransaction(t *testing.T) {
 
 func TestAtLeastOnceCommitReportsDeliveryFailure(t *testing.T) {
 	t.Parallel()
-	f := newFake(false)
-	f.sendErr = sarama.ErrMessageSizeTooLarge
-	p := wrap(f)
+	f := txntest.New(false)
+	f.SendErr = sarama.ErrNotEnoughReplicas
+	p := Wrap(f)
 	defer p.Close()
 	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Commit(context.Background(), nil, nil); !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+	if err := p.Commit(context.Background(), nil, nil); !errors.Is(err, sarama.ErrNotEnoughReplicas) {
 		t.Fatalf("Commit = %v, want the delivery error", err)
 	}
 	// The failure is reported once; the next interval starts clean.
@@ -175,15 +100,118 @@ func TestAtLeastOnceCommitReportsDeliveryFailure(t *testing.T) {
 
 func TestSendIntoAFailedTransactionIsClassified(t *testing.T) {
 	t.Parallel()
-	f := newFake(true)
-	f.sendErr = sarama.ErrProducerFenced
-	p := wrap(f)
+	f := txntest.New(true)
+	f.SendErr = sarama.ErrProducerFenced
+	p := Wrap(f)
 	defer p.Close()
 	p.Send(&sarama.ProducerMessage{Topic: "out"})
 	p.flushForTest()
-	f.status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagFatalError
-	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("Send after a fenced delivery = %v, want ErrFenced", err)
+	f.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagFatalError
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Send after a failed delivery = %v, want ErrFailed", err)
+	}
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Commit after a fenced delivery = %v, want ErrFenced", err)
+	}
+}
+
+// A failed record makes the transaction fail for good: Send never aborts
+// it and begins a new one (which would let the next commit carry input
+// offsets whose output was lost), and Commit aborts instead of committing.
+func TestFailedTransactionIsStickyUntilCommitAborts(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	f.SendErr = sarama.ErrNotEnoughReplicas
+	p := Wrap(f)
+	defer p.Close()
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	p.flushForTest()
+	f.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagAbortableError
+	f.SendErr = nil
+	for range 3 {
+		if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); !errors.Is(err, ErrFailed) || !errors.Is(err, sarama.ErrNotEnoughReplicas) {
+			t.Fatalf("Send into the failed transaction = %v, want ErrFailed wrapping the delivery error", err)
+		}
+		if err := p.Err(); !errors.Is(err, ErrFailed) {
+			t.Fatalf("Err = %v, want ErrFailed", err)
+		}
+	}
+	if f.Aborted != 0 {
+		t.Fatalf("Send aborted the transaction %d times; only Commit or Abort may end it", f.Aborted)
+	}
+	err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"})
+	if !errors.Is(err, ErrAborted) {
+		t.Fatalf("Commit of the failed transaction = %v, want ErrAborted", err)
+	}
+	if f.Committed != 0 || f.Aborted != 1 {
+		t.Fatalf("CommitTxn called %d times and AbortTxn %d times, want 0 and 1", f.Committed, f.Aborted)
+	}
+	// The abort ends the failure: the next transaction starts clean.
+	if err := p.Err(); err != nil {
+		t.Fatalf("Err after the abort = %v", err)
+	}
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRefusedRecordsAreReportedWithTheirMessage(t *testing.T) {
+	t.Parallel()
+	for _, transactional := range []bool{false, true} {
+		f := txntest.New(transactional)
+		f.SendErr = sarama.ErrMessageSizeTooLarge
+		p := Wrap(f)
+		msg := &sarama.ProducerMessage{Topic: "out", Metadata: "origin"}
+		if err := p.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+		p.flushForTest()
+		var re *RefusedError
+		if err := p.Err(); !errors.As(err, &re) || re.Msg != msg {
+			t.Fatalf("transactional=%v: Err = %v, want a *RefusedError for the message", transactional, err)
+		}
+		refused, n := p.TakeRefused()
+		if n != 1 || len(refused) != 1 || refused[0].Msg.Metadata != "origin" {
+			t.Fatalf("transactional=%v: TakeRefused = %v, %d", transactional, refused, n)
+		}
+		err := p.Err()
+		if transactional && !errors.Is(err, ErrFailed) {
+			t.Errorf("the transaction must stay failed after TakeRefused, Err = %v", err)
+		}
+		if !transactional && err != nil {
+			t.Errorf("at least once, the interval goes on after TakeRefused, Err = %v", err)
+		}
+		p.Close()
+	}
+}
+
+func TestClosedProducerReturnsErrClosed(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// sarama panics on a closed producer; these must not reach it.
+	if err := p.Abort(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Abort = %v, want ErrClosed", err)
+	}
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Commit = %v, want ErrClosed", err)
+	}
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send = %v, want ErrClosed", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
 	}
 }
 

@@ -1,0 +1,277 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/txn"
+)
+
+// This file is the thread's failure authority: every failure of a record,
+// a punctuation or a commit reaches settle, which alone decides whether the
+// thread goes on (after aborting and rewinding its tasks to their last
+// commit) or stops. User code cannot hide a failure from it: the thread
+// asks the producer after every record and every punctuation, whatever the
+// processor returned, and a failed transaction never commits.
+
+// maxSkips bounds the refused records a thread remembers to skip in a
+// replay; each one cost an aborted transaction, so reaching it means
+// something refuses most output, and the thread stops.
+const maxSkips = 10_000
+
+// skipKey names a refused record in a replay: the input record that
+// produced it and the topic it was for.
+type skipKey struct {
+	topic     string
+	partition int32
+	offset    int64
+	sink      string
+}
+
+// send is the one way a record leaves the thread: it is checked against
+// the limits of its topic (read at start) and the replay's skip list, then
+// handed to the producer. A refused record is a *ProductionError: under
+// ProductionErrors=Skip it is counted and dropped here (send returns nil);
+// otherwise the thread is failed, whatever the caller does with the error.
+func (th *thread) send(m *sarama.ProducerMessage) error {
+	if th.failure != nil {
+		return th.failure
+	}
+	o, _ := m.Metadata.(*origin)
+	if o != nil && o.offset >= 0 && len(th.skips) > 0 {
+		if _, ok := th.skips[skipKey{o.topic, o.partition, o.offset, m.Topic}]; ok {
+			th.log.Debug("dropping a refused record again in the replay", "task", o.task,
+				"topic", o.topic, "partition", o.partition, "offset", o.offset, "sink", m.Topic)
+			return nil
+		}
+	}
+	size := m.ByteSize(2)
+	limit := th.maxBytes
+	lim := th.app.layout.limits[m.Topic]
+	if lim.maxBytes > 0 && lim.maxBytes < limit {
+		limit = lim.maxBytes
+	}
+	switch {
+	case size > limit:
+		return th.refuse(newProductionError(o, m, size, limit, ErrRecordTooLarge))
+	case lim.compacted && m.Key == nil:
+		return th.refuse(newProductionError(o, m, size, 0, ErrNullKeyOnCompactedTopic))
+	}
+	return th.producer.Send(m)
+}
+
+// refuse applies ProductionErrors to a record refused before it was sent.
+func (th *thread) refuse(pe *ProductionError) error {
+	if pe.Store != "" || th.app.cfg.ProductionErrors == Fail {
+		th.failure = pe
+		return pe
+	}
+	th.skipped(pe)
+	return nil
+}
+
+// skipped counts and logs a refused record that ProductionErrors=Skip drops.
+func (th *thread) skipped(pe *ProductionError) {
+	th.app.metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
+	th.log.Warn("skipping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
+		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit, "error", pe.Err)
+}
+
+func newProductionError(o *origin, m *sarama.ProducerMessage, size, limit int, cause error) *ProductionError {
+	pe := &ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
+	if o != nil {
+		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.task, o.topic, o.partition, o.offset, o.node, o.store
+	}
+	return pe
+}
+
+// failed returns the thread's failure, if any: a record refused under
+// ProductionErrors=Fail, or a record the producer could not deliver.
+func (th *thread) failed() error {
+	if th.failure != nil {
+		return th.failure
+	}
+	return th.producer.Err()
+}
+
+// afterWork settles the outcome of one input record or punctuation: the
+// thread's failure state comes first, then the error user code returned.
+// It returns nil when the thread goes on; rewound reports that the tasks
+// were rewound, so the caller must not touch them again this round.
+func (th *thread) afterWork(err error) (rewound bool, _ error) {
+	if f := th.failed(); f != nil {
+		return true, th.settle(f)
+	}
+	if err != nil && (isTxnError(err) || errors.Is(err, txn.ErrClosed)) {
+		return true, th.settle(err)
+	}
+	return false, err
+}
+
+// settle decides what a failure means; it returns nil when the thread goes
+// on, its tasks rewound to their last commit, or the error that stops it.
+//
+//   - a refused record (*ProductionError, or *txn.RefusedError found by the
+//     broker): under Fail, and always for a changelog record, the thread
+//     stops (shutdown aborts the open transaction); under Skip it is
+//     counted, and under exactly once the transaction is aborted and the
+//     tasks replay without the record;
+//   - any other failed delivery: exactly once aborts and rewinds; at least
+//     once stops, since the records already sent cannot be taken back;
+//   - an aborted, fenced or ambiguous transaction: handleTxnError.
+func (th *thread) settle(err error) error {
+	var pe *ProductionError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var re *txn.RefusedError
+	if errors.As(err, &re) {
+		refused, n := th.producer.TakeRefused()
+		if len(refused) == 0 {
+			// An abort already forgot them: the commit found the refusal.
+			refused, n = []*txn.RefusedError{re}, 1
+		}
+		errs := make([]*ProductionError, len(refused))
+		for i, r := range refused {
+			o, _ := r.Msg.Metadata.(*origin)
+			errs[i] = newProductionError(o, r.Msg, r.Msg.ByteSize(2), 0, r.Err)
+			if errs[i].Store != "" || th.app.cfg.ProductionErrors == Fail {
+				return errs[i]
+			}
+		}
+		for _, pe := range errs {
+			th.skipped(pe)
+			if pe.Offset >= 0 {
+				if len(th.skips) >= maxSkips {
+					return fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe)
+				}
+				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink}] = struct{}{}
+			}
+		}
+		if n > len(refused) {
+			th.log.Warn("more records refused than reported", "reported", len(refused), "refused", n)
+		}
+		if th.app.cfg.Guarantee != ExactlyOnce {
+			return nil
+		}
+		if txnEnded(err) {
+			return th.handleTxnError(err)
+		}
+		if err = th.producer.Err(); err == nil {
+			err = fmt.Errorf("%w: %w", txn.ErrFailed, re)
+		}
+	}
+	if errors.Is(err, txn.ErrFailed) && !txnEnded(err) {
+		if th.app.cfg.Guarantee != ExactlyOnce {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+		aerr := th.producer.Abort(ctx)
+		cancel()
+		if aerr == nil {
+			aerr = fmt.Errorf("%w: %w", txn.ErrAborted, err)
+		}
+		err = aerr
+	}
+	return th.handleTxnError(err)
+}
+
+// txnEnded reports an error after which no transaction is open: it was
+// aborted, or the producer is fenced or its outcome unknown.
+func txnEnded(err error) bool {
+	return errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrAmbiguous)
+}
+
+// forgetSkips drops the skip entries that committed offsets have passed.
+func (th *thread) forgetSkips(committed map[string]map[int32]int64) {
+	for k := range th.skips {
+		if off, ok := committed[k.topic][k.partition]; ok && off > k.offset {
+			delete(th.skips, k)
+		}
+	}
+}
+
+// A thread fenced maxFences times within fenceWindow stops: another
+// instance shares its transactional ids.
+const (
+	maxFences   = 3
+	fenceWindow = 5 * time.Minute
+)
+
+// isTxnError reports a failed transaction, from a commit or from sending a
+// record into it.
+func isTxnError(err error) bool {
+	return errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrAmbiguous) || errors.Is(err, txn.ErrFailed)
+}
+
+// handleTxnError acts on a failed transaction (see package txn): it
+// returns nil when the thread goes on.
+func (th *thread) handleTxnError(err error) error {
+	thread := strconv.Itoa(th.idx)
+	switch {
+	case errors.Is(err, txn.ErrFenced):
+		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		th.app.metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
+	case errors.Is(err, txn.ErrAmbiguous):
+		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		th.app.metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
+	case errors.Is(err, txn.ErrAborted):
+		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+	}
+	switch {
+	case errors.Is(err, txn.ErrAborted):
+		// A stale generation (this member was replaced while it stalled),
+		// or another abortable error: reprocess from the committed offsets.
+		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
+		th.resetTasks()
+		return nil
+	case errors.Is(err, txn.ErrFenced):
+		// The producer's epoch was bumped: by the coordinator when this
+		// thread's transaction timed out (a stall longer than
+		// TransactionTimeout), or by another producer with the same
+		// transactional id, that is another instance with this process id
+		// (a later incarnation, or a copy of this state directory). The
+		// first heals by rebuilding the producer. The second would make
+		// the two fence each other forever: a transaction younger than the
+		// timeout cannot have timed out, so this instance stops, as it
+		// does after maxFences in fenceWindow whatever their cause.
+		open := th.producer.OpenFor()
+		th.resetTasks()
+		now := time.Now()
+		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
+		if open < th.app.cfg.TransactionTimeout || len(th.fences) >= maxFences {
+			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
+				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.processID, err)
+		}
+		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
+		return th.rebuildProducer()
+	case errors.Is(err, txn.ErrAmbiguous):
+		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
+		th.resetTasks()
+		return th.rebuildProducer()
+	}
+	return err
+}
+
+// rebuildProducer replaces the producer: a fenced producer is dead, and
+// one whose last commit has an unknown outcome must not be reused. The new
+// producer is created before the old one is closed, so that a failed
+// creation leaves the thread a producer to shut down with (whose calls then
+// fail with txn.ErrClosed or its own error, never a panic).
+func (th *thread) rebuildProducer() error {
+	p, err := th.newProducer()
+	if err != nil {
+		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+	}
+	if err := th.producer.Close(); err != nil {
+		th.log.Debug("closing the old producer", "error", err)
+	}
+	th.producer = p
+	return nil
+}

@@ -1,0 +1,229 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/txn"
+	"github.com/weirstream/weir/internal/txn/txntest"
+)
+
+// failureThread is a thread with no broker: a fake producer, no tasks, the
+// limits of three topics ("out" allows 1000 bytes, "compacted" needs keys,
+// "app-s-changelog" is a store's changelog).
+func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *thread {
+	t.Helper()
+	cfg.ApplicationID, cfg.Brokers, cfg.Metrics = "app", []string{"127.0.0.1:1"}, prometheus.NewRegistry()
+	app := &App{cfg: cfg.withDefaults(), dir: &stateDir{processID: "p"}, ready: make(chan struct{}),
+		layout: &layout{limits: map[string]topicLimit{
+			"out":             {maxBytes: 1000},
+			"compacted":       {maxBytes: 1 << 20, compacted: true},
+			"app-s-changelog": {maxBytes: 1000, compacted: true},
+		}}}
+	m, err := metrics.New(app.cfg.Metrics, "app", app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.metrics = m
+	th := &thread{app: app, log: slog.New(slog.DiscardHandler), ctx: context.Background(), maxBytes: 1 << 20,
+		tasks: map[assign.TaskID]*task{}, owner: map[tp]*task{}, skips: map[skipKey]struct{}{}}
+	th.producer = txn.Wrap(fake)
+	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }
+	t.Cleanup(func() { th.producer.Close() })
+	return th
+}
+
+func msgFrom(topic string, offset int64, sink string, key []byte, valueSize int) *sarama.ProducerMessage {
+	m := &sarama.ProducerMessage{Topic: sink, Value: sarama.ByteEncoder(make([]byte, valueSize)),
+		Metadata: &origin{task: "0_0", topic: topic, offset: offset}}
+	if key != nil {
+		m.Key = sarama.ByteEncoder(key)
+	}
+	return m
+}
+
+func skippedCount(th *thread) float64 {
+	var m dto.Metric
+	if err := th.app.metrics.RecordsSkipped.WithLabelValues("0", "0_0", "production").Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// waitFailed waits until the fake producer's failure reached the thread.
+func waitFailed(t *testing.T, th *thread) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for th.failed() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery failure did not reach the producer within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A record over its topic's limit or without key for a compacted topic
+// is refused before it reaches the producer: under Fail the thread fails
+// for good (a processor that drops the error cannot go on), under Skip it
+// is dropped and counted, and a changelog record fails under either.
+func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		policy ErrorPolicy
+		msg    *sarama.ProducerMessage
+		cause  error // nil: accepted
+	}{
+		{"within the limit", Fail, msgFrom("in", 7, "out", []byte("k"), 900), nil},
+		{"over the topic's limit fails", Fail, msgFrom("in", 7, "out", []byte("k"), 1000), ErrRecordTooLarge},
+		{"over the topic's limit is skipped", Skip, msgFrom("in", 7, "out", []byte("k"), 1000), ErrRecordTooLarge},
+		{"no key on a compacted topic fails", Fail, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
+		{"no key on a compacted topic is skipped", Skip, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
+		{"a changelog record always fails", Skip, &sarama.ProducerMessage{Topic: "app-s-changelog", Key: sarama.StringEncoder("k"),
+			Value: sarama.ByteEncoder(make([]byte, 2000)), Metadata: &origin{task: "0_0", offset: -1, store: "s"}}, ErrRecordTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			th := failureThread(t, Config{ProductionErrors: c.policy}, txntest.New(true))
+			err := th.send(c.msg)
+			store := c.msg.Metadata.(*origin).store != ""
+			switch {
+			case c.cause == nil:
+				if err != nil || th.failed() != nil || !th.producer.Pending() {
+					t.Fatalf("send = %v, failed = %v, pending = %v; want the record sent", err, th.failed(), th.producer.Pending())
+				}
+			case c.policy == Skip && !store:
+				if err != nil || th.failed() != nil || th.producer.Pending() {
+					t.Fatalf("send = %v, failed = %v, pending = %v; want the record dropped", err, th.failed(), th.producer.Pending())
+				}
+				if n := skippedCount(th); n != 1 {
+					t.Errorf("skipped = %v, want 1", n)
+				}
+			default:
+				var pe *ProductionError
+				if !errors.As(err, &pe) || !errors.Is(err, c.cause) {
+					t.Fatalf("send = %v, want a *ProductionError for %v", err, c.cause)
+				}
+				if pe.Sink != c.msg.Topic || pe.Size != c.msg.ByteSize(2) || (c.cause == ErrRecordTooLarge) != (pe.Limit > 0) {
+					t.Errorf("ProductionError = %+v", pe)
+				}
+				if !store && (pe.Topic != "in" || pe.Offset != 7) {
+					t.Errorf("ProductionError = %+v does not name input record in@7", pe)
+				}
+				// Sticky: the next record, however fine, is not sent.
+				if err := th.send(msgFrom("in", 8, "out", []byte("k"), 1)); !errors.Is(err, c.cause) || th.producer.Pending() {
+					t.Errorf("send after the failure = %v, pending = %v; want the failure again and nothing sent", err, th.producer.Pending())
+				}
+				if th.settle(th.failed()) == nil {
+					t.Error("settle let the thread go on after a refused record under Fail")
+				}
+			}
+		})
+	}
+}
+
+// A record the broker refuses fails the transaction. Under Skip the
+// transaction is aborted (not committed), the record is counted, and a
+// replay of its input record drops it; under Fail the thread stops with
+// the input record's coordinates.
+func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []ErrorPolicy{Skip, Fail} {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			t.Parallel()
+			fake := txntest.New(true)
+			fake.SendErr = sarama.ErrInvalidRecord
+			th := failureThread(t, Config{ProductionErrors: policy}, fake)
+			if err := th.send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil {
+				t.Fatal(err)
+			}
+			// sarama fails the transaction when a delivery fails.
+			waitFailed(t, th)
+			fake.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagAbortableError
+			ctx := context.Background()
+			err := th.producer.Commit(ctx, map[string]map[int32]int64{"in": {0: 8}}, &txn.Group{GroupID: "app"})
+			if !errors.Is(err, txn.ErrFailed) && !errors.Is(err, txn.ErrAborted) {
+				t.Fatalf("Commit of a transaction with a refused record = %v", err)
+			}
+			if fake.Committed != 0 {
+				t.Fatalf("CommitTxn called %d times on a failed transaction", fake.Committed)
+			}
+			fake.SendErr = nil
+			err = th.settle(err)
+			if policy == Fail {
+				var pe *ProductionError
+				if !errors.As(err, &pe) || pe.Offset != 7 || pe.Sink != "out" || !errors.Is(err, sarama.ErrInvalidRecord) {
+					t.Fatalf("settle = %v, want a *ProductionError for in@7 to out", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("settle = %v, want the thread to go on", err)
+			}
+			if n := skippedCount(th); n != 1 {
+				t.Errorf("skipped = %v, want 1", n)
+			}
+			// The replay drops the refused record and sends the others.
+			if err := th.send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil || th.producer.Pending() {
+				t.Fatalf("replayed refused record: send = %v, pending = %v; want it dropped", err, th.producer.Pending())
+			}
+			if err := th.send(msgFrom("in", 8, "out", []byte("k"), 10)); err != nil || !th.producer.Pending() {
+				t.Fatalf("send = %v, pending = %v; want the next record sent", err, th.producer.Pending())
+			}
+			// Once the input offset is committed past it, it is forgotten.
+			th.forgetSkips(map[string]map[int32]int64{"in": {0: 9}})
+			if len(th.skips) != 0 {
+				t.Errorf("%d skip entries left after the commit passed them", len(th.skips))
+			}
+		})
+	}
+}
+
+// A producer rebuild that fails (InitProducerId refused) leaves the old
+// producer in place, not closed, so that the shutdown after it aborts on a
+// live producer instead of panicking on a closed one.
+func TestFailedRebuildKeepsTheOldProducer(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	th := failureThread(t, Config{}, fake)
+	old := th.producer
+	initErr := errors.New("InitProducerId: coordinator not available")
+	th.newProducer = func() (*txn.Producer, error) { return nil, initErr }
+	if err := th.send(msgFrom("in", 1, "out", []byte("k"), 1)); err != nil {
+		t.Fatal(err)
+	}
+	err := th.handleTxnError(fmt.Errorf("%w: commit timed out", txn.ErrAmbiguous))
+	if !errors.Is(err, initErr) {
+		t.Fatalf("handleTxnError = %v, want the failed rebuild", err)
+	}
+	if th.producer != old || fake.Closed != 0 {
+		t.Fatalf("the old producer was replaced or closed (closed %d times) though no new one exists", fake.Closed)
+	}
+	if got := th.shutdown(err); !errors.Is(got, initErr) {
+		t.Errorf("shutdown = %v", got)
+	}
+	if fake.Aborted != 1 {
+		t.Errorf("shutdown aborted the open transaction %d times, want 1", fake.Aborted)
+	}
+	if err := th.producer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.producer.Abort(context.Background()); !errors.Is(err, txn.ErrClosed) {
+		t.Errorf("Abort on the closed producer = %v, want txn.ErrClosed", err)
+	}
+	if !strings.Contains(err.Error(), "rebuilding producer") {
+		t.Errorf("error %q does not say the rebuild failed", err)
+	}
+}

@@ -1,0 +1,89 @@
+// Package txntest is a fake sarama.AsyncProducer for tests of the
+// transactional producer and of the runtime around it, with no broker.
+package txntest
+
+import "github.com/IBM/sarama"
+
+// Fake is a sarama.AsyncProducer whose transaction calls fail as a
+// test says. Sent messages are acknowledged at once, or failed with
+// SendErr.
+type Fake struct {
+	transactional bool
+	// Status is what TxnStatus reports; CommitErr, AbortErr and SendErr
+	// fail CommitTxn, AbortTxn and every sent message; CommitStatus is the
+	// status after a failed commit. Aborted and Committed count calls.
+	Status       sarama.ProducerTxnStatusFlag
+	CommitErr    error
+	CommitStatus sarama.ProducerTxnStatusFlag
+	AbortErr     error
+	SendErr      error
+	Aborted      int
+	Committed    int
+	Closed       int
+
+	input     chan *sarama.ProducerMessage
+	successes chan *sarama.ProducerMessage
+	errs      chan *sarama.ProducerError
+}
+
+// New returns a Fake; transactional is what IsTransactional reports.
+func New(transactional bool) *Fake {
+	f := &Fake{
+		transactional: transactional,
+		Status:        sarama.ProducerTxnFlagReady,
+		input:         make(chan *sarama.ProducerMessage),
+		successes:     make(chan *sarama.ProducerMessage, 16),
+		errs:          make(chan *sarama.ProducerError, 16),
+	}
+	go func() {
+		for m := range f.input {
+			if f.SendErr != nil {
+				f.errs <- &sarama.ProducerError{Msg: m, Err: f.SendErr}
+			} else {
+				f.successes <- m
+			}
+		}
+		close(f.successes)
+		close(f.errs)
+	}()
+	return f
+}
+
+func (f *Fake) AsyncClose()                               { close(f.input) }
+func (f *Fake) Close() error                              { f.Closed++; close(f.input); return nil }
+func (f *Fake) Input() chan<- *sarama.ProducerMessage     { return f.input }
+func (f *Fake) Successes() <-chan *sarama.ProducerMessage { return f.successes }
+func (f *Fake) Errors() <-chan *sarama.ProducerError      { return f.errs }
+func (f *Fake) IsTransactional() bool                     { return f.transactional }
+func (f *Fake) TxnStatus() sarama.ProducerTxnStatusFlag   { return f.Status }
+func (f *Fake) BeginTxn() error {
+	f.Status = sarama.ProducerTxnFlagInTransaction
+	return nil
+}
+func (f *Fake) CommitTxn() error {
+	f.Committed++
+	if f.CommitErr != nil {
+		f.Status = f.CommitStatus
+		return f.CommitErr
+	}
+	f.Status = sarama.ProducerTxnFlagReady
+	return nil
+}
+func (f *Fake) AbortTxn() error {
+	f.Aborted++
+	if f.AbortErr != nil {
+		return f.AbortErr
+	}
+	f.Status = sarama.ProducerTxnFlagReady
+	return nil
+}
+func (f *Fake) AddOffsetsToTxn(map[string][]*sarama.PartitionOffsetMetadata, string) error {
+	return nil
+}
+func (f *Fake) AddOffsetsToTxnWithGroupMetadata(map[string][]*sarama.PartitionOffsetMetadata, *sarama.ConsumerGroupMetadata) error {
+	return nil
+}
+func (f *Fake) AddMessageToTxn(*sarama.ConsumerMessage, string, *string) error { return nil }
+func (f *Fake) AddMessageToTxnWithGroupMetadata(*sarama.ConsumerMessage, *sarama.ConsumerGroupMetadata, *string) error {
+	return nil
+}

@@ -1,0 +1,97 @@
+package weir
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/changelog"
+)
+
+// A checkpoint is trusted only while every tombstone written after it must
+// still be in the changelog: younger than delete.retention.ms, less the
+// margin.
+func TestCheckpointTooOld(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name            string
+		age             time.Duration
+		deleteRetention time.Duration
+		want            bool
+	}{
+		{"fresh", time.Minute, day, false},
+		{"inside the margin of a minute", day - 2*time.Minute, day, false},
+		{"within the margin", day - 30*time.Second, day, true},
+		{"older than delete.retention.ms", day + time.Second, day, true},
+		{"short retention, young", 800 * time.Millisecond, time.Second, false},
+		{"short retention, margin of a tenth", 950 * time.Millisecond, time.Second, true},
+		{"zero retention", 0, 0, true},
+		{"checkpoint from the future", -time.Hour, day, false},
+	} {
+		if got := checkpointTooOld(now.Add(-tc.age), now, tc.deleteRetention); got != tc.want {
+			t.Errorf("%s: checkpointTooOld(age %v, delete.retention.ms %v) = %v, want %v", tc.name, tc.age, tc.deleteRetention, got, tc.want)
+		}
+	}
+	if !checkpointTooOld(time.Time{}, now, day) {
+		t.Error("a checkpoint of unknown time was trusted")
+	}
+}
+
+// A checkpoint written before checkpoints had a time is dated by the
+// database's last write, less State.CleanupDelay.
+func TestCheckpointSince(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	db, err := changelog.Open(dir, changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Space("s", 0).SetCheckpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now().Add(-time.Hour).Truncate(time.Second)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(entries, nil) {
+		path := dir
+		if e != nil {
+			path = filepath.Join(dir, e.Name())
+		}
+		if err := os.Chtimes(path, written, written); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err = changelog.Open(dir, changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	app := &App{cfg: Config{State: StateConfig{CleanupDelay: 10 * time.Minute}}, db: db}
+	tk := &task{th: &thread{app: app}}
+	at := time.UnixMilli(1_700_000_000_000)
+	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1, Time: at}); !got.Equal(at) {
+		t.Errorf("checkpointSince of a checkpoint with a time = %v, want %v", got, at)
+	}
+	if got, want := tk.checkpointSince(changelog.Checkpoint{Offset: 1}), written.Add(-10*time.Minute); !got.Equal(want) {
+		t.Errorf("checkpointSince of a checkpoint without a time = %v, want the last write less the cleanup delay, %v", got, want)
+	}
+
+	mem, err := changelog.Open("", changelog.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tk = &task{th: &thread{app: &App{db: mem}}}
+	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1}); !got.IsZero() {
+		t.Errorf("checkpointSince without a time or a last write = %v, want zero", got)
+	}
+}
