@@ -63,7 +63,16 @@ func (th *thread) send(m *sarama.ProducerMessage) error {
 	case lim.compacted && m.Key == nil:
 		return th.refuse(newProductionError(o, m, size, 0, ErrNullKeyOnCompactedTopic))
 	}
-	return th.producer.Send(m)
+	if err := th.producer.Send(m); err != nil {
+		return err
+	}
+	if th.isolate[m.Topic] {
+		// Finding the record the broker refuses: one record a batch.
+		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.TransactionTimeout)
+		defer cancel()
+		return th.producer.Wait(ctx)
+	}
+	return nil
 }
 
 // refuse applies ProductionErrors to a record refused before it was sent.
@@ -136,6 +145,34 @@ func (th *thread) settle(err error) error {
 		if len(refused) == 0 {
 			// An abort already forgot them: the commit found the refusal.
 			refused, n = []*txn.RefusedError{re}, 1
+		}
+		if n > 1 {
+			// The broker refuses a whole batch for one bad record and does
+			// not say which (sarama drops KIP-467's record errors). Under
+			// exactly once the transaction is replayed with the refused
+			// topics' records sent one at a time, so that the next refusal
+			// names the culprit alone; at least once, nothing can be
+			// replayed and the refused records are reported as they are.
+			topics := map[string]bool{}
+			for _, r := range refused {
+				topics[r.Msg.Topic] = true
+			}
+			if th.app.cfg.Guarantee == ExactlyOnce {
+				th.log.Warn("Kafka refused a batch of records; replaying them one at a time to find the record it refuses",
+					"records", n, "topics", len(topics))
+				for topic := range topics {
+					th.isolate[topic] = true
+				}
+				if txnEnded(err) {
+					return th.handleTxnError(err)
+				}
+				// Not wrapping re: no record of the batch is known to be bad.
+				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
+			}
+			if th.app.cfg.ProductionErrors == Skip {
+				return fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
+					th.idx, n, re)
+			}
 		}
 		errs := make([]*ProductionError, len(refused))
 		for i, r := range refused {
@@ -226,11 +263,10 @@ func (th *thread) handleTxnError(err error) error {
 	}
 	switch {
 	case errors.Is(err, txn.ErrAborted):
-		// A stale generation (this member was replaced while it stalled),
-		// or another abortable error: reprocess from the committed offsets.
+		// Nothing of the transaction happened: reprocess from the
+		// committed offsets.
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		th.resetTasks()
-		return nil
+		return th.rewind(err)
 	case errors.Is(err, txn.ErrFenced):
 		// The producer's epoch was bumped: by the coordinator when this
 		// thread's transaction timed out (a stall longer than
@@ -257,6 +293,61 @@ func (th *thread) handleTxnError(err error) error {
 		return th.rebuildProducer()
 	}
 	return err
+}
+
+// rewind takes the thread's tasks back to their last commit after an
+// aborted transaction. In place when it can: each running task replays the
+// records it processed since the commit, which the thread kept, and the
+// group never hears of it. It rejoins the group instead (closing the tasks,
+// which the sticky assignment gives back at the committed offsets) when the
+// kept records were let go because they passed State.MaxBufferBytes, or
+// when the group no longer knows this member: a stale member is out of the
+// group, and replaying its tasks would only abort again.
+func (th *thread) rewind(cause error) error {
+	mode := "in_place"
+	if th.replayLost || errors.Is(cause, sarama.ErrUnknownMemberId) || errors.Is(cause, sarama.ErrFencedInstancedId) {
+		mode = "rejoin"
+	}
+	th.app.metrics.Rewinds.WithLabelValues(strconv.Itoa(th.idx), mode).Inc()
+	if mode == "rejoin" {
+		th.resetTasks()
+		th.replayBytes, th.replayLost = 0, false
+		return nil
+	}
+	for _, id := range th.order {
+		t := th.tasks[id]
+		if !t.initialized {
+			continue // restoring: it has processed nothing
+		}
+		if err := t.rewind(); err != nil {
+			return err
+		}
+	}
+	th.replayBytes = 0
+	th.publish()
+	return nil
+}
+
+// keepForReplay keeps a processed record until the commit that covers it,
+// for a rewind in place, within State.MaxBufferBytes.
+func (th *thread) keepForReplay(p *partition, m *sarama.ConsumerMessage) {
+	if th.replayLost || th.app.cfg.Guarantee != ExactlyOnce {
+		return
+	}
+	th.replayBytes += len(m.Key) + len(m.Value)
+	if th.replayBytes > th.app.cfg.State.MaxBufferBytes {
+		// Too much to keep: let it all go; a rewind before the next
+		// commit rejoins the group.
+		th.replayLost = true
+		for _, id := range th.order {
+			for _, q := range th.tasks[id].parts {
+				clear(q.done)
+				q.done = nil
+			}
+		}
+		return
+	}
+	p.done = append(p.done, m)
 }
 
 // rebuildProducer replaces the producer: a fenced producer is dead, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,17 +17,37 @@ import (
 // tasks stay where their state is), and drops the state of tasks that
 // moved away once Config.State.CleanupDelay has passed without them coming
 // back: a quick move back restores only the changelog's tail.
+//
+// # Locking
+//
+// mu guards the bookkeeping and is only ever held briefly: the Badger
+// work that can take long (dropping a partition, estimating sizes) runs
+// outside it, so a thread creating a task (acquire) and sarama's rebalance
+// goroutine asking for the offsets (JoinGroup) do not wait for Badger;
+// only a task whose own partition is being dropped waits for that drop.
+// use is held shared by that work and exclusively by close, so the
+// database is never touched once close has returned.
 type localState struct {
-	db       *changelog.DB
+	spaces   spaceOps // what the cleaner and the scrapes do to the database
 	log      *slog.Logger
 	delay    time.Duration
 	storeSub map[string]int // store -> sub-topology
 
-	mu      sync.Mutex
-	closed  bool            // the database is closing: no more reads
-	ckpts   map[space]int64 // checkpoint of every partition held
-	running map[assign.TaskID]bool
+	use    sync.RWMutex
+	closed bool // under use: the database is closing, no more reads
+
+	mu    sync.Mutex
+	ckpts map[space]int64 // checkpoint of every partition held
+	// holders are the threads (by index) running each task. A task moves
+	// between threads of one instance with an overlap: the new thread may
+	// acquire it before the old one, stalled, releases it. Its state stays
+	// as long as any thread holds it.
+	holders map[assign.TaskID]map[int]struct{}
 	due     map[space]time.Time // partitions to drop, and when
+	// dropping are the partitions the cleaner is dropping now, outside mu;
+	// dropped is signalled (on mu) whenever one is done, for acquire.
+	dropping map[space]struct{}
+	dropped  *sync.Cond
 }
 
 // space is one store partition.
@@ -35,11 +56,27 @@ type space struct {
 	partition int32
 }
 
+// spaceOps is what localState does to store partitions in the database
+// outside its lock. It is an interface so that tests can hold a drop or a
+// size estimate midway.
+type spaceOps interface {
+	drop(s space) error
+	size(s space) int64
+}
+
+// dbSpaces is spaceOps on the instance's database.
+type dbSpaces struct{ db *changelog.DB }
+
+func (d dbSpaces) drop(s space) error { return d.db.Space(s.store, s.partition).Drop() }
+func (d dbSpaces) size(s space) int64 { return d.db.Space(s.store, s.partition).ApproximateSize() }
+
 func newLocalState(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int) (*localState, error) {
 	l := &localState{
-		db: db, log: log, delay: delay, storeSub: storeSub,
-		ckpts: map[space]int64{}, running: map[assign.TaskID]bool{}, due: map[space]time.Time{},
+		spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
+		ckpts: map[space]int64{}, holders: map[assign.TaskID]map[int]struct{}{},
+		due: map[space]time.Time{}, dropping: map[space]struct{}{},
 	}
+	l.dropped = sync.NewCond(&l.mu)
 	cps, err := db.Checkpoints()
 	if err != nil {
 		return nil, err
@@ -73,12 +110,23 @@ func (l *localState) offsets() map[assign.TaskID]int64 {
 	return out
 }
 
-// acquire marks a task as running here, so its state is not dropped. It
-// must be called before the task touches its stores.
-func (l *localState) acquire(id assign.TaskID) {
+// acquire marks a task as running on thread, so its state is not dropped.
+// It must be called before the task touches its stores. If the cleaner is
+// dropping one of the task's partitions right now, acquire waits until
+// that drop is done: the task then starts from empty state, never from
+// state that disappears under it.
+func (l *localState) acquire(id assign.TaskID, thread int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.running[id] = true
+	for l.isDropping(id) {
+		l.dropped.Wait()
+	}
+	hs := l.holders[id]
+	if hs == nil {
+		hs = map[int]struct{}{}
+		l.holders[id] = hs
+	}
+	hs[thread] = struct{}{}
 	for s := range l.due {
 		if t, ok := l.task(s); ok && t == id {
 			delete(l.due, s)
@@ -86,12 +134,32 @@ func (l *localState) acquire(id assign.TaskID) {
 	}
 }
 
-// release marks a task as no longer running here; its stores' partitions
-// are dropped after the delay unless it comes back.
-func (l *localState) release(id assign.TaskID, stores []string) {
+// isDropping reports whether the cleaner is dropping a partition of id.
+// l.mu is held.
+func (l *localState) isDropping(id assign.TaskID) bool {
+	for s := range l.dropping {
+		if t, ok := l.task(s); ok && t == id {
+			return true
+		}
+	}
+	return false
+}
+
+// release marks a task as no longer running on thread. When no other
+// thread holds it, its stores' partitions are dropped after the delay
+// unless it comes back; while another thread holds it (it moved to a
+// sibling thread that acquired it first), its state is that thread's and
+// stays.
+func (l *localState) release(id assign.TaskID, thread int, stores []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.running, id)
+	if hs := l.holders[id]; hs != nil {
+		delete(hs, thread)
+		if len(hs) > 0 {
+			return
+		}
+		delete(l.holders, id)
+	}
 	at := time.Now().Add(l.delay)
 	for _, st := range stores {
 		l.due[space{st, id.Partition}] = at
@@ -99,25 +167,30 @@ func (l *localState) release(id assign.TaskID, stores []string) {
 }
 
 // sizes returns the estimated on-disk bytes of each store's partitions.
+// The estimate runs outside l.mu (it walks Badger's tables), and close
+// waits for it.
 func (l *localState) sizes() map[string]int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock() // close waits, so the database stays open
+	l.use.RLock()
+	defer l.use.RUnlock()
 	if l.closed {
 		return nil
 	}
+	l.mu.Lock()
+	held := slices.Collect(maps.Keys(l.ckpts))
+	l.mu.Unlock()
 	out := map[string]int64{}
-	for s := range l.ckpts {
-		out[s.store] += l.db.Space(s.store, s.partition).ApproximateSize()
+	for _, s := range held {
+		out[s.store] += l.spaces.size(s)
 	}
 	return out
 }
 
-// close stops reads of the database by metrics scrapes; call it before
-// closing the database.
+// close stops reads of the database by metrics scrapes and the cleaner,
+// waiting for those under way; call it before closing the database.
 func (l *localState) close() {
-	l.mu.Lock()
+	l.use.Lock()
 	l.closed = true
-	l.mu.Unlock()
+	l.use.Unlock()
 }
 
 // checkpointed records a new checkpoint.
@@ -127,8 +200,7 @@ func (l *localState) checkpointed(store string, partition int32, offset int64) {
 	l.mu.Unlock()
 }
 
-// run drops due partitions until ctx ends. The lock is held while
-// dropping, so a task cannot start on a partition being dropped.
+// run drops due partitions until ctx ends or the database closes.
 func (l *localState) run(ctx context.Context) {
 	tick := time.NewTicker(min(max(l.delay/4, 10*time.Millisecond), time.Minute))
 	defer tick.Stop()
@@ -138,36 +210,73 @@ func (l *localState) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
+		if !l.dropDue(ctx) {
 			return
 		}
-		now := time.Now()
-		for _, s := range spacesOf(l.due) {
-			if now.Before(l.due[s]) {
-				continue
-			}
-			if id, ok := l.task(s); ok && l.running[id] {
-				delete(l.due, s)
-				continue
-			}
-			if err := l.db.Space(s.store, s.partition).Drop(); err != nil {
-				l.log.Warn("dropping state of a task that moved away", "store", s.store, "partition", s.partition, "error", err)
-				continue
-			}
-			l.log.Info("dropped state of a task that moved away", "store", s.store, "partition", s.partition)
-			delete(l.due, s)
-			delete(l.ckpts, s)
-		}
-		l.mu.Unlock()
 	}
 }
 
-func spacesOf(m map[space]time.Time) []space {
-	keys := make([]space, 0, len(m))
-	for k := range maps.Keys(m) {
-		keys = append(keys, k)
+// dropDue drops the partitions that are due and held by no thread. It
+// returns false once the database is closed.
+//
+// The due partitions are taken off the due list and marked dropping under
+// l.mu, then dropped outside it. A task acquiring one of them meanwhile
+// waits in acquire until its drop is done (sequence: the cleaner marks
+// partition p dropping and unlocks; a thread creates the task of p and
+// calls acquire, which sees p dropping and waits; the drop ends, the
+// cleaner unmarks p and signals; acquire takes the task, which restores p
+// into the empty prefix). Without the wait, the task could restore into p
+// and see its data vanish when the drop lands.
+func (l *localState) dropDue(ctx context.Context) bool {
+	l.use.RLock()
+	defer l.use.RUnlock()
+	if l.closed {
+		return false
 	}
-	return keys
+	l.mu.Lock()
+	now := time.Now()
+	var drop []space
+	for s, at := range l.due {
+		if now.Before(at) {
+			continue
+		}
+		delete(l.due, s)
+		if id, ok := l.task(s); ok && len(l.holders[id]) > 0 {
+			continue // running again (acquire clears due; this is a safeguard)
+		}
+		l.dropping[s] = struct{}{}
+		drop = append(drop, s)
+	}
+	l.mu.Unlock()
+
+	for i, s := range drop {
+		if ctx.Err() != nil {
+			// The App is stopping: what is left stays on disk, and the next
+			// start schedules it again.
+			l.mu.Lock()
+			for _, r := range drop[i:] {
+				delete(l.dropping, r)
+				l.due[r] = now
+			}
+			l.dropped.Broadcast()
+			l.mu.Unlock()
+			return true
+		}
+		err := l.spaces.drop(s)
+		l.mu.Lock()
+		delete(l.dropping, s)
+		if err != nil {
+			l.due[s] = now // try again at the next tick
+		} else {
+			delete(l.ckpts, s)
+		}
+		l.dropped.Broadcast()
+		l.mu.Unlock()
+		if err != nil {
+			l.log.Warn("dropping state of a task that moved away", "store", s.store, "partition", s.partition, "error", err)
+			continue
+		}
+		l.log.Info("dropped state of a task that moved away", "store", s.store, "partition", s.partition)
+	}
+	return true
 }

@@ -109,7 +109,8 @@ func (t *task) openStores(sub *graph.Subtopology) {
 	}
 }
 
-// Store implements graph.TaskEnv.
+// Store implements graph.TaskEnv. The store's buffer comes wrapped in the
+// null-key rule (see nullKeyBytes).
 func (t *task) Store(node, name string) (changelog.Bytes, error) {
 	st := t.stores[name]
 	if st == nil {
@@ -118,7 +119,7 @@ func (t *task) Store(node, name string) (changelog.Bytes, error) {
 	if !st.users[node] {
 		return nil, fmt.Errorf("weir: processor %q is not attached to store %q (Topology.AddStore)", node, name)
 	}
-	return st.buf, nil
+	return &nullKeyBytes{Bytes: st.buf, t: t, store: name}, nil
 }
 
 // bufferedBytes is the size of the task's uncommitted state changes.

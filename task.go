@@ -33,9 +33,14 @@ type partition struct {
 	src graph.SourceInstance
 	q   *msgQueue // nil until the partition's claim starts
 
-	// head is the decoded record at the front of q, if any.
+	// head is the decoded record at the front of redo or q, if any.
 	head     *sarama.ConsumerMessage
 	headTime time.Time
+
+	// done holds the records processed since the last commit, in order,
+	// while the thread can still replay them (see thread.rewind); redo
+	// holds records to process again, before q.
+	done, redo []*sarama.ConsumerMessage
 
 	consumed  int64        // next offset to commit; -1 before the first record
 	committed int64        // last committed next offset; -1 unknown
@@ -65,9 +70,15 @@ type task struct {
 	restoreErr  error
 
 	streamTime time.Time
-	meta       graph.Metadata
-	inRecord   bool
-	punctNode  string // the node whose punctuator runs
+	// committedTime is the stream time at the last commit, where a rewind
+	// takes the task back to.
+	committedTime time.Time
+	meta          graph.Metadata
+	inRecord      bool
+	punctNode     string // the node whose punctuator runs
+	// nulls drops the empty-key writes of a record whose Kafka key is
+	// null (see nullkey.go).
+	nulls nullKeys
 	// cur is the origin of the records produced now (see origin), reset
 	// for every input record and punctuation.
 	cur, curExplicit *origin
@@ -76,7 +87,7 @@ type task struct {
 
 	// Metrics of the task, resolved once.
 	processed, bytes, punctuations prometheus.Counter
-	skipped                        prometheus.Counter
+	skipped, dropped               prometheus.Counter
 	latency                        prometheus.Observer
 }
 
@@ -109,47 +120,13 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 	t.bytes = m.BytesProcessed.WithLabelValues(thread, t.name)
 	t.punctuations = m.Punctuations.WithLabelValues(thread, t.name)
 	t.skipped = m.RecordsSkipped.WithLabelValues(thread, t.name, "deserialization")
+	t.dropped = m.RecordsDropped.WithLabelValues(thread, t.name, "null_key")
 	t.latency = m.EndToEndLatency.WithLabelValues(t.name)
-	made := map[*graph.Node]graph.Instance{}
-	var build func(n *graph.Node) (graph.Instance, error)
-	build = func(n *graph.Node) (graph.Instance, error) {
-		if inst, ok := made[n]; ok {
-			return inst, nil
-		}
-		children := make([]graph.Instance, len(n.Children))
-		for i, c := range n.Children {
-			inst, err := build(c)
-			if err != nil {
-				return nil, err
-			}
-			children[i] = inst
-		}
-		inst, err := n.New(t, children)
-		if err != nil {
-			return nil, fmt.Errorf("weir: task %s: creating node %s: %w", t.name, n.Name, err)
-		}
-		made[n] = inst
-		return inst, nil
+	if err := t.build(sub); err != nil {
+		cancel()
+		return nil, err
 	}
-	for _, n := range sub.Nodes {
-		inst, err := build(n)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		t.insts = append(t.insts, inst)
-		if n.Kind == graph.KindSource {
-			src, ok := inst.(graph.SourceInstance)
-			if !ok {
-				cancel()
-				return nil, fmt.Errorf("weir: internal error: source %s has no source instance", n.Name)
-			}
-			p := &partition{tp: tp{topicName(th.app.cfg.ApplicationID, n), id.Partition}, src: src, consumed: -1, committed: -1}
-			t.parts = append(t.parts, p)
-			t.byTP[p.tp] = p
-		}
-	}
-	th.app.local.acquire(id)
+	th.app.local.acquire(id, th.idx)
 	t.openStores(sub)
 	if len(t.stores) == 0 {
 		if err := t.init(); err != nil {
@@ -165,6 +142,90 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 		th.signal()
 	}()
 	return t, nil
+}
+
+// build creates the task's node instances, children first, and its
+// partitions on the first call; a later call (a rewind) replaces the
+// instances and the partitions' sources.
+func (t *task) build(sub *graph.Subtopology) error {
+	made := map[*graph.Node]graph.Instance{}
+	var create func(n *graph.Node) (graph.Instance, error)
+	create = func(n *graph.Node) (graph.Instance, error) {
+		if inst, ok := made[n]; ok {
+			return inst, nil
+		}
+		children := make([]graph.Instance, len(n.Children))
+		for i, c := range n.Children {
+			inst, err := create(c)
+			if err != nil {
+				return nil, err
+			}
+			children[i] = inst
+		}
+		inst, err := n.New(t, children)
+		if err != nil {
+			return nil, fmt.Errorf("weir: task %s: creating node %s: %w", t.name, n.Name, err)
+		}
+		made[n] = inst
+		return inst, nil
+	}
+	insts := make([]graph.Instance, 0, len(sub.Nodes))
+	for _, n := range sub.Nodes {
+		inst, err := create(n)
+		if err != nil {
+			return err
+		}
+		insts = append(insts, inst)
+		if n.Kind != graph.KindSource {
+			continue
+		}
+		src, ok := inst.(graph.SourceInstance)
+		if !ok {
+			return fmt.Errorf("weir: internal error: source %s has no source instance", n.Name)
+		}
+		key := tp{topicName(t.th.app.cfg.ApplicationID, n), t.id.Partition}
+		if p := t.byTP[key]; p != nil {
+			p.src = src
+			continue
+		}
+		p := &partition{tp: key, src: src, consumed: -1, committed: -1}
+		t.parts = append(t.parts, p)
+		t.byTP[p.tp] = p
+	}
+	t.insts = insts
+	return nil
+}
+
+// rewind takes a running task back to its last commit: its uncommitted
+// state changes are discarded, its node instances closed and created anew
+// (so processors drop whatever they held in memory, and punctuators are
+// scheduled again by Init), and the records processed since the commit are
+// queued to be processed again, in their order, before anything fetched
+// after them. The stores' committed state is in Badger already: nothing is
+// restored.
+func (t *task) rewind() error {
+	t.discardState()
+	var errs []error
+	for _, inst := range t.insts {
+		if err := inst.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.log.Warn("closing processors for a rewind", "error", err)
+	}
+	t.initialized, t.running = false, false
+	t.punct, t.cur, t.inRecord, t.idleSince = nil, nil, false, time.Time{}
+	t.streamTime = t.committedTime
+	for _, p := range t.parts {
+		p.redo = append(p.done, p.redo...)
+		p.done, p.head = nil, nil
+		p.consumed = p.committed
+	}
+	if err := t.build(t.th.app.layout.subs[t.id.Subtopology]); err != nil {
+		return err
+	}
+	return t.init()
 }
 
 // init runs Init on every node, parents first; the task then processes.
@@ -205,7 +266,7 @@ func (t *task) close() error {
 	if t.restoreDone != nil {
 		<-t.restoreDone
 	}
-	defer t.th.app.local.release(t.id, t.storeNames())
+	defer t.th.app.local.release(t.id, t.th.idx, t.storeNames())
 	var errs []error
 	if t.initialized {
 		for _, inst := range t.insts {
@@ -263,7 +324,7 @@ func (t *task) next(now time.Time) (p *partition, wait time.Time, err error) {
 // records that cannot be decoded.
 func (t *task) decodeHead(p *partition) error {
 	for p.q != nil {
-		m, ok := p.q.Peek()
+		m, ok := p.peek()
 		if !ok {
 			return nil
 		}
@@ -296,10 +357,29 @@ func (t *task) decodeHead(p *partition) error {
 		} else {
 			t.skipped.Inc()
 		}
-		p.q.Pop()
+		p.pop()
 		p.consumed = m.Offset + 1
 	}
 	return nil
+}
+
+// peek returns the next record to process: a record to process again
+// first, else the queue's front.
+func (p *partition) peek() (*sarama.ConsumerMessage, bool) {
+	if len(p.redo) > 0 {
+		return p.redo[0], true
+	}
+	return p.q.Peek()
+}
+
+// pop removes the record peek returned.
+func (p *partition) pop() {
+	if len(p.redo) > 0 {
+		p.redo[0] = nil
+		p.redo = p.redo[1:]
+		return
+	}
+	p.q.Pop()
 }
 
 // process runs the head record of p through the topology.
@@ -308,17 +388,19 @@ func (t *task) process(p *partition) error {
 	p.head = nil
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 	t.inRecord, t.cur = true, nil
+	t.nulls.begin(m.Key == nil)
 	if p.headTime.After(t.streamTime) {
 		t.streamTime = p.headTime
 	}
 	err := p.src.Process()
-	t.inRecord = false
+	t.inRecord, t.nulls.active = false, false
 	if err != nil {
 		// The record stays unconsumed: a restart processes it again.
 		return t.recordError(m, err)
 	}
-	p.q.Pop()
+	p.pop()
 	p.consumed = m.Offset + 1
+	t.th.keepForReplay(p, m)
 	t.processed.Inc()
 	t.bytes.Add(float64(len(m.Key) + len(m.Value)))
 	return t.punctuate(graph.StreamTime, t.streamTime)
@@ -381,13 +463,17 @@ func (t *task) offsets(out map[string]map[int32]int64) {
 	}
 }
 
-// committedAll records that the positions given by offsets are committed.
+// committedAll records that the positions given by offsets are committed:
+// the records processed up to them will never be replayed.
 func (t *task) committedAll(out map[string]map[int32]int64) {
 	for _, p := range t.parts {
 		if off, ok := out[p.tp.topic][p.tp.partition]; ok {
 			p.committed = off
 		}
+		clear(p.done)
+		p.done = p.done[:0]
 	}
+	t.committedTime = t.streamTime
 }
 
 // graph.TaskEnv, for the task's node instances.
@@ -419,6 +505,11 @@ func (t *task) Schedule(node string, interval time.Duration, typ graph.Punctuati
 func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time, headers []graph.Header, part int32) error {
 	if internal {
 		topic = graph.InternalTopic(t.th.app.cfg.ApplicationID, topic)
+		// A repartition record under the empty key of a null-key record
+		// is dropped, as its state writes are (see nullkey.go).
+		if t.dropNullKey(key, "repartition_topic", topic) {
+			return nil
+		}
 	}
 	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts, Metadata: t.origin(part >= 0)}
 	if key != nil {

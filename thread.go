@@ -89,6 +89,15 @@ type thread struct {
 	failure error
 	// skips are refused records to drop when the tasks replay them.
 	skips map[skipKey]struct{}
+	// replayBytes counts the key and value bytes of the records the tasks
+	// keep for a rewind (partition.done); past State.MaxBufferBytes they
+	// are let go, replayLost is set, and a rewind before the next commit
+	// falls back to rejoining the group.
+	replayBytes int
+	replayLost  bool
+	// isolate names the topics whose records are sent one at a time until
+	// the next commit, to find a record the broker refuses (see settle).
+	isolate map[string]bool
 }
 
 // release is a claim goroutine waiting for the loop to commit and close
@@ -100,18 +109,19 @@ type release struct {
 
 func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 	th := &thread{
-		app:    app,
-		idx:    idx,
-		log:    app.cfg.Logger.With("thread", idx),
-		ctx:    ctx,
-		wake:   make(chan struct{}, 1),
-		exited: make(chan struct{}),
-		queues: map[tp]*msgQueue{},
-		hwms:   map[tp]func() int64{},
-		starts: map[tp]int64{},
-		tasks:  map[assign.TaskID]*task{},
-		owner:  map[tp]*task{},
-		skips:  map[skipKey]struct{}{},
+		app:     app,
+		idx:     idx,
+		log:     app.cfg.Logger.With("thread", idx),
+		ctx:     ctx,
+		wake:    make(chan struct{}, 1),
+		exited:  make(chan struct{}),
+		queues:  map[tp]*msgQueue{},
+		hwms:    map[tp]func() int64{},
+		starts:  map[tp]int64{},
+		tasks:   map[assign.TaskID]*task{},
+		owner:   map[tp]*task{},
+		skips:   map[skipKey]struct{}{},
+		isolate: map[string]bool{},
 	}
 	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
 	sc := threadSaramaConfig(&app.cfg, app.dir.processID, idx, th.strategy)
@@ -454,6 +464,7 @@ func (th *thread) control() error {
 		}
 		part := t.byTP[p]
 		part.q, part.hwm, part.start, part.head, part.consumed, part.committed = queues[p], hwms[p], starts[p], nil, -1, -1
+		part.done, part.redo = nil, nil
 		th.owner[p] = t
 	}
 
@@ -674,6 +685,8 @@ func (th *thread) committed(offsets map[string]map[int32]int64) {
 	for _, id := range th.order {
 		th.tasks[id].committedAll(offsets)
 	}
+	th.replayBytes, th.replayLost = 0, false
+	clear(th.isolate)
 	th.publish()
 	th.forgetSkips(offsets)
 	th.purge(offsets)

@@ -3,6 +3,7 @@ package changelog
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -135,5 +136,45 @@ func TestBufferMatchesModel(t *testing.T) {
 		if mv, ok := model[string(k)]; ok != (got != nil) || ok && string(got) != mv {
 			t.Fatalf("step %d: Get(%s) = %q, model %q (%v)", step, k, got, mv, ok)
 		}
+	}
+}
+
+// TestBufferClearLetsGoOfALargeBuffer pins a bug where Clear kept the map
+// and key slices of a buffer at their peak size: after one commit interval
+// that buffered very many keys, the task held that memory for good. A
+// small buffer keeps its map (no regrowing every interval); a large one
+// gets a new map and gives up its key slices.
+func TestBufferClearLetsGoOfALargeBuffer(t *testing.T) {
+	t.Parallel()
+	mapID := func(b *Buffer) uintptr { return uintptr(reflect.ValueOf(b.vals).UnsafePointer()) }
+	fill := func(b *Buffer, n int) {
+		for i := range n {
+			b.Put([]byte(fmt.Sprintf("k%07d", i)), []byte("v"))
+		}
+		b.Changes() // sorts the keys, as a commit does
+	}
+	b := NewBuffer(&Memory{})
+
+	fill(b, retainKeys)
+	small := mapID(b)
+	b.Clear()
+	if mapID(b) != small {
+		t.Errorf("Clear of %d keys replaced the map; want it reused", retainKeys)
+	}
+
+	fill(b, 100*retainKeys)
+	large := mapID(b)
+	b.Clear()
+	if mapID(b) == large {
+		t.Errorf("Clear of %d keys kept the map at its peak size", 100*retainKeys)
+	}
+	if cap(b.sorted) > retainKeys || cap(b.pending) > retainKeys {
+		t.Errorf("Clear of %d keys kept key slices of capacity %d and %d; want at most %d",
+			100*retainKeys, cap(b.sorted), cap(b.pending), retainKeys)
+	}
+	// The buffer works on after the swap.
+	b.Put([]byte("a"), []byte("1"))
+	if v, _ := b.Get([]byte("a")); string(v) != "1" || b.Len() != 1 || len(b.Changes()) != 1 {
+		t.Errorf("after Clear: Get = %q, Len = %d, Changes = %+v", v, b.Len(), b.Changes())
 	}
 }

@@ -45,6 +45,38 @@
 // lacks. Window and session stores drop what falls out of their retention
 // as stream time advances.
 //
+// # Records with a null key
+//
+// A record whose Kafka key is null reaches a processor with the key
+// serde's decoding of nil: "" for serde.String, nil for serde.Bytes. State
+// kept under that key would pile every such record onto one key, so weir
+// drops it, as Kafka Streams drops null-key records before its stateful
+// operations and repartitions. While a record with a null Kafka key is
+// processed:
+//
+//   - a store write (Put, Delete, Remove) whose key serializes to nothing
+//     is dropped, and a read of that key (Get, Fetch, FetchRange,
+//     FetchRangeBackward, FindSessions) finds nothing, so the processor
+//     sees the state it would have had, had the write happened: none;
+//   - a record forwarded to a repartition node ([Topology.AddRepartition])
+//     whose key serializes to nothing is not written to the repartition
+//     topic.
+//
+// Only the empty key is affected: a processor that gives the record a key
+// of its own writes and repartitions it as usual. So is a record whose
+// Kafka key is present but empty, which is not null. Scans (Range, All,
+// PrefixScan, FetchAll) and sinks to other topics are unchanged, and so is
+// a punctuator, which runs for no record. Window and session stores apply
+// the rule to the key the processor gives, not to the longer byte keys
+// they store, so their expiry is never dropped.
+//
+// An input record that lost any write this way is counted once in the
+// metric weir_records_dropped_total{reason="null_key"} and logged at warn
+// level with its topic, partition and offset and the store or repartition
+// topic, never its key or value. Kafka Streams' Processor API fails on a
+// null key instead; weir drops, so that one bad record cannot stop an
+// application.
+//
 // # Processing
 //
 // A [Processor] gets a [Context] with every record: it forwards records to

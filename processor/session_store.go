@@ -41,6 +41,11 @@ import (
 // see them at once. The iterators read the store as they go, so collect
 // what a loop finds before writing to the store. A SessionStore belongs to
 // its task and is used from its goroutine only.
+//
+// While an input record with a null Kafka key is processed, Put and Remove
+// of a key that serializes to nothing (serde.String's "") are dropped, and
+// Fetch and FindSessions of it find nothing; All is unchanged, and so is
+// expiry. See "Records with a null key" in the package documentation.
 type SessionStore[K, V any] interface {
 	// Put sets the value of the session session.Key from session.Start to
 	// session.End; Start must not be after End. A session that is already
@@ -131,7 +136,7 @@ func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
-	st := &sessionStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, s: sb}
+	st := &sessionStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, s: sb, nulls: nullKeysOf(b)}
 	st.clock.init(ctx, sb.Expire)
 	return st, nil
 }
@@ -142,6 +147,10 @@ type sessionStore[K, V any] struct {
 	codec[K, V]
 	s     *changelog.SessionBytes
 	clock expiryClock
+	// nulls is asked about the user key: s's byte keys put a prefix before
+	// it and the session's times after it, so the Bytes under s never sees
+	// it alone.
+	nulls nullKeys
 }
 
 func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
@@ -151,6 +160,9 @@ func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
 	kb, err := s.key(session.Key)
 	if err != nil {
 		return err
+	}
+	if s.nulls.drop(kb) {
+		return nil
 	}
 	vb, err := s.value(value)
 	if err != nil {
@@ -173,6 +185,9 @@ func (s *sessionStore[K, V]) Remove(session Windowed[K]) error {
 	if err != nil {
 		return err
 	}
+	if s.nulls.drop(kb) {
+		return nil
+	}
 	if err := s.s.Remove(kb, session.Start, session.End); err != nil {
 		return fmt.Errorf("store %s: %w", s.name, err)
 	}
@@ -187,6 +202,9 @@ func (s *sessionStore[K, V]) Fetch(session Windowed[K]) (V, bool, error) {
 	kb, err := s.key(session.Key)
 	if err != nil {
 		return zero, false, err
+	}
+	if s.nulls.miss(kb) {
+		return zero, false, nil
 	}
 	vb, err := s.s.FetchSession(kb, session.Start, session.End)
 	if err != nil {
@@ -211,6 +229,9 @@ func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart time.T
 		kb, err := s.key(key)
 		if err != nil {
 			s.fail(err)
+			return
+		}
+		if s.nulls.miss(kb) {
 			return
 		}
 		s.decode(s.s.FindSessions(kb, earliestEnd, latestStart), yield)

@@ -43,6 +43,27 @@ func (c *nodeContext[K, V]) storeBytes(name string) (changelog.Bytes, error) {
 	return c.env.Store(c.node, name)
 }
 
+// nullKeys asks the runtime whether a serialized user key is the empty key
+// of an input record with a null Kafka key (see "Records with a null key"
+// in the package documentation, and graph.NullKeyGuard). The bytes of a
+// key-value store see the user's keys and apply the rule themselves; a
+// window or session store composes the user key into longer byte keys, so
+// it asks here first, with the user key. Bytes without a guard (a
+// StoreContext other than weir's runtime) drop nothing.
+type nullKeys struct{ g graph.NullKeyGuard }
+
+func nullKeysOf(b changelog.Bytes) nullKeys {
+	g, _ := b.(graph.NullKeyGuard)
+	return nullKeys{g}
+}
+
+// miss reports whether a read of key is a miss.
+func (n nullKeys) miss(key []byte) bool { return n.g != nil && n.g.NullKey(key) }
+
+// drop reports whether a write of key is dropped; the runtime has then
+// counted and logged it.
+func (n nullKeys) drop(key []byte) bool { return n.g != nil && n.g.DropNullKey(key) }
+
 // AddStore adds a state store used by the given processors. Processors
 // that share a store run in the same sub-topology.
 func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
@@ -93,6 +114,11 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 // Writes are buffered and become durable at the task's next commit; reads
 // see them at once. A KeyValueStore belongs to its task and is used from
 // its goroutine only.
+//
+// While an input record with a null Kafka key is processed, Put and Delete
+// of a key that serializes to nothing (serde.String's "") are dropped and
+// Get of it is a miss; Range, All, PrefixScan and Count are unchanged. See
+// "Records with a null key" in the package documentation.
 type KeyValueStore[K, V any] interface {
 	// Get returns the value of key and whether it exists.
 	Get(key K) (value V, found bool, err error)

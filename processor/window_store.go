@@ -50,6 +50,12 @@ type Windowed[K any] struct {
 // see them at once. The iterators read the store as they go, so collect
 // what a loop finds before writing to the store. A WindowStore belongs to
 // its task and is used from its goroutine only.
+//
+// While an input record with a null Kafka key is processed, Put of a key
+// that serializes to nothing (serde.String's "") is dropped, and Fetch,
+// FetchRange and FetchRangeBackward of it find nothing; FetchAll and All
+// are unchanged, and so is expiry. See "Records with a null key" in the
+// package documentation.
 type WindowStore[K, V any] interface {
 	// Put sets the value of key's window starting at windowStart. A window
 	// that is already expired is not written and the error wraps
@@ -148,7 +154,7 @@ func (s *WindowSpec[K, V]) Open(ctx StoreContext) (WindowStore[K, V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
-	st := &windowStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, w: w, size: s.size}
+	st := &windowStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, w: w, size: s.size, nulls: nullKeysOf(b)}
 	st.clock.init(ctx, w.Expire)
 	return st, nil
 }
@@ -195,6 +201,9 @@ type windowStore[K, V any] struct {
 	w     *changelog.WindowBytes
 	size  time.Duration
 	clock expiryClock
+	// nulls is asked about the user key: w's byte keys put a prefix before
+	// it and the start after it, so the Bytes under w never sees it alone.
+	nulls nullKeys
 }
 
 func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
@@ -204,6 +213,9 @@ func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
 	kb, err := s.key(key)
 	if err != nil {
 		return err
+	}
+	if s.nulls.drop(kb) {
+		return nil
 	}
 	vb, err := s.value(value)
 	if err != nil {
@@ -226,6 +238,9 @@ func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error)
 	kb, err := s.key(key)
 	if err != nil {
 		return zero, false, err
+	}
+	if s.nulls.miss(kb) {
+		return zero, false, nil
 	}
 	vb, err := s.w.Fetch(kb, windowStart)
 	if err != nil || vb == nil {
@@ -255,6 +270,9 @@ func (s *windowStore[K, V]) fetchRange(key K, from, to time.Time, scan func([]by
 		kb, err := s.key(key)
 		if err != nil {
 			s.fail(err)
+			return
+		}
+		if s.nulls.miss(kb) {
 			return
 		}
 		defer s.drain()

@@ -192,9 +192,34 @@ type TaskEnv interface {
 	// PartitionCount returns the number of partitions of a sink's topic.
 	PartitionCount(topic string, internal bool) (int32, error)
 	// Store returns the task's partition of a state store that node may
-	// use.
+	// use. The Bytes it returns implements NullKeyGuard.
 	Store(node, name string) (changelog.Bytes, error)
 	Logger() *slog.Logger
+}
+
+// NullKeyGuard applies the runtime's rule for records with a null Kafka
+// key to the keys of a store. While such a record is processed, a write
+// whose key is empty (the key serde's encoding of what a null key decodes
+// to, such as serde.String's "") is dropped, counted and logged, and a read
+// of the empty key is a miss: Kafka Streams drops null-key records before
+// stateful operations, and storing them would pile every one of them onto
+// one key.
+//
+// The Bytes that TaskEnv.Store returns applies the rule to the keys it is
+// given, which for a key-value store are the user's keys. A window or
+// session store gives it composite keys (a prefix, the user key and
+// times), never empty, and its expiry deletes keys the record never named;
+// so such a store asks the guard about the user key itself, before
+// composing it.
+type NullKeyGuard interface {
+	// NullKey reports whether key, a serialized user key, is the empty key
+	// of an input record whose Kafka key was null: a read of it is a miss.
+	// False outside the processing of an input record (in punctuators).
+	NullKey(key []byte) bool
+	// DropNullKey reports the same for a write, which the caller then
+	// skips; when it reports true, the runtime has counted and logged the
+	// dropped write.
+	DropNullKey(key []byte) bool
 }
 
 // NodeError is an error raised by a node; the runtime adds the task and the

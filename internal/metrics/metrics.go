@@ -23,6 +23,7 @@ type Metrics struct {
 	BytesProcessed   *prometheus.CounterVec // thread, task
 	Punctuations     *prometheus.CounterVec // thread, task
 	RecordsSkipped   *prometheus.CounterVec // thread, task, reason
+	RecordsDropped   *prometheus.CounterVec // thread, task, reason = null_key
 	LateRecords      *prometheus.CounterVec // thread, task
 	DeadLettered     *prometheus.CounterVec // thread, task
 	EndToEndLatency  *prometheus.HistogramVec
@@ -31,6 +32,7 @@ type Metrics struct {
 	Transactions   *prometheus.CounterVec // thread, result = committed|aborted
 	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt
 	Rebalances     *prometheus.CounterVec // thread
+	Rewinds        *prometheus.CounterVec // thread, mode = in_place|rejoin
 	RecordsLost    *prometheus.CounterVec // topic, partition
 
 	RestoredRecords *prometheus.CounterVec // store, partition
@@ -114,6 +116,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		BytesProcessed:   counter("bytes_processed_total", "Key and value bytes of the input records processed, per task.", "thread", "task"),
 		Punctuations:     counter("punctuations_total", "Punctuator calls, per task.", "thread", "task"),
 		RecordsSkipped:   counter("records_skipped_total", "Records skipped by an error policy, per task and reason: input records (deserialization, timestamp) and refused output records (production).", "thread", "task", "reason"),
+		RecordsDropped:   counter("records_dropped_total", "Input records whose state store writes or repartition records were dropped, per task and reason: null_key (the record's Kafka key was null and the writes were under the empty key). One per input record however many of its writes were dropped, each time it is processed.", "thread", "task", "reason"),
 		LateRecords:      counter("late_records_dropped_total", "Records dropped because their window had closed, per task.", "thread", "task"),
 		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task.", "thread", "task"),
 		EndToEndLatency: histogram("end_to_end_latency_seconds", "Time from a record's timestamp to its output being handed to the producer, per task.",
@@ -123,6 +126,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		Transactions:   counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
 		ProducerEvents: counter("producer_events_total", "Producers fenced or rebuilt, per reason.", "thread", "reason"),
 		Rebalances:     counter("rebalances_total", "Assignments received by each thread.", "thread"),
+		Rewinds:        counter("rewinds_total", "Aborted transactions after which a thread took its tasks back to their last commit: in place (replaying the records it kept) or by rejoining the group.", "thread", "mode"),
 		RecordsLost: counter("records_lost_total",
 			"Records an input partition lost before they were processed: its committed offset had fallen below the log start (deleted by retention), so consumption restarted at the oldest record.",
 			"topic", "partition"),
@@ -133,8 +137,8 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 			"store", "partition", "reason"),
 	}
 	cs := []prometheus.Collector{
-		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.LateRecords, m.DeadLettered,
-		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.RecordsLost,
+		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered,
+		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.RecordsLost,
 		m.RestoredRecords, m.RestoreDuration, m.FullRestores, newCollector(app, src),
 	}
 	for _, c := range cs {

@@ -203,6 +203,25 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 	return nil
 }
 
+// Wait blocks until every record sent so far is acknowledged or failed,
+// without ending the transaction or the interval: a failure stays for Err
+// and TakeRefused. Sending one record and waiting for it keeps it alone in
+// its batch, so that a refusal names it and no other.
+func (p *Producer) Wait(ctx context.Context) error {
+	if p.closed {
+		return ErrClosed
+	}
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("txn: waiting for acknowledgements: %w", ctx.Err())
+	}
+}
+
 // Err returns the failure of the current transaction (or, at least once,
 // of the current commit interval) wrapping ErrFailed, or nil while every
 // record so far was delivered or is still in flight. A *RefusedError in
