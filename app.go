@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/statedir"
 )
 
 // Topology is what an App runs: a *processor.Topology, or a DSL builder
@@ -49,7 +50,7 @@ type App struct {
 	retRead   time.Time
 
 	// Set by Run.
-	dir           *stateDir
+	dir           *statedir.Dir
 	db            *changelog.DB
 	admin         sarama.ClusterAdmin
 	restoreClient sarama.Client
@@ -124,14 +125,14 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		a.life.mu.Unlock()
 	}()
 
-	dir, err := openStateDir(a.cfg.StateDir, a.cfg.ApplicationID)
+	dir, err := statedir.Open(a.cfg.StateDir, a.cfg.ApplicationID)
 	if err != nil {
 		return err
 	}
 	a.dir = dir
-	defer dir.close()
+	defer dir.Close()
 
-	db, err := changelog.Open(filepath.Join(dir.path, "state"), a.cfg.State.Badger)
+	db, err := changelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
 	if err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}
 	defer a.restoreClient.Close()
 	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
-		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.processID)
+		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID)
 
 	threads := make([]*thread, 0, a.cfg.Threads)
 	for i := range a.cfg.Threads {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/weirstream/weir/internal/statedir"
 )
 
 // ErrStateDirLocked is returned by Run when another instance holds the
 // application's state directory.
-var ErrStateDirLocked = errors.New("weir: state directory is in use by another instance")
+var ErrStateDirLocked = statedir.ErrLocked
 
 // ErrFenced is returned by Run when another instance took this instance's
 // transactional ids: one with the same process id, which lives in the state

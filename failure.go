@@ -283,7 +283,7 @@ func (th *thread) handleTxnError(err error) error {
 		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
 		if open < th.app.cfg.TransactionTimeout || len(th.fences) >= maxFences {
 			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
-				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.processID, err)
+				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.ProcessID, err)
 		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
 		return th.rebuildProducer()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/statedir"
 	"github.com/weirstream/weir/internal/txn"
 	"github.com/weirstream/weir/internal/txn/txntest"
 )
@@ -25,7 +26,7 @@ import (
 func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *thread {
 	t.Helper()
 	cfg.ApplicationID, cfg.Brokers, cfg.Metrics = "app", []string{"127.0.0.1:1"}, prometheus.NewRegistry()
-	app := &App{cfg: cfg.withDefaults(), dir: &stateDir{processID: "p"}, ready: make(chan struct{}),
+	app := &App{cfg: cfg.withDefaults(), dir: &statedir.Dir{ProcessID: "p"}, ready: make(chan struct{}),
 		layout: &layout{limits: map[string]topicLimit{
 			"out":             {maxBytes: 1000},
 			"compacted":       {maxBytes: 1 << 20, compacted: true},

@@ -18,7 +18,7 @@ import (
 // key: store writes (nullKeyBytes, and the window and session stores of
 // package processor through graph.NullKeyGuard) and repartition records
 // (task.Send). The rule is tied to the input record being processed
-// (task.process sets nullKeys.active), so a processor that re-keys such a
+// (task.process calls nullKeys.begin), so a processor that re-keys such a
 // record, a record whose key is present but empty, and a punctuator are
 // unaffected.
 

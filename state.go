@@ -12,7 +12,6 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
-	"github.com/weirstream/weir/internal/restore"
 )
 
 // StateConfig configures local state.
@@ -229,7 +228,7 @@ const (
 // stores); a log start that overtakes the restore again and again means the
 // changelog keeps records for less time than a restore takes, which more
 // attempts do not fix. The restore then fails with the
-// [restore.OffsetOutOfRangeError], and the task's thread with it, as any
+// [changelog.OffsetOutOfRangeError], and the task's thread with it, as any
 // failed restore does.
 const maxRestoreRestarts = 3
 
@@ -253,7 +252,7 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 	listener := app.cfg.State.RestoreListener
 	partition := strconv.Itoa(int(t.id.Partition))
 	start := time.Now()
-	r := restore.NewReader(app.restoreClient, st.topic, t.id.Partition, restore.ReaderOptions{})
+	r := changelog.NewReader(app.restoreClient, st.topic, t.id.Partition, changelog.ReaderOptions{})
 	end, err := r.End(ctx)
 	if err != nil {
 		return err
@@ -300,7 +299,7 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 		since = start
 	}
 	var records, pass int64 // applied in all, and since the last (re)start
-	apply := func(recs []restore.Record, next int64) error {
+	apply := func(recs []changelog.Record, next int64) error {
 		entries := make([]changelog.Entry, len(recs))
 		for i, rec := range recs {
 			entries[i] = changelog.Entry{Key: rec.Key, Value: rec.Value, Deleted: rec.Value == nil}
@@ -331,7 +330,7 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 		}
 		pass = 0
 		next, err = r.ReadTo(ctx, from, end, apply)
-		var oor *restore.OffsetOutOfRangeError
+		var oor *changelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) {
 			break
 		}

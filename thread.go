@@ -124,7 +124,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		isolate: map[string]bool{},
 	}
 	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
-	sc := threadSaramaConfig(&app.cfg, app.dir.processID, idx, th.strategy)
+	sc := threadSaramaConfig(&app.cfg, app.dir.ProcessID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
 	client, err := sarama.NewClient(app.cfg.Brokers, sc)
 	if err != nil {
@@ -158,7 +158,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 func (th *thread) userData() assign.UserData {
 	th.assignedGen.Store(0)
 	th.rebalancing.Store(time.Now().UnixNano())
-	return assign.UserData{ProcessID: th.app.dir.processID, State: th.app.local.offsets()}
+	return assign.UserData{ProcessID: th.app.dir.ProcessID, State: th.app.local.offsets()}
 }
 
 // inRebalance reports whether this member is between its JoinGroup and its

@@ -55,18 +55,19 @@
 // processed:
 //
 //   - a store write (Put, Delete, Remove) whose key serializes to nothing
-//     is dropped, and a read of that key (Get, Fetch, FetchRange,
-//     FetchRangeBackward, FindSessions) finds nothing, so the processor
-//     sees the state it would have had, had the write happened: none;
+//     is dropped;
+//   - a read of that key (Get, Fetch, FetchRange, FetchRangeBackward,
+//     FindSessions) finds nothing, even if a record with a present key
+//     stored something there: the record has no key, so no state;
 //   - a record forwarded to a repartition node ([Topology.AddRepartition])
 //     whose key serializes to nothing is not written to the repartition
 //     topic.
 //
 // Only the empty key is affected: a processor that gives the record a key
-// of its own writes and repartitions it as usual. So is a record whose
-// Kafka key is present but empty, which is not null. Scans (Range, All,
-// PrefixScan, FetchAll) and sinks to other topics are unchanged, and so is
-// a punctuator, which runs for no record. Window and session stores apply
+// of its own writes and repartitions it as usual, and so does a record
+// whose Kafka key is present but empty, which is not null. Scans (Range,
+// All, PrefixScan, Count, FetchAll), sinks to other topics and punctuators,
+// which run for no record, are unchanged. Window and session stores apply
 // the rule to the key the processor gives, not to the longer byte keys
 // they store, so their expiry is never dropped.
 //
@@ -74,7 +75,7 @@
 // metric weir_records_dropped_total{reason="null_key"} and logged at warn
 // level with its topic, partition and offset and the store or repartition
 // topic, never its key or value. Kafka Streams' Processor API fails on a
-// null key instead; weir drops, so that one bad record cannot stop an
+// null key instead; weir drops, so that one such record cannot stop an
 // application.
 //
 // # Processing

@@ -1,4 +1,4 @@
-package restore
+package changelog
 
 // Restore reading: one changelog partition, from a checkpoint up to the last
 // stable offset, read_committed.

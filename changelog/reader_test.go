@@ -1,4 +1,4 @@
-package restore
+package changelog
 
 // Unit tests of the restore reader without a Kafka broker: collect is tested
 // on fetch response blocks built in memory, ReadTo end to end against

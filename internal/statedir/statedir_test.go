@@ -1,4 +1,4 @@
-package weir
+package statedir
 
 import (
 	"errors"
@@ -10,23 +10,23 @@ import (
 func TestStateDirIsExclusive(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	first, err := openStateDir(root, "app")
+	first, err := Open(root, "app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStateDir(root, "app"); !errors.Is(err, ErrStateDirLocked) {
-		t.Fatalf("second open = %v, want ErrStateDirLocked", err)
+	if _, err := Open(root, "app"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open = %v, want ErrLocked", err)
 	}
-	if err := first.close(); err != nil {
+	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := openStateDir(root, "app")
+	again, err := Open(root, "app")
 	if err != nil {
 		t.Fatalf("open after close: %v", err)
 	}
-	defer again.close()
-	if again.processID != first.processID || len(first.processID) != 32 {
-		t.Errorf("process id changed or malformed: %q then %q", first.processID, again.processID)
+	defer again.Close()
+	if again.ProcessID != first.ProcessID || len(first.ProcessID) != 32 {
+		t.Errorf("process id changed or malformed: %q then %q", first.ProcessID, again.ProcessID)
 	}
 }
 
@@ -35,7 +35,7 @@ func TestCorruptProcessIDIsAnError(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "app"), 0o755)
 	os.WriteFile(filepath.Join(root, "app", processIDFile), []byte("not an id"), 0o644)
-	if _, err := openStateDir(root, "app"); err == nil {
+	if _, err := Open(root, "app"); err == nil {
 		t.Fatal("accepted a corrupt process id")
 	}
 }

@@ -1,4 +1,6 @@
-package weir
+// Package statedir holds an instance's state directory: the exclusive lock
+// that keeps a second instance off it, and the process id kept in it.
+package statedir
 
 import (
 	"crypto/rand"
@@ -10,11 +12,18 @@ import (
 	"strings"
 )
 
-// stateDir is an application's directory under Config.StateDir, held
+// ErrLocked is returned by Open when another instance holds the
+// directory.
+var ErrLocked = errors.New("weir: state directory is in use by another instance")
+
+// Dir is an application's directory under Config.StateDir, held
 // exclusively by one instance for as long as it runs.
-type stateDir struct {
-	path      string
-	processID string
+type Dir struct {
+	// Path is the directory, <root>/<application id>.
+	Path string
+	// ProcessID identifies this instance across its restarts: 32 hex
+	// digits, created on first use and kept in the directory.
+	ProcessID string
 	lock      *os.File
 }
 
@@ -23,11 +32,11 @@ const (
 	processIDFile = "process-id"
 )
 
-// openStateDir creates and locks StateDir/<app>. The process id is created
+// Open creates and locks root/<app>. The process id is created
 // on first use and kept, so a restarted instance is recognisable: its
 // transactional ids fence its previous incarnation and the group finds the
 // tasks whose state it holds.
-func openStateDir(root, app string) (*stateDir, error) {
+func Open(root, app string) (*Dir, error) {
 	path := filepath.Join(root, app)
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("weir: state directory: %w", err)
@@ -39,7 +48,7 @@ func openStateDir(root, app string) (*stateDir, error) {
 	if err := lockExclusive(f); err != nil {
 		f.Close()
 		if errors.Is(err, errLocked) {
-			return nil, fmt.Errorf("%w: %s", ErrStateDirLocked, path)
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("weir: locking state directory %s: %w", path, err)
 	}
@@ -49,14 +58,14 @@ func openStateDir(root, app string) (*stateDir, error) {
 		f.Close()
 		return nil, err
 	}
-	return &stateDir{path: path, processID: id, lock: f}, nil
+	return &Dir{Path: path, ProcessID: id, lock: f}, nil
 }
 
 func readOrCreateProcessID(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if len(id) == 32 && legalName(id) {
+		if validID(id) {
 			return id, nil
 		}
 		return "", fmt.Errorf("weir: %s holds no valid process id; delete it to get a new one", file)
@@ -79,7 +88,8 @@ func readOrCreateProcessID(file string) (string, error) {
 	return id, nil
 }
 
-func (d *stateDir) close() error {
+// Close releases the lock; it is safe to call more than once.
+func (d *Dir) Close() error {
 	if d == nil || d.lock == nil {
 		return nil
 	}
@@ -87,4 +97,13 @@ func (d *stateDir) close() error {
 	err := d.lock.Close()
 	d.lock = nil
 	return err
+}
+
+// validID reports a process id as Open creates them: 32 hex digits.
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
 }

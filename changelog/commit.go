@@ -1,0 +1,97 @@
+package changelog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Commit writes the state of one committed transaction (or, at least once,
+// one flushed commit interval) to the database: the changes of every store
+// partition the thread holds, then their checkpoints, in one Badger write
+// batch flushed once. Badger may split a large batch into several of its
+// own transactions, so a crash can keep a prefix of it; since every
+// checkpoint comes after all the data, a kept prefix holds data newer than
+// its checkpoints, which replaying the changelog from those checkpoints
+// converges (a restore is idempotent), never the reverse.
+//
+// A Commit is used by one goroutine: Stage for each partition, Checkpoint
+// for each, then Flush or Cancel exactly once.
+type Commit struct {
+	db     *DB
+	wb     *badger.WriteBatch
+	ckpts  []pendingCheckpoint
+	closed bool
+}
+
+type pendingCheckpoint struct {
+	s      *Space
+	offset int64
+	at     time.Time
+}
+
+// NewCommit starts a commit. A partition drop waits until it is flushed or
+// cancelled.
+func (d *DB) NewCommit() *Commit {
+	d.drop.RLock()
+	return &Commit{db: d, wb: d.bdb.NewWriteBatch()}
+}
+
+// Stage adds the committed changes of one store partition.
+func (c *Commit) Stage(s *Space, entries []Entry) error {
+	for _, e := range entries {
+		var err error
+		if e.Deleted {
+			err = c.wb.Delete(s.key(e.Key))
+		} else {
+			err = c.wb.Set(s.key(e.Key), nonNil(e.Value))
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: staging %s/%d: %w", s.store, s.partition, err)
+		}
+	}
+	return nil
+}
+
+// Checkpoint records that s reflects its changelog up to (not including)
+// offset as of at; it is written after every staged change.
+func (c *Commit) Checkpoint(s *Space, offset int64, at time.Time) {
+	c.ckpts = append(c.ckpts, pendingCheckpoint{s, offset, at})
+}
+
+// Flush writes the batch: the staged changes, then the checkpoints.
+func (c *Commit) Flush() error {
+	if c.closed {
+		return fmt.Errorf("changelog: commit already flushed or cancelled")
+	}
+	defer c.release()
+	for _, p := range c.ckpts {
+		err := c.wb.Set(p.s.ckpt, binary.BigEndian.AppendUint64(nil, uint64(p.offset)))
+		if err == nil {
+			err = c.wb.Set(p.s.ckptTime, binary.BigEndian.AppendUint64(nil, uint64(p.at.UnixMilli())))
+		}
+		if err != nil {
+			c.wb.Cancel()
+			return fmt.Errorf("changelog: checkpoint of %s/%d: %w", p.s.store, p.s.partition, err)
+		}
+	}
+	if err := c.wb.Flush(); err != nil {
+		return fmt.Errorf("changelog: writing the commit: %w", err)
+	}
+	return nil
+}
+
+// Cancel drops the batch unwritten. It is a no-op after Flush.
+func (c *Commit) Cancel() {
+	if !c.closed {
+		c.wb.Cancel()
+		c.release()
+	}
+}
+
+func (c *Commit) release() {
+	c.closed = true
+	c.db.drop.RUnlock()
+}
