@@ -11,9 +11,12 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // Topology is what an App runs: a *processor.Topology, or a DSL builder
@@ -55,8 +58,8 @@ type App struct {
 	admin         sarama.ClusterAdmin
 	restoreClient sarama.Client
 	restoreSlots  chan struct{}
-	layout        *layout
-	local         *localState
+	layout        *topics.Layout
+	local         *local.State
 }
 
 // New validates the topology and the configuration and returns an App
@@ -144,13 +147,13 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}()
 	a.restoreSlots = make(chan struct{}, a.cfg.State.MaxConcurrentRestores)
 
-	client, err := sarama.NewClient(a.cfg.Brokers, baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-admin"))
+	kc, err := sarama.NewClient(a.cfg.Brokers, client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-admin"))
 	if err != nil {
 		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, err)
 	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
+	admin, err := sarama.NewClusterAdminFromClient(kc)
 	if err != nil {
-		client.Close()
+		kc.Close()
 		return fmt.Errorf("weir: admin client: %w", err)
 	}
 	a.mu.Lock() // Snapshot reads it from scrapes
@@ -158,22 +161,22 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
-	lay, err := prepareTopics(client, admin, &a.cfg, a.graph)
+	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor, Logger: a.cfg.Logger}, a.graph)
 	if err != nil {
-		return err
+		return publicError(err)
 	}
 	a.mu.Lock()
 	a.layout = lay
 	a.mu.Unlock()
 	storeSub := map[string]int{}
-	for i, s := range a.layout.subs {
+	for i, s := range a.layout.Subs {
 		for _, n := range s.Nodes {
 			for _, st := range n.Stores {
 				storeSub[st] = i
 			}
 		}
 	}
-	local, err := newLocalState(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub)
+	local, err := local.New(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub)
 	if err != nil {
 		return err
 	}
@@ -184,13 +187,13 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	// the shutdown are not moving away, and their state must stay.
 	var cleaner sync.WaitGroup
 	cleanCtx, stopCleaner := context.WithCancel(ctx)
-	cleaner.Go(func() { a.local.run(cleanCtx) })
+	cleaner.Go(func() { a.local.Run(cleanCtx) })
 	defer func() {
 		stopCleaner()
 		cleaner.Wait()
-		local.close() // before the database closes (deferred above)
+		local.Close() // before the database closes (deferred above)
 	}()
-	rc := baseSaramaConfig(&a.cfg, a.cfg.ApplicationID+"-restore")
+	rc := client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-restore")
 	rc.Consumer.IsolationLevel = sarama.ReadCommitted
 	if a.restoreClient, err = sarama.NewClient(a.cfg.Brokers, rc); err != nil {
 		return fmt.Errorf("weir: restore client: %w", err)

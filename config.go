@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirstream/weir/internal/client"
 )
 
 // Guarantee is the processing guarantee of an application.
@@ -392,6 +394,25 @@ func (c Config) withDefaults() Config {
 		c.State.Badger.Logger = c.Logger
 	}
 	return c
+}
+
+// clientOptions returns the settings that shape weir's sarama clients.
+func (c *Config) clientOptions() *client.Options {
+	o := &client.Options{
+		ApplicationID: c.ApplicationID,
+		TLS:           c.Net.TLS,
+		SASLMechanism: c.Net.SASL.Mechanism, SASLUser: c.Net.SASL.User, SASLPassword: c.Net.SASL.Password,
+		DialTimeout:       c.Net.DialTimeout,
+		FetchMaxWait:      c.Consumer.FetchMaxWait,
+		SessionTimeout:    c.Consumer.SessionTimeout,
+		HeartbeatInterval: c.Consumer.HeartbeatInterval,
+		RebalanceTimeout:  c.Consumer.RebalanceTimeout,
+		StaticMemberID:    c.StaticMemberID,
+	}
+	if c.Guarantee == ExactlyOnce {
+		o.TransactionTimeout = c.TransactionTimeout
+	}
+	return o
 }
 
 func legalName(s string) bool {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // ErrStateDirLocked is returned by Run when another instance holds the
@@ -131,4 +132,18 @@ func formatCounts(m map[string]int32) string {
 		parts[i] = fmt.Sprintf("%s has %d", t, m[t])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// publicError gives an error from the runtime's internal packages the
+// public type that Run documents, so callers can errors.As it.
+func publicError(err error) error {
+	var me *topics.MissingError
+	if errors.As(err, &me) {
+		return &MissingTopicError{Topics: me.Topics}
+	}
+	var ce *topics.CopartitionError
+	if errors.As(err, &ce) {
+		return &CopartitionError{Subtopology: ce.Subtopology, Partitions: ce.Partitions}
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/txn"
 )
 
@@ -43,24 +44,24 @@ func (th *thread) send(m *sarama.ProducerMessage) error {
 	if th.failure != nil {
 		return th.failure
 	}
-	o, _ := m.Metadata.(*origin)
-	if o != nil && o.offset >= 0 && len(th.skips) > 0 {
-		if _, ok := th.skips[skipKey{o.topic, o.partition, o.offset, m.Topic}]; ok {
-			th.log.Debug("dropping a refused record again in the replay", "task", o.task,
-				"topic", o.topic, "partition", o.partition, "offset", o.offset, "sink", m.Topic)
+	o, _ := m.Metadata.(*client.Origin)
+	if o != nil && o.Offset >= 0 && len(th.skips) > 0 {
+		if _, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic}]; ok {
+			th.log.Debug("dropping a refused record again in the replay", "task", o.Task,
+				"topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "sink", m.Topic)
 			return nil
 		}
 	}
 	size := m.ByteSize(2)
 	limit := th.maxBytes
-	lim := th.app.layout.limits[m.Topic]
-	if lim.maxBytes > 0 && lim.maxBytes < limit {
-		limit = lim.maxBytes
+	lim := th.app.layout.Limits[m.Topic]
+	if lim.MaxBytes > 0 && lim.MaxBytes < limit {
+		limit = lim.MaxBytes
 	}
 	switch {
 	case size > limit:
 		return th.refuse(newProductionError(o, m, size, limit, ErrRecordTooLarge))
-	case lim.compacted && m.Key == nil:
+	case lim.Compacted && m.Key == nil:
 		return th.refuse(newProductionError(o, m, size, 0, ErrNullKeyOnCompactedTopic))
 	}
 	if err := th.producer.Send(m); err != nil {
@@ -92,10 +93,10 @@ func (th *thread) skipped(pe *ProductionError) {
 		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit, "error", pe.Err)
 }
 
-func newProductionError(o *origin, m *sarama.ProducerMessage, size, limit int, cause error) *ProductionError {
+func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *ProductionError {
 	pe := &ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
 	if o != nil {
-		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.task, o.topic, o.partition, o.offset, o.node, o.store
+		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.Task, o.Topic, o.Partition, o.Offset, o.Node, o.Store
 	}
 	return pe
 }
@@ -176,7 +177,7 @@ func (th *thread) settle(err error) error {
 		}
 		errs := make([]*ProductionError, len(refused))
 		for i, r := range refused {
-			o, _ := r.Msg.Metadata.(*origin)
+			o, _ := r.Msg.Metadata.(*client.Origin)
 			errs[i] = newProductionError(o, r.Msg, r.Msg.ByteSize(2), 0, r.Err)
 			if errs[i].Store != "" || th.app.cfg.ProductionErrors == Fail {
 				return errs[i]

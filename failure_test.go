@@ -14,8 +14,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/topics"
 	"github.com/weirstream/weir/internal/txn"
 	"github.com/weirstream/weir/internal/txn/txntest"
 )
@@ -27,10 +29,10 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *thread {
 	t.Helper()
 	cfg.ApplicationID, cfg.Brokers, cfg.Metrics = "app", []string{"127.0.0.1:1"}, prometheus.NewRegistry()
 	app := &App{cfg: cfg.withDefaults(), dir: &statedir.Dir{ProcessID: "p"}, ready: make(chan struct{}),
-		layout: &layout{limits: map[string]topicLimit{
-			"out":             {maxBytes: 1000},
-			"compacted":       {maxBytes: 1 << 20, compacted: true},
-			"app-s-changelog": {maxBytes: 1000, compacted: true},
+		layout: &topics.Layout{Limits: map[string]topics.Limit{
+			"out":             {MaxBytes: 1000},
+			"compacted":       {MaxBytes: 1 << 20, Compacted: true},
+			"app-s-changelog": {MaxBytes: 1000, Compacted: true},
 		}}}
 	m, err := metrics.New(app.cfg.Metrics, "app", app)
 	if err != nil {
@@ -47,7 +49,7 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *thread {
 
 func msgFrom(topic string, offset int64, sink string, key []byte, valueSize int) *sarama.ProducerMessage {
 	m := &sarama.ProducerMessage{Topic: sink, Value: sarama.ByteEncoder(make([]byte, valueSize)),
-		Metadata: &origin{task: "0_0", topic: topic, offset: offset}}
+		Metadata: &client.Origin{Task: "0_0", Topic: topic, Offset: offset}}
 	if key != nil {
 		m.Key = sarama.ByteEncoder(key)
 	}
@@ -92,14 +94,14 @@ func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 		{"no key on a compacted topic fails", Fail, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
 		{"no key on a compacted topic is skipped", Skip, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
 		{"a changelog record always fails", Skip, &sarama.ProducerMessage{Topic: "app-s-changelog", Key: sarama.StringEncoder("k"),
-			Value: sarama.ByteEncoder(make([]byte, 2000)), Metadata: &origin{task: "0_0", offset: -1, store: "s"}}, ErrRecordTooLarge},
+			Value: sarama.ByteEncoder(make([]byte, 2000)), Metadata: &client.Origin{Task: "0_0", Offset: -1, Store: "s"}}, ErrRecordTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			th := failureThread(t, Config{ProductionErrors: c.policy}, txntest.New(true))
 			err := th.send(c.msg)
-			store := c.msg.Metadata.(*origin).store != ""
+			store := c.msg.Metadata.(*client.Origin).Store != ""
 			switch {
 			case c.cause == nil:
 				if err != nil || th.failed() != nil || !th.producer.Pending() {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // State is the lifecycle state of an App.
@@ -169,7 +170,7 @@ func (a *App) Snapshot() metrics.Snapshot {
 		}
 	}
 	if local != nil {
-		for store, size := range local.sizes() {
+		for store, size := range local.Sizes() {
 			snap.Stores = append(snap.Stores, metrics.Store{Store: store, Bytes: size})
 		}
 	}
@@ -181,7 +182,7 @@ const retentionRefresh = 5 * time.Minute
 
 // retentions returns the input topics' retention, read through the admin
 // client at most every retentionRefresh.
-func (a *App) retentions(admin sarama.ClusterAdmin, lay *layout) map[string]time.Duration {
+func (a *App) retentions(admin sarama.ClusterAdmin, lay *topics.Layout) map[string]time.Duration {
 	a.retMu.Lock()
 	defer a.retMu.Unlock()
 	if admin == nil || lay == nil || time.Since(a.retRead) < retentionRefresh && a.ret != nil {
@@ -189,8 +190,8 @@ func (a *App) retentions(admin sarama.ClusterAdmin, lay *layout) map[string]time
 	}
 	a.retRead = time.Now()
 	ret := map[string]time.Duration{}
-	for _, topic := range lay.allTopics() {
-		entries, err := admin.DescribeConfig(configResource(topic))
+	for _, topic := range lay.AllTopics() {
+		entries, err := admin.DescribeConfig(topics.ConfigResource(topic))
 		if err != nil {
 			continue
 		}

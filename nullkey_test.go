@@ -17,8 +17,10 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/topics"
 	"github.com/weirstream/weir/internal/txn"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -72,7 +74,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 		t.Fatal(err)
 	}
 	cfg := Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, Guarantee: AtLeastOnce, Metrics: reg}.withDefaults()
-	app := &App{cfg: cfg, graph: g, layout: &layout{limits: map[string]topicLimit{}}}
+	app := &App{cfg: cfg, graph: g, layout: &topics.Layout{Limits: map[string]topics.Limit{}}}
 	if app.metrics, err = metrics.New(reg, "app", app); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +276,7 @@ func TestNullKeyRecordsDropTheirEmptyKeyWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent = append(sent, m.Metadata.(*origin).topic+"@"+fmt.Sprint(m.Metadata.(*origin).offset)+":"+string(k))
+		sent = append(sent, m.Metadata.(*client.Origin).Topic+"@"+fmt.Sprint(m.Metadata.(*client.Origin).Offset)+":"+string(k))
 	}
 	if want := []string{"in@0:", "in@3:user-7", "in@4:a", "in@5:"}; !slices.Equal(sent, want) {
 		t.Errorf("repartition records (input@offset:key) = %v, want %v", sent, want)

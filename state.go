@@ -11,7 +11,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // StateConfig configures local state.
@@ -138,7 +140,7 @@ func (t *task) sendChangelog() error {
 		if len(changes) == 0 {
 			continue
 		}
-		o := &origin{explicit: true, task: t.name, offset: -1, store: st.spec.Name}
+		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
 		for _, e := range changes {
 			m := &sarama.ProducerMessage{
 				Topic:     st.topic,
@@ -177,7 +179,7 @@ func (t *task) applyState() error {
 			if err := st.space.SetCheckpoint(off); err != nil {
 				return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
 			}
-			t.th.app.local.checkpointed(st.spec.Name, t.id.Partition, off)
+			t.th.app.local.Checkpointed(st.spec.Name, t.id.Partition, off)
 			st.last = nil
 		}
 	}
@@ -277,9 +279,9 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 		reason = ""
 		since = t.checkpointSince(ckpt)
 		if from < end {
-			dr, known := app.layout.deleteRetention[st.topic]
+			dr, known := app.layout.DeleteRetention[st.topic]
 			if !known {
-				dr = defaultDeleteRetention
+				dr = topics.DefaultDeleteRetention
 			}
 			if checkpointTooOld(since, start, dr) {
 				reason = fullTooOld
@@ -373,7 +375,7 @@ func (t *task) restoreStore(ctx context.Context, st *taskStore) error {
 	if err := st.space.SetCheckpointAt(next, start); err != nil {
 		return err
 	}
-	app.local.checkpointed(st.spec.Name, t.id.Partition, next)
+	app.local.Checkpointed(st.spec.Name, t.id.Partition, next)
 	took := time.Since(start)
 	st.remaining.Store(0)
 	app.metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())

@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // tp is a topic partition.
@@ -81,7 +83,7 @@ type task struct {
 	nulls nullKeys
 	// cur is the origin of the records produced now (see origin), reset
 	// for every input record and punctuation.
-	cur, curExplicit *origin
+	cur, curExplicit *client.Origin
 	punct            []*schedule
 	idleSince        time.Time // when the task first waited for an empty partition
 
@@ -104,7 +106,7 @@ type schedule struct {
 // newTask creates a task's node instances, children first, then runs Init
 // parents first.
 func newTask(th *thread, id assign.TaskID) (*task, error) {
-	sub := th.app.layout.subs[id.Subtopology]
+	sub := th.app.layout.Subs[id.Subtopology]
 	ctx, cancel := context.WithCancel(th.ctx)
 	t := &task{
 		id:   id,
@@ -126,7 +128,7 @@ func newTask(th *thread, id assign.TaskID) (*task, error) {
 		cancel()
 		return nil, err
 	}
-	th.app.local.acquire(id, th.idx)
+	th.app.local.Acquire(id, th.idx)
 	t.openStores(sub)
 	if len(t.stores) == 0 {
 		if err := t.init(); err != nil {
@@ -183,7 +185,7 @@ func (t *task) build(sub *graph.Subtopology) error {
 		if !ok {
 			return fmt.Errorf("weir: internal error: source %s has no source instance", n.Name)
 		}
-		key := tp{topicName(t.th.app.cfg.ApplicationID, n), t.id.Partition}
+		key := tp{topics.TopicName(t.th.app.cfg.ApplicationID, n), t.id.Partition}
 		if p := t.byTP[key]; p != nil {
 			p.src = src
 			continue
@@ -222,7 +224,7 @@ func (t *task) rewind() error {
 		p.done, p.head = nil, nil
 		p.consumed = p.committed
 	}
-	if err := t.build(t.th.app.layout.subs[t.id.Subtopology]); err != nil {
+	if err := t.build(t.th.app.layout.Subs[t.id.Subtopology]); err != nil {
 		return err
 	}
 	return t.init()
@@ -266,7 +268,7 @@ func (t *task) close() error {
 	if t.restoreDone != nil {
 		<-t.restoreDone
 	}
-	defer t.th.app.local.release(t.id, t.th.idx, t.storeNames())
+	defer t.th.app.local.Release(t.id, t.th.idx, t.storeNames())
 	var errs []error
 	if t.initialized {
 		for _, inst := range t.insts {
@@ -536,16 +538,16 @@ func (t *task) Send(topic string, internal bool, key, value []byte, ts time.Time
 // origin returns the origin of the records the task produces now: of the
 // record being processed, or of the punctuator running. It is shared by
 // the records of one input record or punctuation.
-func (t *task) origin(explicit bool) *origin {
+func (t *task) origin(explicit bool) *client.Origin {
 	if t.cur == nil {
-		t.cur = &origin{task: t.name, offset: -1}
+		t.cur = &client.Origin{Task: t.name, Offset: -1}
 		if t.inRecord {
-			t.cur.topic, t.cur.partition, t.cur.offset = t.meta.Topic, t.meta.Partition, t.meta.Offset
+			t.cur.Topic, t.cur.Partition, t.cur.Offset = t.meta.Topic, t.meta.Partition, t.meta.Offset
 		} else {
-			t.cur.node = t.punctNode
+			t.cur.Node = t.punctNode
 		}
 		t.curExplicit = new(*t.cur)
-		t.curExplicit.explicit = true
+		t.curExplicit.Explicit = true
 	}
 	if explicit {
 		return t.curExplicit

@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
 	"github.com/weirstream/weir/internal/txn"
@@ -123,8 +124,8 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 		skips:   map[skipKey]struct{}{},
 		isolate: map[string]bool{},
 	}
-	th.strategy = assign.NewStrategy(app.layout.assignSubtopologies(), th.userData, th.onAssignment)
-	sc := threadSaramaConfig(&app.cfg, app.dir.ProcessID, idx, th.strategy)
+	th.strategy = assign.NewStrategy(app.layout.AssignSubtopologies(), th.userData, th.onAssignment)
+	sc := client.Thread(app.cfg.clientOptions(), app.dir.ProcessID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
 	client, err := sarama.NewClient(app.cfg.Brokers, sc)
 	if err != nil {
@@ -158,7 +159,7 @@ func newThread(app *App, idx int, ctx context.Context) (*thread, error) {
 func (th *thread) userData() assign.UserData {
 	th.assignedGen.Store(0)
 	th.rebalancing.Store(time.Now().UnixNano())
-	return assign.UserData{ProcessID: th.app.dir.ProcessID, State: th.app.local.offsets()}
+	return assign.UserData{ProcessID: th.app.dir.ProcessID, State: th.app.local.Offsets()}
 }
 
 // inRebalance reports whether this member is between its JoinGroup and its
@@ -193,7 +194,7 @@ func (th *thread) inRebalance() bool {
 func (th *thread) onAssignment(tasks []assign.TaskID, generation int32) {
 	keep := map[tp]bool{}
 	for _, id := range tasks {
-		for _, topic := range th.app.layout.topics[id.Subtopology] {
+		for _, topic := range th.app.layout.Topics[id.Subtopology] {
 			keep[tp{topic, id.Partition}] = true
 		}
 	}
@@ -259,7 +260,7 @@ func (th *thread) run() error {
 
 // consume keeps the member in the group until ctx ends.
 func (th *thread) consume(ctx context.Context) {
-	topics := th.app.layout.allTopics()
+	topics := th.app.layout.AllTopics()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		th.assigned.Store(false)
@@ -447,7 +448,7 @@ func (th *thread) control() error {
 	th.mu.Unlock()
 
 	for _, p := range opened {
-		sub, ok := th.app.layout.bySource[p.topic]
+		sub, ok := th.app.layout.BySource[p.topic]
 		if !ok {
 			return fmt.Errorf("weir: internal error: assigned %s/%d, which no sub-topology reads", p.topic, p.partition)
 		}
@@ -602,8 +603,8 @@ func (th *thread) commit() error {
 	if sess == nil {
 		return errCommitLater
 	}
-	err := commitOffsets(ctx, th.client, th.app.cfg.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
-	if errors.Is(err, errTasksMigrated) {
+	err := client.CommitOffsets(ctx, th.client, th.app.cfg.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
+	if errors.Is(err, client.ErrTasksMigrated) {
 		// The group moved on to a new generation while the commit was
 		// under way (a cooperative rebalance changes it under a running
 		// session). Tasks that really moved are revoked through
@@ -700,7 +701,7 @@ func (th *thread) purge(committed map[string]map[int32]int64) {
 	}
 	th.lastPurge = time.Now()
 	for topic, parts := range committed {
-		if !th.app.layout.internal[topic] {
+		if !th.app.layout.Internal[topic] {
 			continue
 		}
 		if err := th.app.admin.DeleteRecords(topic, parts); err != nil {

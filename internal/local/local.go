@@ -1,4 +1,7 @@
-package weir
+// Package local keeps track of the state an instance holds on disk: which
+// store partitions, at which checkpoints, held by which threads, and when
+// the state of a task that moved away is dropped.
+package local
 
 import (
 	"context"
@@ -12,7 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/assign"
 )
 
-// localState keeps track of the store partitions this instance holds on
+// State keeps track of the store partitions this instance holds on
 // disk. It tells the group leader which tasks' state the instance has (so
 // tasks stay where their state is), and drops the state of tasks that
 // moved away once Config.State.CleanupDelay has passed without them coming
@@ -22,12 +25,12 @@ import (
 //
 // mu guards the bookkeeping and is only ever held briefly: the Badger
 // work that can take long (dropping a partition, estimating sizes) runs
-// outside it, so a thread creating a task (acquire) and sarama's rebalance
+// outside it, so a thread creating a task (Acquire) and sarama's rebalance
 // goroutine asking for the offsets (JoinGroup) do not wait for Badger;
 // only a task whose own partition is being dropped waits for that drop.
-// use is held shared by that work and exclusively by close, so the
-// database is never touched once close has returned.
-type localState struct {
+// use is held shared by that work and exclusively by Close, so the
+// database is never touched once Close has returned.
+type State struct {
 	spaces   spaceOps // what the cleaner and the scrapes do to the database
 	log      *slog.Logger
 	delay    time.Duration
@@ -56,7 +59,7 @@ type space struct {
 	partition int32
 }
 
-// spaceOps is what localState does to store partitions in the database
+// spaceOps is what State does to store partitions in the database
 // outside its lock. It is an interface so that tests can hold a drop or a
 // size estimate midway.
 type spaceOps interface {
@@ -70,8 +73,8 @@ type dbSpaces struct{ db *changelog.DB }
 func (d dbSpaces) drop(s space) error { return d.db.Space(s.store, s.partition).Drop() }
 func (d dbSpaces) size(s space) int64 { return d.db.Space(s.store, s.partition).ApproximateSize() }
 
-func newLocalState(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int) (*localState, error) {
-	l := &localState{
+func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int) (*State, error) {
+	l := &State{
 		spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
 		ckpts: map[space]int64{}, holders: map[assign.TaskID]map[int]struct{}{},
 		due: map[space]time.Time{}, dropping: map[space]struct{}{},
@@ -91,14 +94,14 @@ func newLocalState(db *changelog.DB, log *slog.Logger, delay time.Duration, stor
 	return l, nil
 }
 
-func (l *localState) task(s space) (assign.TaskID, bool) {
+func (l *State) task(s space) (assign.TaskID, bool) {
 	sub, ok := l.storeSub[s.store]
 	return assign.TaskID{Subtopology: sub, Partition: s.partition}, ok
 }
 
 // offsets returns, per task, the sum of its stores' checkpoints: what the
 // assignor compares to find the instance most caught up.
-func (l *localState) offsets() map[assign.TaskID]int64 {
+func (l *State) Offsets() map[assign.TaskID]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[assign.TaskID]int64{}
@@ -115,7 +118,7 @@ func (l *localState) offsets() map[assign.TaskID]int64 {
 // dropping one of the task's partitions right now, acquire waits until
 // that drop is done: the task then starts from empty state, never from
 // state that disappears under it.
-func (l *localState) acquire(id assign.TaskID, thread int) {
+func (l *State) Acquire(id assign.TaskID, thread int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.isDropping(id) {
@@ -136,7 +139,7 @@ func (l *localState) acquire(id assign.TaskID, thread int) {
 
 // isDropping reports whether the cleaner is dropping a partition of id.
 // l.mu is held.
-func (l *localState) isDropping(id assign.TaskID) bool {
+func (l *State) isDropping(id assign.TaskID) bool {
 	for s := range l.dropping {
 		if t, ok := l.task(s); ok && t == id {
 			return true
@@ -150,7 +153,7 @@ func (l *localState) isDropping(id assign.TaskID) bool {
 // unless it comes back; while another thread holds it (it moved to a
 // sibling thread that acquired it first), its state is that thread's and
 // stays.
-func (l *localState) release(id assign.TaskID, thread int, stores []string) {
+func (l *State) Release(id assign.TaskID, thread int, stores []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if hs := l.holders[id]; hs != nil {
@@ -169,7 +172,7 @@ func (l *localState) release(id assign.TaskID, thread int, stores []string) {
 // sizes returns the estimated on-disk bytes of each store's partitions.
 // The estimate runs outside l.mu (it walks Badger's tables), and close
 // waits for it.
-func (l *localState) sizes() map[string]int64 {
+func (l *State) Sizes() map[string]int64 {
 	l.use.RLock()
 	defer l.use.RUnlock()
 	if l.closed {
@@ -187,21 +190,21 @@ func (l *localState) sizes() map[string]int64 {
 
 // close stops reads of the database by metrics scrapes and the cleaner,
 // waiting for those under way; call it before closing the database.
-func (l *localState) close() {
+func (l *State) Close() {
 	l.use.Lock()
 	l.closed = true
 	l.use.Unlock()
 }
 
 // checkpointed records a new checkpoint.
-func (l *localState) checkpointed(store string, partition int32, offset int64) {
+func (l *State) Checkpointed(store string, partition int32, offset int64) {
 	l.mu.Lock()
 	l.ckpts[space{store, partition}] = offset
 	l.mu.Unlock()
 }
 
 // run drops due partitions until ctx ends or the database closes.
-func (l *localState) run(ctx context.Context) {
+func (l *State) Run(ctx context.Context) {
 	tick := time.NewTicker(min(max(l.delay/4, 10*time.Millisecond), time.Minute))
 	defer tick.Stop()
 	for {
@@ -227,7 +230,7 @@ func (l *localState) run(ctx context.Context) {
 // cleaner unmarks p and signals; acquire takes the task, which restores p
 // into the empty prefix). Without the wait, the task could restore into p
 // and see its data vanish when the drop lands.
-func (l *localState) dropDue(ctx context.Context) bool {
+func (l *State) dropDue(ctx context.Context) bool {
 	l.use.RLock()
 	defer l.use.RUnlock()
 	if l.closed {

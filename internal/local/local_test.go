@@ -1,4 +1,4 @@
-package weir
+package local
 
 import (
 	"context"
@@ -59,16 +59,16 @@ func storedCheckpoint(t *testing.T, db *changelog.DB, partition int32) int64 {
 	return -1
 }
 
-// startCleaner runs l.run until the test ends.
-func startCleaner(t *testing.T, l *localState) {
+// startCleaner runs l.Run until the test ends.
+func startCleaner(t *testing.T, l *State) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { l.run(ctx) })
+	wg.Go(func() { l.Run(ctx) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		l.close()
+		l.Close()
 	})
 }
 
@@ -97,7 +97,7 @@ func TestLateReleaseKeepsSiblingThreadsState(t *testing.T) {
 	const live, moved = 0, 1
 	fillSpace(t, db, live, 100, 42)
 	fillSpace(t, db, moved, 100, 7)
-	l, err := newLocalState(db, slog.New(slog.DiscardHandler), delay, map[string]int{testStore: 0})
+	l, err := New(db, slog.New(slog.DiscardHandler), delay, map[string]int{testStore: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +105,13 @@ func TestLateReleaseKeepsSiblingThreadsState(t *testing.T) {
 	stores := []string{testStore}
 
 	// Task "moved" leaves the instance: thread 0 closes it, nobody takes it.
-	l.acquire(movedID, 0)
+	l.Acquire(movedID, 0)
 	// Task "live" runs on thread 0; the group moves it to thread 1, which
 	// acquires it before thread 0, stalled, gets round to closing it.
-	l.acquire(liveID, 0)
-	l.acquire(liveID, 1)
-	l.release(movedID, 0, stores)
-	l.release(liveID, 0, stores)
+	l.Acquire(liveID, 0)
+	l.Acquire(liveID, 1)
+	l.Release(movedID, 0, stores)
+	l.Release(liveID, 0, stores)
 	startCleaner(t, l)
 
 	// The partition nobody holds is dropped after the delay...
@@ -122,19 +122,19 @@ func TestLateReleaseKeepsSiblingThreadsState(t *testing.T) {
 	// the one thread 1 holds: watch it for many cleanup ticks.
 	held := func() bool {
 		n, err := db.Space(testStore, live).Count()
-		return err == nil && n == 100 && storedCheckpoint(t, db, live) == 42 && l.offsets()[liveID] == 42
+		return err == nil && n == 100 && storedCheckpoint(t, db, live) == 42 && l.Offsets()[liveID] == 42
 	}
 	if waitFor(50*delay, func() bool { return !held() }) {
 		n, _ := db.Space(testStore, live).Count()
 		t.Fatalf("state of the task thread 1 holds was dropped: checkpoint %d, %d keys, offsets %v",
-			storedCheckpoint(t, db, live), n, l.offsets())
+			storedCheckpoint(t, db, live), n, l.Offsets())
 	}
-	if _, ok := l.offsets()[movedID]; ok {
-		t.Errorf("offsets still report the dropped task: %v", l.offsets())
+	if _, ok := l.Offsets()[movedID]; ok {
+		t.Errorf("offsets still report the dropped task: %v", l.Offsets())
 	}
 
 	// Once thread 1 closes it too, nobody holds it: it is dropped.
-	l.release(liveID, 1, stores)
+	l.Release(liveID, 1, stores)
 	if !waitFor(10*time.Second, func() bool { return storedCheckpoint(t, db, live) < 0 }) {
 		t.Fatal("the state of a task released by every thread was not dropped")
 	}
@@ -150,7 +150,7 @@ type gatedSpaces struct {
 	sizesRun           atomic.Int64 // size estimates that reached the database
 }
 
-func newGatedSpaces(l *localState) *gatedSpaces {
+func newGatedSpaces(l *State) *gatedSpaces {
 	return &gatedSpaces{spaceOps: l.spaces, entered: make(chan space, 16)}
 }
 
@@ -187,7 +187,7 @@ func within(d time.Duration, f func()) (returned <-chan struct{}, ok bool) {
 }
 
 // TestDropDoesNotBlockOtherTasks pins a bug where the cleaner held the
-// lock of localState while Badger dropped a partition: a thread creating
+// lock of State while Badger dropped a partition: a thread creating
 // any task (acquire) and sarama's JoinGroup (offsets) waited for the drop.
 // Now only a task whose own partition is being dropped waits, and it
 // starts once the drop is done, never under it.
@@ -197,12 +197,12 @@ func TestDropDoesNotBlockOtherTasks(t *testing.T) {
 	db := openTestDB(t)
 	fillSpace(t, db, 0, 100, 5)
 	fillSpace(t, db, 1, 100, 6)
-	l, err := newLocalState(db, slog.New(slog.DiscardHandler), delay, map[string]int{testStore: 0})
+	l, err := New(db, slog.New(slog.DiscardHandler), delay, map[string]int{testStore: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	moved, other, fresh := assign.TaskID{Partition: 0}, assign.TaskID{Partition: 1}, assign.TaskID{Partition: 2}
-	l.acquire(other, 0) // runs here: only partition 0 is due
+	l.Acquire(other, 0) // runs here: only partition 0 is due
 	g := newGatedSpaces(l)
 	g.dropGate = make(chan struct{})
 	l.spaces = g
@@ -221,14 +221,14 @@ func TestDropDoesNotBlockOtherTasks(t *testing.T) {
 	}
 	// The drop is under way.
 	if _, ok := within(10*time.Second, func() {
-		l.acquire(fresh, 1)
-		l.release(other, 0, []string{testStore})
-		_ = l.offsets()
-		l.checkpointed(testStore, 2, 1)
+		l.Acquire(fresh, 1)
+		l.Release(other, 0, []string{testStore})
+		_ = l.Offsets()
+		l.Checkpointed(testStore, 2, 1)
 	}); !ok {
 		t.Fatal("acquire, release, offsets or checkpointed of other tasks waited for a drop in progress")
 	}
-	acquired, ok := within(20*delay, func() { l.acquire(moved, 1) })
+	acquired, ok := within(20*delay, func() { l.Acquire(moved, 1) })
 	if ok {
 		t.Fatal("a task acquired its partition while the partition was being dropped")
 	}
@@ -243,25 +243,25 @@ func TestDropDoesNotBlockOtherTasks(t *testing.T) {
 	if off := storedCheckpoint(t, db, 0); off >= 0 {
 		t.Fatalf("partition 0 still has checkpoint %d after its drop", off)
 	}
-	if off, ok := l.offsets()[moved]; ok {
+	if off, ok := l.Offsets()[moved]; ok {
 		t.Fatalf("offsets report the dropped partition at %d", off)
 	}
 	fillSpace(t, db, 0, 10, 9)
-	l.checkpointed(testStore, 0, 9)
+	l.Checkpointed(testStore, 0, 9)
 	if waitFor(30*delay, func() bool { return storedCheckpoint(t, db, 0) != 9 }) {
 		t.Fatal("the state a task wrote after acquiring its partition was dropped")
 	}
 }
 
 // TestSizesDoNotBlockTasks pins a bug where a metrics scrape held the lock
-// of localState while Badger estimated partition sizes, stalling task
+// of State while Badger estimated partition sizes, stalling task
 // creation and JoinGroup behind the scrape. close must still wait for a
 // scrape in flight: the database is never read after close returns.
 func TestSizesDoNotBlockTasks(t *testing.T) {
 	t.Parallel()
 	db := openTestDB(t)
 	fillSpace(t, db, 0, 100, 5)
-	l, err := newLocalState(db, slog.New(slog.DiscardHandler), time.Hour, map[string]int{testStore: 0})
+	l, err := New(db, slog.New(slog.DiscardHandler), time.Hour, map[string]int{testStore: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestSizesDoNotBlockTasks(t *testing.T) {
 	t.Cleanup(open)
 
 	scraped := make(chan map[string]int64, 1)
-	go func() { scraped <- l.sizes() }()
+	go func() { scraped <- l.Sizes() }()
 	select {
 	case <-g.entered:
 	case <-time.After(10 * time.Second):
@@ -281,13 +281,13 @@ func TestSizesDoNotBlockTasks(t *testing.T) {
 	}
 	// The estimate is under way.
 	if _, ok := within(10*time.Second, func() {
-		l.acquire(assign.TaskID{Partition: 1}, 0)
-		_ = l.offsets()
-		l.checkpointed(testStore, 1, 3)
+		l.Acquire(assign.TaskID{Partition: 1}, 0)
+		_ = l.Offsets()
+		l.Checkpointed(testStore, 1, 3)
 	}); !ok {
 		t.Fatal("acquire, offsets or checkpointed waited for a metrics scrape")
 	}
-	closed, ok := within(100*time.Millisecond, l.close)
+	closed, ok := within(100*time.Millisecond, l.Close)
 	if ok {
 		t.Fatal("close returned while a scrape was reading the database")
 	}
@@ -306,7 +306,7 @@ func TestSizesDoNotBlockTasks(t *testing.T) {
 		t.Fatal("close did not return after the scrape ended")
 	}
 	ran := g.sizesRun.Load()
-	if sizes := l.sizes(); sizes != nil || g.sizesRun.Load() != ran {
+	if sizes := l.Sizes(); sizes != nil || g.sizesRun.Load() != ran {
 		t.Errorf("a scrape after close returned %v and read the database %d times", sizes, g.sizesRun.Load()-ran)
 	}
 }

@@ -1,59 +1,77 @@
-package weir
+// Package client configures the sarama clients weir creates, partitions
+// what it produces like Kafka's Java producer, and commits offsets at least
+// once.
+package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/weirstream/weir/internal/assign"
 )
 
-// kafkaVersion is the protocol version weir speaks. Kafka 4 dropped the old
+// Version is the protocol version weir speaks. Kafka 4 dropped the old
 // protocol versions, and below 2.5 sarama commits transactional offsets
 // without the group generation, which disables zombie fencing (KIP-447).
-var kafkaVersion = sarama.V4_0_0_0
+var Version = sarama.V4_0_0_0
 
-// baseSaramaConfig is the client configuration every weir client shares.
-func baseSaramaConfig(c *Config, clientID string) *sarama.Config {
+// Options are the parts of weir.Config that shape its clients.
+type Options struct {
+	ApplicationID string
+	TLS           *tls.Config
+	// SASLUser and SASLPassword authenticate with SASL/PLAIN when
+	// SASLMechanism is "PLAIN".
+	SASLMechanism, SASLUser, SASLPassword string
+	DialTimeout                           time.Duration
+
+	FetchMaxWait, SessionTimeout, HeartbeatInterval, RebalanceTimeout time.Duration
+	// StaticMemberID, when set, turns on static membership: thread i
+	// joins as "<StaticMemberID>-<i>".
+	StaticMemberID string
+	// TransactionTimeout > 0 makes thread producers transactional.
+	TransactionTimeout time.Duration
+}
+
+// Base is the client configuration every weir client shares.
+func Base(o *Options, clientID string) *sarama.Config {
 	sc := sarama.NewConfig()
-	sc.Version = kafkaVersion
+	sc.Version = Version
 	sc.ClientID = clientID
-	sc.Net.DialTimeout = c.Net.DialTimeout
-	if c.Net.TLS != nil {
+	sc.Net.DialTimeout = o.DialTimeout
+	if o.TLS != nil {
 		sc.Net.TLS.Enable = true
-		sc.Net.TLS.Config = c.Net.TLS
+		sc.Net.TLS.Config = o.TLS
 	}
-	if c.Net.SASL.Mechanism != "" {
+	if o.SASLMechanism != "" {
 		sc.Net.SASL.Enable = true
 		sc.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-		sc.Net.SASL.User = c.Net.SASL.User
-		sc.Net.SASL.Password = c.Net.SASL.Password
+		sc.Net.SASL.User = o.SASLUser
+		sc.Net.SASL.Password = o.SASLPassword
 	}
 	sc.Metadata.AllowAutoTopicCreation = false
 	return sc
 }
 
-// threadSaramaConfig configures one stream thread's group member and
-// producer. Under exactly once the producer is transactional with id
+// Thread configures one stream thread's group member and producer. Under exactly once the producer is transactional with id
 // "<application id>-<process id>-<thread>": stable across restarts, so a
 // restarted instance fences its earlier incarnation at once.
-func threadSaramaConfig(c *Config, processID string, thread int, strategy *assign.Strategy) *sarama.Config {
-	sc := baseSaramaConfig(c, c.ApplicationID+"-"+strconv.Itoa(thread))
+func Thread(o *Options, processID string, thread int, strategy sarama.BalanceStrategy) *sarama.Config {
+	sc := Base(o, o.ApplicationID+"-"+strconv.Itoa(thread))
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.AutoCommit.Enable = false
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
-	sc.Consumer.MaxWaitTime = c.Consumer.FetchMaxWait
-	sc.Consumer.Group.Session.Timeout = c.Consumer.SessionTimeout
-	sc.Consumer.Group.Heartbeat.Interval = c.Consumer.HeartbeatInterval
-	sc.Consumer.Group.Rebalance.Timeout = c.Consumer.RebalanceTimeout
+	sc.Consumer.MaxWaitTime = o.FetchMaxWait
+	sc.Consumer.Group.Session.Timeout = o.SessionTimeout
+	sc.Consumer.Group.Heartbeat.Interval = o.HeartbeatInterval
+	sc.Consumer.Group.Rebalance.Timeout = o.RebalanceTimeout
 	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
-	if c.StaticMemberID != "" {
-		sc.Consumer.Group.InstanceId = c.StaticMemberID + "-" + strconv.Itoa(thread)
+	if o.StaticMemberID != "" {
+		sc.Consumer.Group.InstanceId = o.StaticMemberID + "-" + strconv.Itoa(thread)
 	}
 	// Per-key order and no duplicates from retries: the idempotent
 	// producer with one request in flight per broker.
@@ -63,56 +81,59 @@ func threadSaramaConfig(c *Config, processID string, thread int, strategy *assig
 	sc.Producer.Retry.Max = 10
 	sc.Producer.Return.Successes = true
 	sc.Producer.Return.Errors = true
-	sc.Producer.Partitioner = newPartitioner
+	sc.Producer.Partitioner = NewPartitioner
 	sc.Producer.Flush.Frequency = 5 * time.Millisecond
-	if c.Guarantee == ExactlyOnce {
-		sc.Producer.Transaction.ID = transactionalID(c.ApplicationID, processID, thread)
-		sc.Producer.Transaction.Timeout = c.TransactionTimeout
+	if o.TransactionTimeout > 0 {
+		sc.Producer.Transaction.ID = TransactionalID(o.ApplicationID, processID, thread)
+		sc.Producer.Transaction.Timeout = o.TransactionTimeout
 	}
 	return sc
 }
 
-// transactionalID is the transactional id of a thread's producer.
-func transactionalID(app, processID string, thread int) string {
+// TransactionalID is the transactional id of a thread's producer.
+func TransactionalID(app, processID string, thread int) string {
 	return app + "-" + processID + "-" + strconv.Itoa(thread)
 }
 
-// origin travels with every record weir produces (as its Metadata): where
+// Origin travels with every record weir produces (as its Metadata): where
 // it came from, so that a record Kafka refuses is reported with the input
 // record that caused it, and whether a sink chose its partition.
-type origin struct {
-	explicit bool   // the partition was chosen by a sink or is the task's
-	task     string // task id
-	// The input record being processed; offset -1 in a punctuator.
-	topic     string
-	partition int32
-	offset    int64
-	node      string // the punctuator's node, when offset is -1
-	store     string // the store, for a changelog record
+type Origin struct {
+	Explicit bool   // the partition was chosen by a sink or is the task's
+	Task     string // task id
+	// The input record being processed; Offset -1 in a punctuator.
+	Topic     string
+	Partition int32
+	Offset    int64
+	Node      string // the punctuator's node, when Offset is -1
+	Store     string // the store, for a changelog record
 }
 
 // partitioner routes by murmur2 of the key, as Java producers and Kafka
 // Streams do, unless a sink chose the partition.
 type partitioner struct{ hash sarama.Partitioner }
 
-func newPartitioner(topic string) sarama.Partitioner {
+// NewPartitioner is weir's sarama.PartitionerConstructor.
+func NewPartitioner(topic string) sarama.Partitioner {
 	return partitioner{hash: sarama.NewMurmur2Partitioner(topic)}
 }
 
+// Partition returns the sink's partition or murmur2 of the key.
 func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
-	if o, ok := m.Metadata.(*origin); ok && o.explicit {
+	if o, ok := m.Metadata.(*Origin); ok && o.Explicit {
 		return m.Partition, nil
 	}
 	return p.hash.Partition(m, n)
 }
 
+// RequiresConsistency is true: a key always goes to the same partition.
 func (partitioner) RequiresConsistency() bool { return true }
 
-// commitOffsets commits offsets (topic -> partition -> next offset) for the
+// CommitOffsets commits offsets (topic -> partition -> next offset) for the
 // group member of the given generation, retrying a moving coordinator until
 // ctx ends. A stale generation or unknown member means the partitions may
-// have moved: the error wraps errTasksMigrated.
-func commitOffsets(ctx context.Context, client sarama.Client, group string, generation int32, member, instance string, offsets map[string]map[int32]int64) error {
+// have moved: the error wraps ErrTasksMigrated.
+func CommitOffsets(ctx context.Context, client sarama.Client, group string, generation int32, member, instance string, offsets map[string]map[int32]int64) error {
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -155,7 +176,7 @@ func commitOffsets(ctx context.Context, client sarama.Client, group string, gene
 				case kerr == sarama.ErrNoError:
 				case errors.Is(kerr, sarama.ErrIllegalGeneration), errors.Is(kerr, sarama.ErrUnknownMemberId),
 					errors.Is(kerr, sarama.ErrRebalanceInProgress):
-					return fmt.Errorf("%w: committing %s/%d: %w", errTasksMigrated, topic, p, kerr)
+					return fmt.Errorf("%w: committing %s/%d: %w", ErrTasksMigrated, topic, p, kerr)
 				case errors.Is(kerr, sarama.ErrNotCoordinatorForConsumer), errors.Is(kerr, sarama.ErrConsumerCoordinatorNotAvailable),
 					errors.Is(kerr, sarama.ErrOffsetsLoadInProgress), errors.Is(kerr, sarama.ErrRequestTimedOut):
 					retry = true
@@ -172,6 +193,6 @@ func commitOffsets(ctx context.Context, client sarama.Client, group string, gene
 	return fmt.Errorf("weir: committing offsets: %w", lastErr)
 }
 
-// errTasksMigrated means the commit was refused because the member is not
+// ErrTasksMigrated means the commit was refused because the member is not
 // (or no longer) in the group's current generation.
-var errTasksMigrated = errors.New("weir: tasks migrated to another member")
+var ErrTasksMigrated = errors.New("weir: tasks migrated to another member")
