@@ -16,6 +16,8 @@ import (
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/stream"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -42,7 +44,7 @@ type App struct {
 	closed  bool
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	threads []*thread
+	threads []*stream.Thread
 
 	life      lifecycle
 	ready     chan struct{} // closed when the App first runs
@@ -54,10 +56,8 @@ type App struct {
 
 	// Set by Run.
 	dir           *statedir.Dir
-	db            *changelog.DB
 	admin         sarama.ClusterAdmin
 	restoreClient sarama.Client
-	restoreSlots  chan struct{}
 	layout        *topics.Layout
 	local         *local.State
 }
@@ -139,13 +139,11 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	if err != nil {
 		return err
 	}
-	a.db = db
 	defer func() {
 		if err := db.Close(); err != nil {
 			a.cfg.Logger.Error("closing state", "error", err)
 		}
 	}()
-	a.restoreSlots = make(chan struct{}, a.cfg.State.MaxConcurrentRestores)
 
 	kc, err := sarama.NewClient(a.cfg.Brokers, client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-admin"))
 	if err != nil {
@@ -202,14 +200,28 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
 		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID)
 
-	threads := make([]*thread, 0, a.cfg.Threads)
+	in := &stream.Instance{
+		Config: a.cfg.streamConfig(),
+		Shared: &task.Shared{
+			Config:        a.cfg.taskConfig(),
+			Graph:         a.graph,
+			Layout:        lay,
+			Metrics:       a.metrics,
+			DB:            db,
+			Local:         local,
+			RestoreClient: a.restoreClient,
+			RestoreSlots:  make(chan struct{}, a.cfg.State.MaxConcurrentRestores),
+		},
+		ProcessID: dir.ProcessID,
+		Admin:     admin,
+		OnPublish: a.noteReady,
+	}
+	threads := make([]*stream.Thread, 0, a.cfg.Threads)
 	for i := range a.cfg.Threads {
-		th, err := newThread(a, i, ctx)
+		th, err := stream.New(in, i, ctx)
 		if err != nil {
 			for _, t := range threads {
-				t.group.Close()
-				t.producer.Close()
-				t.client.Close()
+				t.Abandon()
 			}
 			return err
 		}
@@ -220,7 +232,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	errc := make(chan error, len(threads))
 	for _, th := range threads {
-		go func() { errc <- th.run() }()
+		go func() { errc <- publicError(th.Run()) }()
 	}
 	var first error
 	for range threads {

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/stream"
+	"github.com/weirstream/weir/internal/task"
 )
 
 // Guarantee is the processing guarantee of an application.
@@ -413,6 +415,39 @@ func (c *Config) clientOptions() *client.Options {
 		o.TransactionTimeout = c.TransactionTimeout
 	}
 	return o
+}
+
+// taskConfig returns what tasks need of c.
+func (c *Config) taskConfig() task.Config {
+	tc := task.Config{
+		ApplicationID:         c.ApplicationID,
+		MaxTaskIdle:           c.MaxTaskIdle,
+		DeserializationErrors: task.Policy(c.DeserializationErrors),
+		TimestampErrors:       task.Policy(c.TimestampErrors),
+		CleanupDelay:          c.State.CleanupDelay,
+	}
+	if c.State.RestoreListener != nil {
+		tc.RestoreListener = c.State.RestoreListener
+	}
+	return tc
+}
+
+// streamConfig returns what stream threads need of c.
+func (c *Config) streamConfig() stream.Config {
+	return stream.Config{
+		Brokers:            c.Brokers,
+		Client:             c.clientOptions(),
+		ExactlyOnce:        c.Guarantee == ExactlyOnce,
+		CommitInterval:     c.CommitInterval,
+		TransactionTimeout: c.TransactionTimeout,
+		RebalanceTimeout:   c.Consumer.RebalanceTimeout,
+		PurgeInterval:      c.Topics.PurgeInterval,
+		MaxBufferBytes:     c.State.MaxBufferBytes,
+		QueueRecords:       c.Queue.MaxRecords,
+		QueueBytes:         c.Queue.MaxBytes,
+		ProductionErrors:   task.Policy(c.ProductionErrors),
+		Logger:             c.Logger,
+	}
 }
 
 func legalName(s string) bool {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/stream"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -17,7 +19,7 @@ var ErrStateDirLocked = statedir.ErrLocked
 // ErrFenced is returned by Run when another instance took this instance's
 // transactional ids: one with the same process id, which lives in the state
 // directory. It runs on; this one stops.
-var ErrFenced = errors.New("weir: producer fenced")
+var ErrFenced = stream.ErrFenced
 
 // ErrClosed is returned by Run on an App that was closed or already ran.
 var ErrClosed = errors.New("weir: app closed")
@@ -93,11 +95,11 @@ func (e *ProductionError) Unwrap() error { return e.Err }
 // ErrRecordTooLarge is the cause of a ProductionError for a record larger
 // than its topic's max.message.bytes or the producer's limit, found before
 // it was sent.
-var ErrRecordTooLarge = errors.New("record too large")
+var ErrRecordTooLarge = task.ErrRecordTooLarge
 
 // ErrNullKeyOnCompactedTopic is the cause of a ProductionError for a
 // record without key written to a compacted topic, which Kafka refuses.
-var ErrNullKeyOnCompactedTopic = errors.New("record without key for a compacted topic")
+var ErrNullKeyOnCompactedTopic = task.ErrNullKeyOnCompactedTopic
 
 // CopartitionError reports the source topics of a sub-topology with
 // different partition counts: their records could not meet in one task.
@@ -144,6 +146,15 @@ func publicError(err error) error {
 	var ce *topics.CopartitionError
 	if errors.As(err, &ce) {
 		return &CopartitionError{Subtopology: ce.Subtopology, Partitions: ce.Partitions}
+	}
+	var re *task.RecordError
+	if errors.As(err, &re) {
+		return &RecordError{Task: re.Task, Node: re.Node, Topic: re.Topic, Partition: re.Partition, Offset: re.Offset, Err: re.Err}
+	}
+	var pe *task.ProductionError
+	if errors.As(err, &pe) {
+		return &ProductionError{Task: pe.Task, Topic: pe.Topic, Partition: pe.Partition, Offset: pe.Offset, Punctuator: pe.Punctuator,
+			Sink: pe.Sink, Store: pe.Store, Size: pe.Size, Limit: pe.Limit, Err: pe.Err}
 	}
 	return err
 }

@@ -92,11 +92,10 @@ func (a *App) State() (State, error) {
 	}
 	state := StateRunning
 	for _, th := range threads {
-		tasks := th.snapshot()
-		if !th.assigned.Load() || len(tasks) < int(th.assignedTasks.Load()) {
+		if !th.Assigned() {
 			state = max(state, StateRebalancing)
 		}
-		for _, t := range tasks {
+		for _, t := range th.Tasks() {
 			if t.Restoring {
 				state = StateRestoring
 			}
@@ -150,9 +149,9 @@ func (a *App) Snapshot() metrics.Snapshot {
 	a.mu.Unlock()
 	retention := a.retentions(admin, lay)
 	for _, th := range threads {
-		busy, idle := th.clock.read()
-		snap.Threads = append(snap.Threads, metrics.Thread{Thread: th.idx, Busy: busy, Idle: idle, Backpressured: th.backpressured()})
-		for _, t := range th.snapshot() {
+		busy, idle, blocked := th.Time()
+		snap.Threads = append(snap.Threads, metrics.Thread{Thread: th.Index(), Busy: busy, Idle: idle, Backpressured: blocked})
+		for _, t := range th.Tasks() {
 			state := "running"
 			if t.Restoring {
 				state = "restoring"

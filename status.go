@@ -3,8 +3,9 @@ package weir
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/weirstream/weir/internal/stream"
 )
 
 // TaskInfo describes a task an instance runs, for operators and tests.
@@ -23,7 +24,6 @@ type RestoreInfo struct {
 	Partition int32
 	Remaining int64 // changelog records left to apply
 
-	remaining *atomic.Int64
 }
 
 // PartitionInfo is an input partition of a task.
@@ -45,10 +45,6 @@ type PartitionInfo struct {
 	// OldestUnread is the timestamp of the next fetched record not yet
 	// processed; zero when none is queued.
 	OldestUnread time.Time
-
-	q     *msgQueue
-	hwm   func() int64
-	start int64
 }
 
 // Tasks returns the tasks this instance runs now, sorted by id. It is safe
@@ -59,69 +55,22 @@ func (a *App) Tasks() []TaskInfo {
 	a.mu.Unlock()
 	var out []TaskInfo
 	for _, th := range threads {
-		out = append(out, th.snapshot()...)
+		out = append(out, taskInfos(th.Tasks())...)
 	}
 	slices.SortFunc(out, func(x, y TaskInfo) int { return strings.Compare(x.ID, y.ID) })
 	return out
 }
 
-// publish records the thread's tasks for Tasks; called by the loop when
-// they change or commit.
-func (th *thread) publish() {
-	infos := make([]TaskInfo, 0, len(th.order))
-	for _, id := range th.order {
-		t := th.tasks[id]
-		info := TaskInfo{ID: t.name, Thread: th.idx, Restoring: !t.running, StreamTime: t.streamTime}
-		for _, p := range t.parts {
-			info.Partitions = append(info.Partitions, PartitionInfo{
-				Topic: p.tp.topic, Partition: p.tp.partition, Committed: p.committed, Position: p.consumed,
-				q: p.q, hwm: p.hwm, start: p.start,
-			})
+// taskInfos converts the runtime's task status to TaskInfo.
+func taskInfos(ts []stream.TaskStatus) []TaskInfo {
+	out := make([]TaskInfo, len(ts))
+	for i, t := range ts {
+		info := TaskInfo{ID: t.ID, Thread: t.Thread, Restoring: t.Restoring, StreamTime: t.StreamTime}
+		for _, p := range t.Partitions {
+			info.Partitions = append(info.Partitions, PartitionInfo(p))
 		}
-		if !t.running {
-			for _, st := range t.stores {
-				info.Restores = append(info.Restores, RestoreInfo{Store: st.spec.Name, Partition: t.id.Partition, remaining: &st.remaining})
-			}
-		}
-		infos = append(infos, info)
-	}
-	th.statusMu.Lock()
-	th.status = infos
-	th.statusMu.Unlock()
-	th.app.noteReady()
-}
-
-// snapshot returns the published tasks with live queue sizes.
-func (th *thread) snapshot() []TaskInfo {
-	th.statusMu.Lock()
-	defer th.statusMu.Unlock()
-	out := make([]TaskInfo, len(th.status))
-	for i, info := range th.status {
-		info.Partitions = slices.Clone(info.Partitions)
-		info.Restores = slices.Clone(info.Restores)
-		for j := range info.Restores {
-			r := &info.Restores[j]
-			r.Remaining, r.remaining = r.remaining.Load(), nil
-		}
-		for j := range info.Partitions {
-			p := &info.Partitions[j]
-			p.LogEnd = -1
-			if p.q != nil {
-				p.QueuedRecords, p.QueuedBytes = p.q.Len()
-				if m, ok := p.q.Peek(); ok {
-					p.OldestUnread = m.Timestamp
-					if p.Position < 0 {
-						p.Position = m.Offset // nothing processed yet
-					}
-				}
-			}
-			if p.hwm != nil {
-				p.LogEnd = p.hwm()
-			}
-			if p.Position < 0 && p.start >= 0 {
-				p.Position = p.start // nothing fetched or processed yet
-			}
-			p.q, p.hwm = nil, nil
+		for _, r := range t.Restores {
+			info.Restores = append(info.Restores, RestoreInfo(r))
 		}
 		out[i] = info
 	}

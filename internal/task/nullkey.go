@@ -1,4 +1,4 @@
-package weir
+package task
 
 import (
 	"slices"
@@ -45,7 +45,7 @@ func (n *nullKeys) begin(active bool) {
 // it is: the input record once in weir_records_dropped_total, and one warn
 // line per record and destination. The log names the record's coordinates
 // and the destination, never its key or value.
-func (t *task) dropNullKey(key []byte, attr, name string) bool {
+func (t *Task) dropNullKey(key []byte, attr, name string) bool {
 	if !t.nulls.active || len(key) > 0 {
 		return false
 	}
@@ -76,7 +76,7 @@ func (t *task) dropNullKey(key []byte, attr, name string) bool {
 // it computes from it goes nowhere under that key.
 type nullKeyBytes struct {
 	changelog.Bytes
-	t     *task
+	t     *Task
 	store string
 }
 

@@ -1,4 +1,4 @@
-package weir
+package stream
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/internal/txn"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/txn"
 )
 
 // This file is the thread's failure authority: every failure of a record,
@@ -35,12 +36,12 @@ type skipKey struct {
 	sink      string
 }
 
-// send is the one way a record leaves the thread: it is checked against
+// Send is the one way a record leaves the thread: it is checked against
 // the limits of its topic (read at start) and the replay's skip list, then
-// handed to the producer. A refused record is a *ProductionError: under
+// handed to the producer. A refused record is a *task.ProductionError: under
 // ProductionErrors=Skip it is counted and dropped here (send returns nil);
 // otherwise the thread is failed, whatever the caller does with the error.
-func (th *thread) send(m *sarama.ProducerMessage) error {
+func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	if th.failure != nil {
 		return th.failure
 	}
@@ -54,22 +55,22 @@ func (th *thread) send(m *sarama.ProducerMessage) error {
 	}
 	size := m.ByteSize(2)
 	limit := th.maxBytes
-	lim := th.app.layout.Limits[m.Topic]
+	lim := th.in.Layout.Limits[m.Topic]
 	if lim.MaxBytes > 0 && lim.MaxBytes < limit {
 		limit = lim.MaxBytes
 	}
 	switch {
 	case size > limit:
-		return th.refuse(newProductionError(o, m, size, limit, ErrRecordTooLarge))
+		return th.refuse(newProductionError(o, m, size, limit, task.ErrRecordTooLarge))
 	case lim.Compacted && m.Key == nil:
-		return th.refuse(newProductionError(o, m, size, 0, ErrNullKeyOnCompactedTopic))
+		return th.refuse(newProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
 	}
 	if err := th.producer.Send(m); err != nil {
 		return err
 	}
 	if th.isolate[m.Topic] {
 		// Finding the record the broker refuses: one record a batch.
-		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.TransactionTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), th.in.TransactionTimeout)
 		defer cancel()
 		return th.producer.Wait(ctx)
 	}
@@ -77,8 +78,8 @@ func (th *thread) send(m *sarama.ProducerMessage) error {
 }
 
 // refuse applies ProductionErrors to a record refused before it was sent.
-func (th *thread) refuse(pe *ProductionError) error {
-	if pe.Store != "" || th.app.cfg.ProductionErrors == Fail {
+func (th *Thread) refuse(pe *task.ProductionError) error {
+	if pe.Store != "" || th.in.ProductionErrors == task.Fail {
 		th.failure = pe
 		return pe
 	}
@@ -87,14 +88,14 @@ func (th *thread) refuse(pe *ProductionError) error {
 }
 
 // skipped counts and logs a refused record that ProductionErrors=Skip drops.
-func (th *thread) skipped(pe *ProductionError) {
-	th.app.metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
+func (th *Thread) skipped(pe *task.ProductionError) {
+	th.in.Metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
 	th.log.Warn("skipping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
 		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit, "error", pe.Err)
 }
 
-func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *ProductionError {
-	pe := &ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
+func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *task.ProductionError {
+	pe := &task.ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
 	if o != nil {
 		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.Task, o.Topic, o.Partition, o.Offset, o.Node, o.Store
 	}
@@ -103,7 +104,7 @@ func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit
 
 // failed returns the thread's failure, if any: a record refused under
 // ProductionErrors=Fail, or a record the producer could not deliver.
-func (th *thread) failed() error {
+func (th *Thread) failed() error {
 	if th.failure != nil {
 		return th.failure
 	}
@@ -114,7 +115,7 @@ func (th *thread) failed() error {
 // thread's failure state comes first, then the error user code returned.
 // It returns nil when the thread goes on; rewound reports that the tasks
 // were rewound, so the caller must not touch them again this round.
-func (th *thread) afterWork(err error) (rewound bool, _ error) {
+func (th *Thread) afterWork(err error) (rewound bool, _ error) {
 	if f := th.failed(); f != nil {
 		return true, th.settle(f)
 	}
@@ -127,7 +128,7 @@ func (th *thread) afterWork(err error) (rewound bool, _ error) {
 // settle decides what a failure means; it returns nil when the thread goes
 // on, its tasks rewound to their last commit, or the error that stops it.
 //
-//   - a refused record (*ProductionError, or *txn.RefusedError found by the
+//   - a refused record (*task.ProductionError, or *txn.RefusedError found by the
 //     broker): under Fail, and always for a changelog record, the thread
 //     stops (shutdown aborts the open transaction); under Skip it is
 //     counted, and under exactly once the transaction is aborted and the
@@ -135,8 +136,8 @@ func (th *thread) afterWork(err error) (rewound bool, _ error) {
 //   - any other failed delivery: exactly once aborts and rewinds; at least
 //     once stops, since the records already sent cannot be taken back;
 //   - an aborted, fenced or ambiguous transaction: handleTxnError.
-func (th *thread) settle(err error) error {
-	var pe *ProductionError
+func (th *Thread) settle(err error) error {
+	var pe *task.ProductionError
 	if errors.As(err, &pe) {
 		return pe
 	}
@@ -158,7 +159,7 @@ func (th *thread) settle(err error) error {
 			for _, r := range refused {
 				topics[r.Msg.Topic] = true
 			}
-			if th.app.cfg.Guarantee == ExactlyOnce {
+			if th.in.ExactlyOnce {
 				th.log.Warn("Kafka refused a batch of records; replaying them one at a time to find the record it refuses",
 					"records", n, "topics", len(topics))
 				for topic := range topics {
@@ -170,16 +171,16 @@ func (th *thread) settle(err error) error {
 				// Not wrapping re: no record of the batch is known to be bad.
 				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
 			}
-			if th.app.cfg.ProductionErrors == Skip {
+			if th.in.ProductionErrors == task.Skip {
 				return fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
 					th.idx, n, re)
 			}
 		}
-		errs := make([]*ProductionError, len(refused))
+		errs := make([]*task.ProductionError, len(refused))
 		for i, r := range refused {
 			o, _ := r.Msg.Metadata.(*client.Origin)
 			errs[i] = newProductionError(o, r.Msg, r.Msg.ByteSize(2), 0, r.Err)
-			if errs[i].Store != "" || th.app.cfg.ProductionErrors == Fail {
+			if errs[i].Store != "" || th.in.ProductionErrors == task.Fail {
 				return errs[i]
 			}
 		}
@@ -195,7 +196,7 @@ func (th *thread) settle(err error) error {
 		if n > len(refused) {
 			th.log.Warn("more records refused than reported", "reported", len(refused), "refused", n)
 		}
-		if th.app.cfg.Guarantee != ExactlyOnce {
+		if !th.in.ExactlyOnce {
 			return nil
 		}
 		if txnEnded(err) {
@@ -206,10 +207,10 @@ func (th *thread) settle(err error) error {
 		}
 	}
 	if errors.Is(err, txn.ErrFailed) && !txnEnded(err) {
-		if th.app.cfg.Guarantee != ExactlyOnce {
+		if !th.in.ExactlyOnce {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), th.app.cfg.Consumer.RebalanceTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
 		aerr := th.producer.Abort(ctx)
 		cancel()
 		if aerr == nil {
@@ -227,7 +228,7 @@ func txnEnded(err error) bool {
 }
 
 // forgetSkips drops the skip entries that committed offsets have passed.
-func (th *thread) forgetSkips(committed map[string]map[int32]int64) {
+func (th *Thread) forgetSkips(committed map[string]map[int32]int64) {
 	for k := range th.skips {
 		if off, ok := committed[k.topic][k.partition]; ok && off > k.offset {
 			delete(th.skips, k)
@@ -250,17 +251,17 @@ func isTxnError(err error) bool {
 
 // handleTxnError acts on a failed transaction (see package txn): it
 // returns nil when the thread goes on.
-func (th *thread) handleTxnError(err error) error {
+func (th *Thread) handleTxnError(err error) error {
 	thread := strconv.Itoa(th.idx)
 	switch {
 	case errors.Is(err, txn.ErrFenced):
-		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
-		th.app.metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
+		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
 	case errors.Is(err, txn.ErrAmbiguous):
-		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
-		th.app.metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
+		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
 	case errors.Is(err, txn.ErrAborted):
-		th.app.metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
 	}
 	switch {
 	case errors.Is(err, txn.ErrAborted):
@@ -282,9 +283,9 @@ func (th *thread) handleTxnError(err error) error {
 		th.resetTasks()
 		now := time.Now()
 		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
-		if open < th.app.cfg.TransactionTimeout || len(th.fences) >= maxFences {
+		if open < th.in.TransactionTimeout || len(th.fences) >= maxFences {
 			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
-				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.app.dir.ProcessID, err)
+				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.in.ProcessID, err)
 		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
 		return th.rebuildProducer()
@@ -304,12 +305,12 @@ func (th *thread) handleTxnError(err error) error {
 // kept records were let go because they passed State.MaxBufferBytes, or
 // when the group no longer knows this member: a stale member is out of the
 // group, and replaying its tasks would only abort again.
-func (th *thread) rewind(cause error) error {
+func (th *Thread) rewind(cause error) error {
 	mode := "in_place"
 	if th.replayLost || errors.Is(cause, sarama.ErrUnknownMemberId) || errors.Is(cause, sarama.ErrFencedInstancedId) {
 		mode = "rejoin"
 	}
-	th.app.metrics.Rewinds.WithLabelValues(strconv.Itoa(th.idx), mode).Inc()
+	th.in.Metrics.Rewinds.WithLabelValues(strconv.Itoa(th.idx), mode).Inc()
 	if mode == "rejoin" {
 		th.resetTasks()
 		th.replayBytes, th.replayLost = 0, false
@@ -317,10 +318,10 @@ func (th *thread) rewind(cause error) error {
 	}
 	for _, id := range th.order {
 		t := th.tasks[id]
-		if !t.initialized {
+		if !t.Initialized() {
 			continue // restoring: it has processed nothing
 		}
-		if err := t.rewind(); err != nil {
+		if err := t.Rewind(); err != nil {
 			return err
 		}
 	}
@@ -329,26 +330,33 @@ func (th *thread) rewind(cause error) error {
 	return nil
 }
 
-// keepForReplay keeps a processed record until the commit that covers it,
-// for a rewind in place, within State.MaxBufferBytes.
-func (th *thread) keepForReplay(p *partition, m *sarama.ConsumerMessage) {
-	if th.replayLost || th.app.cfg.Guarantee != ExactlyOnce {
-		return
+// Keep implements task.Host: a task keeps a processed record until the
+// commit that covers it, for a rewind in place, while the thread's kept
+// records stay within MaxBufferBytes.
+func (th *Thread) Keep(size int) bool {
+	if th.replayLost || !th.in.ExactlyOnce {
+		return false
 	}
-	th.replayBytes += len(m.Key) + len(m.Value)
-	if th.replayBytes > th.app.cfg.State.MaxBufferBytes {
+	th.replayBytes += size
+	if th.replayBytes > th.in.MaxBufferBytes {
 		// Too much to keep: let it all go; a rewind before the next
 		// commit rejoins the group.
 		th.replayLost = true
 		for _, id := range th.order {
-			for _, q := range th.tasks[id].parts {
-				clear(q.done)
-				q.done = nil
-			}
+			th.tasks[id].ForgetKept()
 		}
-		return
+		return false
 	}
-	p.done = append(p.done, m)
+	return true
+}
+
+// PartitionCount implements task.Host.
+func (th *Thread) PartitionCount(topic string) (int32, error) {
+	ps, err := th.client.Partitions(topic)
+	if err != nil {
+		return 0, fmt.Errorf("weir: partitions of %s: %w", topic, err)
+	}
+	return int32(len(ps)), nil
 }
 
 // rebuildProducer replaces the producer: a fenced producer is dead, and
@@ -356,7 +364,7 @@ func (th *thread) keepForReplay(p *partition, m *sarama.ConsumerMessage) {
 // producer is created before the old one is closed, so that a failed
 // creation leaves the thread a producer to shut down with (whose calls then
 // fail with txn.ErrClosed or its own error, never a panic).
-func (th *thread) rebuildProducer() error {
+func (th *Thread) rebuildProducer() error {
 	p, err := th.newProducer()
 	if err != nil {
 		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)

@@ -1,5 +1,15 @@
-// Package txntest is a fake sarama.AsyncProducer for tests of the
-// transactional producer and of the runtime around it, with no broker.
+// Package txntest is a fake sarama.AsyncProducer for tests of package txn
+// and of the runtime around it, with no broker.
+//
+// It is internal on purpose. It models sarama's transaction state machine
+// only as far as weir's tests need (BeginTxn and AddOffsets never fail,
+// every record is acknowledged at once, the exported fields are set
+// between calls and not synchronised), so as a public test helper it would
+// promise a fidelity it does not have, and tests of users' loops built on
+// it could pass where sarama fails. Users test their loops against a real
+// protocol implementation instead: an embedded broker (franz-go's kfake)
+// in unit tests, as weir's examples do, and a real Kafka broker in
+// integration tests.
 package txntest
 
 import "github.com/IBM/sarama"

@@ -1,4 +1,4 @@
-package weir
+package task
 
 import (
 	"bytes"
@@ -18,76 +18,33 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/queue"
-	"github.com/weirstream/weir/internal/topics"
-	"github.com/weirstream/weir/internal/txn"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
-
-// recordingProducer is a sarama.AsyncProducer, not transactional, that
-// acknowledges every record at once and keeps it. The methods the test
-// does not reach are left to the nil embedded interface.
-type recordingProducer struct {
-	sarama.AsyncProducer
-	in   chan *sarama.ProducerMessage
-	succ chan *sarama.ProducerMessage
-	errs chan *sarama.ProducerError
-	done chan struct{}
-	sent []*sarama.ProducerMessage // read it after Close
-}
-
-func newRecordingProducer() *recordingProducer {
-	r := &recordingProducer{in: make(chan *sarama.ProducerMessage), succ: make(chan *sarama.ProducerMessage),
-		errs: make(chan *sarama.ProducerError), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for m := range r.in {
-			r.sent = append(r.sent, m)
-			r.succ <- m
-		}
-		close(r.succ)
-		close(r.errs)
-	}()
-	return r
-}
-
-func (r *recordingProducer) Input() chan<- *sarama.ProducerMessage     { return r.in }
-func (r *recordingProducer) Successes() <-chan *sarama.ProducerMessage { return r.succ }
-func (r *recordingProducer) Errors() <-chan *sarama.ProducerError      { return r.errs }
-func (r *recordingProducer) IsTransactional() bool                     { return false }
-func (r *recordingProducer) Close() error {
-	close(r.in)
-	<-r.done
-	return nil
-}
 
 // brokerlessTask runs sub-topology 0 of top as task 0_0 with no broker:
 // stores in memory, records to a recording producer, metrics on reg, logs
 // as JSON into logs. It reads one partition of topic "in", fed through
 // the returned queue.
-func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Registry, logs *bytes.Buffer) (*task, *msgQueue, *recordingProducer) {
+func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Registry, logs *bytes.Buffer) (*Task, *Queue, *recordingHost) {
 	t.Helper()
 	g, err := top.Graph()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, Guarantee: AtLeastOnce, Metrics: reg}.withDefaults()
-	app := &App{cfg: cfg, graph: g, layout: &topics.Layout{Limits: map[string]topics.Limit{}}}
-	if app.metrics, err = metrics.New(reg, "app", app); err != nil {
+	m, err := testMetrics(reg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	sh := &Shared{Config: Config{ApplicationID: "app"}, Graph: g, Metrics: m}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	rec := newRecordingProducer()
-	th := &thread{app: app, log: log, ctx: context.Background(), maxBytes: 1 << 20, producer: txn.Wrap(rec)}
-	t.Cleanup(func() { th.producer.Close() })
-
-	tk := &task{th: th, id: assign.TaskID{}, name: "0_0", log: log, ctx: context.Background(), byTP: map[tp]*partition{},
+	host := &recordingHost{}
+	tk := &Task{sh: sh, host: host, thread: "0", id: assign.TaskID{}, name: "0_0", log: log, ctx: context.Background(), byTP: map[TP]*Input{},
 		stores:    map[string]*taskStore{},
-		processed: app.metrics.RecordsProcessed.WithLabelValues("0", "0_0"), bytes: app.metrics.BytesProcessed.WithLabelValues("0", "0_0"),
-		punctuations: app.metrics.Punctuations.WithLabelValues("0", "0_0"), skipped: app.metrics.RecordsSkipped.WithLabelValues("0", "0_0", "deserialization"),
-		dropped: app.metrics.RecordsDropped.WithLabelValues("0", "0_0", "null_key"), latency: app.metrics.EndToEndLatency.WithLabelValues("0_0")}
+		processed: m.RecordsProcessed.WithLabelValues("0", "0_0"), bytes: m.BytesProcessed.WithLabelValues("0", "0_0"),
+		punctuations: m.Punctuations.WithLabelValues("0", "0_0"), skipped: m.RecordsSkipped.WithLabelValues("0", "0_0", "deserialization"),
+		dropped: m.RecordsDropped.WithLabelValues("0", "0_0", "null_key"), latency: m.EndToEndLatency.WithLabelValues("0_0")}
 	for _, s := range g.Stores {
 		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}}
 		for _, u := range s.Users {
@@ -95,7 +52,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 		}
 		tk.stores[s.Name] = st
 	}
-	q := queue.New(queue.Limits{Items: 100, Bytes: 1 << 20}, msgSize, nil)
+	q := queue.New(queue.Limits{Items: 100, Bytes: 1 << 20}, RecordSize, nil)
 	if err := tk.build(g.Subtopologies()[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +60,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 	if err := tk.init(); err != nil {
 		t.Fatal(err)
 	}
-	return tk, q, rec
+	return tk, q, host
 }
 
 // read is what a keyCounter's Get found.
@@ -264,9 +221,6 @@ func TestNullKeyRecordsDropTheirEmptyKeyWrites(t *testing.T) {
 	}
 
 	// The repartition topic: everything but the null-key record's "".
-	if err := tk.th.producer.Close(); err != nil {
-		t.Fatal(err)
-	}
 	var sent []string
 	for _, m := range rec.sent {
 		if m.Topic != "app-by-key-repartition" {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/internal/txn/txntest"
+	"github.com/weirstream/weir/internal/txntest"
 )
 
 var offsets = map[string]map[int32]int64{"in": {0: 10}}
@@ -221,4 +221,97 @@ func (p *Producer) flushForTest() {
 	idle := p.idle
 	p.mu.Unlock()
 	<-idle
+}
+
+// A commit made with a context that is already done, as in a consumer
+// group handler's Cleanup, used to fail at random: the wait for the
+// committed records' acknowledgements raced the done context, turning a
+// committed transaction into ErrAmbiguous.
+func TestCommitWithADoneContextSucceeds(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Commit(ctx, offsets, &Group{GroupID: "g"}); err != nil {
+			t.Fatalf("commit %d with a done context = %v", i, err)
+		}
+	}
+	if f.Committed != 100 {
+		t.Fatalf("CommitTxn called %d times, want 100", f.Committed)
+	}
+}
+
+func TestCommitRefusesOffsetsWithoutGroup(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Commit(context.Background(), offsets, nil)
+	if err == nil || isOutcome(err) {
+		t.Fatalf("Commit without group = %v, want a plain error", err)
+	}
+	if f.Committed != 0 || f.Aborted != 0 || p.OpenFor() == 0 {
+		t.Fatalf("the transaction was touched: %d commits, %d aborts, open %v", f.Committed, f.Aborted, p.OpenFor())
+	}
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatalf("Commit with the group = %v", err)
+	}
+}
+
+func isOutcome(err error) bool {
+	return errors.Is(err, ErrAborted) || errors.Is(err, ErrFenced) || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFailed)
+}
+
+func TestAbortEndsTheTransaction(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	if err := p.Abort(context.Background()); err != nil || f.Aborted != 0 {
+		t.Fatalf("Abort with no transaction = %v, %d AbortTxn calls; want nil and none", err, f.Aborted)
+	}
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.Aborted != 1 || p.OpenFor() != 0 || p.Pending() {
+		t.Fatalf("after Abort: %d AbortTxn calls, open %v, pending %v", f.Aborted, p.OpenFor(), p.Pending())
+	}
+	f.AbortErr = sarama.ErrProducerFenced
+	f.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagFatalError
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(context.Background()); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Abort of a fenced producer = %v, want ErrFenced", err)
+	}
+}
+
+func TestRebuildNeedsAProducerMadeByNew(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	np, err := p.Rebuild()
+	if err == nil || np != nil {
+		t.Fatalf("Rebuild of a wrapped producer = %v, %v; want an error", np, err)
+	}
+	// The failed rebuild left p as it was.
+	if f.Closed != 0 {
+		t.Fatal("the failed Rebuild closed the old producer")
+	}
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+		t.Fatalf("Send after a failed Rebuild = %v", err)
+	}
 }

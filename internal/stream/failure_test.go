@@ -1,4 +1,4 @@
-package weir
+package stream
 
 import (
 	"context"
@@ -16,36 +16,44 @@ import (
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/metrics"
-	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
-	"github.com/weirstream/weir/internal/txn"
-	"github.com/weirstream/weir/internal/txn/txntest"
+	"github.com/weirstream/weir/internal/txntest"
+	"github.com/weirstream/weir/txn"
 )
 
 // failureThread is a thread with no broker: a fake producer, no tasks, the
 // limits of three topics ("out" allows 1000 bytes, "compacted" needs keys,
 // "app-s-changelog" is a store's changelog).
-func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *thread {
+func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 	t.Helper()
-	cfg.ApplicationID, cfg.Brokers, cfg.Metrics = "app", []string{"127.0.0.1:1"}, prometheus.NewRegistry()
-	app := &App{cfg: cfg.withDefaults(), dir: &statedir.Dir{ProcessID: "p"}, ready: make(chan struct{}),
-		layout: &topics.Layout{Limits: map[string]topics.Limit{
-			"out":             {MaxBytes: 1000},
-			"compacted":       {MaxBytes: 1 << 20, Compacted: true},
-			"app-s-changelog": {MaxBytes: 1000, Compacted: true},
-		}}}
-	m, err := metrics.New(app.cfg.Metrics, "app", app)
+	cfg.ExactlyOnce = true
+	cfg.RebalanceTimeout, cfg.TransactionTimeout, cfg.MaxBufferBytes = time.Minute, 10*time.Second, 16<<20
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m, err := metrics.New(prometheus.NewRegistry(), "app", noSource{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app.metrics = m
-	th := &thread{app: app, log: slog.New(slog.DiscardHandler), ctx: context.Background(), maxBytes: 1 << 20,
-		tasks: map[assign.TaskID]*task{}, owner: map[tp]*task{}, skips: map[skipKey]struct{}{}}
+	in := &Instance{Config: cfg, ProcessID: "p", OnPublish: func() {}, Shared: &task.Shared{
+		Config:  task.Config{ApplicationID: "app"},
+		Metrics: m,
+		Layout: &topics.Layout{Limits: map[string]topics.Limit{
+			"out":             {MaxBytes: 1000},
+			"compacted":       {MaxBytes: 1 << 20, Compacted: true},
+			"app-s-changelog": {MaxBytes: 1000, Compacted: true},
+		}}}}
+	th := &Thread{in: in, log: cfg.Logger, ctx: context.Background(), maxBytes: 1 << 20,
+		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]struct{}{}, isolate: map[string]bool{}}
 	th.producer = txn.Wrap(fake)
 	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }
 	t.Cleanup(func() { th.producer.Close() })
 	return th
 }
+
+// noSource is a metrics.Source with nothing to report.
+type noSource struct{}
+
+func (noSource) Snapshot() metrics.Snapshot { return metrics.Snapshot{} }
 
 func msgFrom(topic string, offset int64, sink string, key []byte, valueSize int) *sarama.ProducerMessage {
 	m := &sarama.ProducerMessage{Topic: sink, Value: sarama.ByteEncoder(make([]byte, valueSize)),
@@ -56,16 +64,16 @@ func msgFrom(topic string, offset int64, sink string, key []byte, valueSize int)
 	return m
 }
 
-func skippedCount(th *thread) float64 {
+func skippedCount(th *Thread) float64 {
 	var m dto.Metric
-	if err := th.app.metrics.RecordsSkipped.WithLabelValues("0", "0_0", "production").Write(&m); err != nil {
+	if err := th.in.Metrics.RecordsSkipped.WithLabelValues("0", "0_0", "production").Write(&m); err != nil {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
 }
 
 // waitFailed waits until the fake producer's failure reached the thread.
-func waitFailed(t *testing.T, th *thread) {
+func waitFailed(t *testing.T, th *Thread) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for th.failed() == nil {
@@ -77,37 +85,37 @@ func waitFailed(t *testing.T, th *thread) {
 }
 
 // A record over its topic's limit or without key for a compacted topic
-// is refused before it reaches the producer: under Fail the thread fails
-// for good (a processor that drops the error cannot go on), under Skip it
+// is refused before it reaches the producer: under task.Fail the thread fails
+// for good (a processor that drops the error cannot go on), under task.Skip it
 // is dropped and counted, and a changelog record fails under either.
 func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		policy ErrorPolicy
+		policy task.Policy
 		msg    *sarama.ProducerMessage
 		cause  error // nil: accepted
 	}{
-		{"within the limit", Fail, msgFrom("in", 7, "out", []byte("k"), 900), nil},
-		{"over the topic's limit fails", Fail, msgFrom("in", 7, "out", []byte("k"), 1000), ErrRecordTooLarge},
-		{"over the topic's limit is skipped", Skip, msgFrom("in", 7, "out", []byte("k"), 1000), ErrRecordTooLarge},
-		{"no key on a compacted topic fails", Fail, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
-		{"no key on a compacted topic is skipped", Skip, msgFrom("in", 7, "compacted", nil, 10), ErrNullKeyOnCompactedTopic},
-		{"a changelog record always fails", Skip, &sarama.ProducerMessage{Topic: "app-s-changelog", Key: sarama.StringEncoder("k"),
-			Value: sarama.ByteEncoder(make([]byte, 2000)), Metadata: &client.Origin{Task: "0_0", Offset: -1, Store: "s"}}, ErrRecordTooLarge},
+		{"within the limit", task.Fail, msgFrom("in", 7, "out", []byte("k"), 900), nil},
+		{"over the topic's limit fails", task.Fail, msgFrom("in", 7, "out", []byte("k"), 1000), task.ErrRecordTooLarge},
+		{"over the topic's limit is skipped", task.Skip, msgFrom("in", 7, "out", []byte("k"), 1000), task.ErrRecordTooLarge},
+		{"no key on a compacted topic fails", task.Fail, msgFrom("in", 7, "compacted", nil, 10), task.ErrNullKeyOnCompactedTopic},
+		{"no key on a compacted topic is skipped", task.Skip, msgFrom("in", 7, "compacted", nil, 10), task.ErrNullKeyOnCompactedTopic},
+		{"a changelog record always fails", task.Skip, &sarama.ProducerMessage{Topic: "app-s-changelog", Key: sarama.StringEncoder("k"),
+			Value: sarama.ByteEncoder(make([]byte, 2000)), Metadata: &client.Origin{Task: "0_0", Offset: -1, Store: "s"}}, task.ErrRecordTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			th := failureThread(t, Config{ProductionErrors: c.policy}, txntest.New(true))
-			err := th.send(c.msg)
+			err := th.Send(c.msg)
 			store := c.msg.Metadata.(*client.Origin).Store != ""
 			switch {
 			case c.cause == nil:
 				if err != nil || th.failed() != nil || !th.producer.Pending() {
 					t.Fatalf("send = %v, failed = %v, pending = %v; want the record sent", err, th.failed(), th.producer.Pending())
 				}
-			case c.policy == Skip && !store:
+			case c.policy == task.Skip && !store:
 				if err != nil || th.failed() != nil || th.producer.Pending() {
 					t.Fatalf("send = %v, failed = %v, pending = %v; want the record dropped", err, th.failed(), th.producer.Pending())
 				}
@@ -115,18 +123,18 @@ func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 					t.Errorf("skipped = %v, want 1", n)
 				}
 			default:
-				var pe *ProductionError
+				var pe *task.ProductionError
 				if !errors.As(err, &pe) || !errors.Is(err, c.cause) {
-					t.Fatalf("send = %v, want a *ProductionError for %v", err, c.cause)
+					t.Fatalf("send = %v, want a *task.ProductionError for %v", err, c.cause)
 				}
-				if pe.Sink != c.msg.Topic || pe.Size != c.msg.ByteSize(2) || (c.cause == ErrRecordTooLarge) != (pe.Limit > 0) {
+				if pe.Sink != c.msg.Topic || pe.Size != c.msg.ByteSize(2) || (c.cause == task.ErrRecordTooLarge) != (pe.Limit > 0) {
 					t.Errorf("ProductionError = %+v", pe)
 				}
 				if !store && (pe.Topic != "in" || pe.Offset != 7) {
 					t.Errorf("ProductionError = %+v does not name input record in@7", pe)
 				}
 				// Sticky: the next record, however fine, is not sent.
-				if err := th.send(msgFrom("in", 8, "out", []byte("k"), 1)); !errors.Is(err, c.cause) || th.producer.Pending() {
+				if err := th.Send(msgFrom("in", 8, "out", []byte("k"), 1)); !errors.Is(err, c.cause) || th.producer.Pending() {
 					t.Errorf("send after the failure = %v, pending = %v; want the failure again and nothing sent", err, th.producer.Pending())
 				}
 				if th.settle(th.failed()) == nil {
@@ -137,19 +145,19 @@ func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 	}
 }
 
-// A record the broker refuses fails the transaction. Under Skip the
+// A record the broker refuses fails the transaction. Under task.Skip the
 // transaction is aborted (not committed), the record is counted, and a
-// replay of its input record drops it; under Fail the thread stops with
+// replay of its input record drops it; under task.Fail the thread stops with
 // the input record's coordinates.
 func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
 	t.Parallel()
-	for _, policy := range []ErrorPolicy{Skip, Fail} {
+	for _, policy := range []task.Policy{task.Skip, task.Fail} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			t.Parallel()
 			fake := txntest.New(true)
 			fake.SendErr = sarama.ErrInvalidRecord
 			th := failureThread(t, Config{ProductionErrors: policy}, fake)
-			if err := th.send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil {
+			if err := th.Send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil {
 				t.Fatal(err)
 			}
 			// sarama fails the transaction when a delivery fails.
@@ -165,10 +173,10 @@ func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
 			}
 			fake.SendErr = nil
 			err = th.settle(err)
-			if policy == Fail {
-				var pe *ProductionError
+			if policy == task.Fail {
+				var pe *task.ProductionError
 				if !errors.As(err, &pe) || pe.Offset != 7 || pe.Sink != "out" || !errors.Is(err, sarama.ErrInvalidRecord) {
-					t.Fatalf("settle = %v, want a *ProductionError for in@7 to out", err)
+					t.Fatalf("settle = %v, want a *task.ProductionError for in@7 to out", err)
 				}
 				return
 			}
@@ -179,10 +187,10 @@ func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
 				t.Errorf("skipped = %v, want 1", n)
 			}
 			// The replay drops the refused record and sends the others.
-			if err := th.send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil || th.producer.Pending() {
+			if err := th.Send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil || th.producer.Pending() {
 				t.Fatalf("replayed refused record: send = %v, pending = %v; want it dropped", err, th.producer.Pending())
 			}
-			if err := th.send(msgFrom("in", 8, "out", []byte("k"), 10)); err != nil || !th.producer.Pending() {
+			if err := th.Send(msgFrom("in", 8, "out", []byte("k"), 10)); err != nil || !th.producer.Pending() {
 				t.Fatalf("send = %v, pending = %v; want the next record sent", err, th.producer.Pending())
 			}
 			// Once the input offset is committed past it, it is forgotten.
@@ -204,7 +212,7 @@ func TestFailedRebuildKeepsTheOldProducer(t *testing.T) {
 	old := th.producer
 	initErr := errors.New("InitProducerId: coordinator not available")
 	th.newProducer = func() (*txn.Producer, error) { return nil, initErr }
-	if err := th.send(msgFrom("in", 1, "out", []byte("k"), 1)); err != nil {
+	if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 1)); err != nil {
 		t.Fatal(err)
 	}
 	err := th.handleTxnError(fmt.Errorf("%w: commit timed out", txn.ErrAmbiguous))

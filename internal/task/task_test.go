@@ -1,4 +1,4 @@
-package weir
+package task
 
 import (
 	"context"
@@ -33,39 +33,38 @@ func (s *stampSource) Process() error {
 }
 
 // twoPartitionTask is a task reading two partitions, as a join would.
-func twoPartitionTask(idle time.Duration) (*task, [2]*msgQueue, *[]int64) {
-	app := &App{cfg: Config{MaxTaskIdle: idle}.withDefaults()}
-	th := &thread{app: app}
+func twoPartitionTask(idle time.Duration) (*Task, [2]*Queue, *[]int64) {
+	sh := &Shared{Config: Config{MaxTaskIdle: idle}}
 	processed := &[]int64{}
-	var qs [2]*msgQueue
-	t := &task{th: th, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true,
+	var qs [2]*Queue
+	t := &Task{sh: sh, host: &recordingHost{}, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true,
 		processed: prometheus.NewCounter(prometheus.CounterOpts{Name: "p"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 		punctuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "u"}), skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "s"})}
 	for i := range qs {
-		qs[i] = queue.New(queue.Limits{Items: 10, Bytes: 1 << 20}, msgSize, nil)
-		t.parts = append(t.parts, &partition{tp: tp{topic: string(rune('a' + i))}, src: &stampSource{processed: processed}, q: qs[i], consumed: -1, committed: -1})
+		qs[i] = queue.New(queue.Limits{Items: 10, Bytes: 1 << 20}, RecordSize, nil)
+		t.parts = append(t.parts, &Input{tp: TP{Topic: string(rune('a' + i))}, src: &stampSource{processed: processed}, q: qs[i], consumed: -1, committed: -1})
 	}
 	return t, qs, processed
 }
 
-func push(t *testing.T, q *msgQueue, offset int64, ts time.Time) {
+func push(t *testing.T, q *Queue, offset int64, ts time.Time) {
 	t.Helper()
 	if err := q.Push(context.Background(), &sarama.ConsumerMessage{Offset: offset, Timestamp: ts}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func drain(t *testing.T, tk *task, now time.Time) {
+func drain(t *testing.T, tk *Task, now time.Time) {
 	t.Helper()
 	for {
-		p, _, err := tk.next(now)
+		p, _, err := tk.Next(now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p == nil {
 			return
 		}
-		if err := tk.process(p); err != nil {
+		if err := tk.Process(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +103,7 @@ func TestMaxTaskIdleWaitsForAnEmptyPartition(t *testing.T) {
 	base := time.UnixMilli(1_000_000)
 	push(t, qs[0], 10, base.Add(3*time.Second))
 	now := time.Now()
-	p, wait, err := tk.next(now)
+	p, wait, err := tk.Next(now)
 	if err != nil || p != nil {
 		t.Fatalf("next = %v, %v; want to wait for the empty partition", p, err)
 	}
@@ -120,7 +119,7 @@ func TestMaxTaskIdleWaitsForAnEmptyPartition(t *testing.T) {
 	if len(*processed) != 1 || (*processed)[0] != 20 {
 		t.Fatalf("processed %v, want [20]", *processed)
 	}
-	if p, wait, _ := tk.next(later); p != nil || !wait.Equal(later.Add(idle)) {
+	if p, wait, _ := tk.Next(later); p != nil || !wait.Equal(later.Add(idle)) {
 		t.Fatalf("next = %v waiting until %v; want to wait until %v", p, wait, later.Add(idle))
 	}
 	// Past the idle time a lone partition is processed anyway.

@@ -1,4 +1,4 @@
-package weir
+package task
 
 import (
 	"os"
@@ -75,8 +75,7 @@ func TestCheckpointSince(t *testing.T) {
 	}
 	defer db.Close()
 
-	app := &App{cfg: Config{State: StateConfig{CleanupDelay: 10 * time.Minute}}, db: db}
-	tk := &task{th: &thread{app: app}}
+	tk := &Task{sh: &Shared{Config: Config{CleanupDelay: 10 * time.Minute}, DB: db}}
 	at := time.UnixMilli(1_700_000_000_000)
 	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1, Time: at}); !got.Equal(at) {
 		t.Errorf("checkpointSince of a checkpoint with a time = %v, want %v", got, at)
@@ -90,7 +89,7 @@ func TestCheckpointSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	tk = &task{th: &thread{app: &App{db: mem}}}
+	tk = &Task{sh: &Shared{DB: mem}}
 	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1}); !got.IsZero() {
 		t.Errorf("checkpointSince without a time or a last write = %v, want zero", got)
 	}

@@ -1,0 +1,236 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// claim is a partition this member claims now: the queue its claim
+// goroutine fills, the claim's high watermark and the offset it started
+// at.
+type claim struct {
+	q     *task.Queue
+	hwm   func() int64
+	start int64
+}
+
+// release is a claim goroutine waiting for the loop to commit and close
+// the task of a revoked partition.
+type release struct {
+	tp   task.TP
+	done chan struct{}
+}
+
+// control opens tasks for new partitions and serves revocations.
+func (th *Thread) control() error {
+	th.mu.Lock()
+	opened, releases := th.opened, th.releases
+	th.opened, th.releases = nil, nil
+	claims := make(map[task.TP]claim, len(opened))
+	for _, p := range opened {
+		if c := th.claims[p]; c != nil {
+			claims[p] = *c
+		}
+	}
+	th.mu.Unlock()
+
+	for _, p := range opened {
+		sub, ok := th.in.Layout.BySource[p.Topic]
+		if !ok {
+			return fmt.Errorf("weir: internal error: assigned %s/%d, which no sub-topology reads", p.Topic, p.Partition)
+		}
+		id := assign.TaskID{Subtopology: sub, Partition: p.Partition}
+		t, ok := th.tasks[id]
+		if !ok {
+			var err error
+			if t, err = task.New(th.ctx, th.in.Shared, th, th.idx, th.log, id); err != nil {
+				return err
+			}
+			th.tasks[id] = t
+			th.order = append(th.order, id)
+			th.log.Info("task created", "task", t.Name())
+		}
+		c, ok := claims[p]
+		if !ok {
+			continue // revoked already
+		}
+		if !t.Attach(p, c.q, c.hwm, c.start) {
+			return fmt.Errorf("weir: internal error: task %s does not read %s/%d", t.Name(), p.Topic, p.Partition)
+		}
+		th.owner[p] = t
+	}
+
+	changed := len(opened) > 0
+	for _, id := range th.order {
+		t := th.tasks[id]
+		if t.Running() {
+			continue
+		}
+		done, err := t.Restored()
+		if err != nil {
+			return err
+		}
+		if done {
+			changed = true
+			th.log.Info("task running", "task", t.Name())
+		}
+	}
+	if changed {
+		th.publish()
+	}
+	if len(releases) == 0 {
+		return nil
+	}
+	var closing []*task.Task
+	for _, r := range releases {
+		if t := th.owner[r.tp]; t != nil && !slices.Contains(closing, t) {
+			closing = append(closing, t)
+		}
+	}
+	var err error
+	if len(closing) > 0 {
+		if cerr := th.commit(); cerr != nil && !errors.Is(cerr, errCommitLater) {
+			err = cerr
+		} else if cerr != nil {
+			th.log.Warn("commit before revocation failed; the new owner repeats the uncommitted records", "error", cerr)
+		}
+		for _, t := range closing {
+			if th.tasks[t.ID()] == t { // a failed commit may have closed it
+				th.closeTask(t)
+			}
+		}
+	}
+	th.publish()
+	for _, r := range releases {
+		close(r.done)
+	}
+	return err
+}
+
+// closeTask closes t and forgets its partitions.
+func (th *Thread) closeTask(t *task.Task) {
+	if err := t.Close(); err != nil {
+		th.log.Warn("closing task", "task", t.Name(), "error", err)
+	}
+	th.mu.Lock()
+	for _, in := range t.Inputs() {
+		p := in.TP()
+		if c := th.claims[p]; c != nil && c.q == in.Queue() {
+			c.q.Close()
+			th.blockedGone += c.q.Blocked()
+			delete(th.claims, p)
+		}
+		delete(th.owner, p)
+	}
+	th.mu.Unlock()
+	delete(th.tasks, t.ID())
+	th.order = slices.DeleteFunc(th.order, func(id assign.TaskID) bool { return id == t.ID() })
+	th.log.Info("task closed", "task", t.Name())
+}
+
+// groupHandler is the thread seen as a sarama.ConsumerGroupHandler.
+type groupHandler Thread
+
+// Setup starts a group session.
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	th := (*Thread)(h)
+	th.mu.Lock()
+	th.sess = sess
+	th.mu.Unlock()
+	th.Wake() // a commit waiting for the new generation may go
+	return nil
+}
+
+// Cleanup ends a group session.
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim moves one partition's records into its queue until the
+// partition is revoked, then waits until the loop has committed and closed
+// its task, so that the next owner starts exactly where this one stopped.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.ConsumerGroupClaim) error {
+	th := (*Thread)(h)
+	p := task.TP{Topic: sc.Topic(), Partition: sc.Partition()}
+	cfg := th.in
+	q := queue.New(queue.Limits{Items: cfg.QueueRecords, Bytes: cfg.QueueBytes}, task.RecordSize, th.Wake)
+
+	th.mu.Lock()
+	if th.stopped {
+		th.mu.Unlock()
+		return nil
+	}
+	if old := th.claims[p]; old != nil {
+		old.q.Close()
+	}
+	th.claims[p] = &claim{q: q, hwm: sc.HighWaterMarkOffset, start: sc.InitialOffset()}
+	th.opened = append(th.opened, p)
+	th.mu.Unlock()
+	th.Wake()
+
+	th.checkLostRecords(p, sc.InitialOffset())
+
+	// Until sarama revokes the claim (Messages closes) or the loop closes
+	// the queue (the task was closed, or the assignment dropped it).
+	for running := true; running; {
+		select {
+		case m, ok := <-sc.Messages():
+			running = ok && q.Push(sess.Context(), m) == nil
+		case <-q.Done():
+			running = false
+		}
+	}
+
+	r := release{tp: p, done: make(chan struct{})}
+	th.mu.Lock()
+	if th.stopped {
+		th.mu.Unlock()
+		return nil
+	}
+	th.releases = append(th.releases, r)
+	th.mu.Unlock()
+	th.Wake()
+	select {
+	case <-r.done:
+	case <-th.exited:
+	}
+	return nil
+}
+
+// checkLostRecords reports records lost to retention: when a partition's
+// committed offset is below the log start, sarama starts the claim at the
+// oldest record (Consumer.Group.ResetInvalidOffsets), and the records in
+// between were deleted unread. Processing goes on from the oldest record;
+// the loss is logged as an error and counted, never silent.
+func (th *Thread) checkLostRecords(p task.TP, start int64) {
+	resp, err := th.in.Admin.ListConsumerGroupOffsets(th.in.ApplicationID, map[string][]int32{p.Topic: {p.Partition}})
+	if err != nil {
+		th.log.Debug("reading the committed offset", "topic", p.Topic, "partition", p.Partition, "error", err)
+		return
+	}
+	b := resp.GetBlock(p.Topic, p.Partition)
+	if b == nil || b.Err != sarama.ErrNoError || b.Offset < 0 {
+		return
+	}
+	if start < 0 {
+		// sarama reset the claim: it reports the reset's sentinel
+		// (OffsetOldest), not an offset.
+		if start, err = th.client.GetOffset(p.Topic, p.Partition, sarama.OffsetOldest); err != nil {
+			th.log.Debug("reading the log start", "topic", p.Topic, "partition", p.Partition, "error", err)
+			return
+		}
+	}
+	if b.Offset >= start {
+		return
+	}
+	lost := start - b.Offset
+	th.in.Metrics.RecordsLost.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Add(float64(lost))
+	th.log.Error("records lost to retention before they were processed: the committed offset is below the log start",
+		"topic", p.Topic, "partition", p.Partition, "committed", b.Offset, "log_start", start, "lost", lost)
+}

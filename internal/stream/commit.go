@@ -1,0 +1,216 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/txn"
+)
+
+// errCommitLater is a commit the group refused for now (it is rebalancing
+// or moved to a new generation); the next commit carries the same offsets.
+var errCommitLater = errors.New("weir: commit deferred: group is rebalancing")
+
+// commit is the one place where a thread commits.
+//
+// At least once: produce the buffered state changes to the changelogs,
+// wait until every record is acknowledged, write the changes to Badger
+// with their checkpoints, then commit the input offsets.
+//
+// Exactly once: the changelog records join the thread's transaction, which
+// commits together with the input offsets and the group's metadata; only
+// then are the changes written to Badger with their checkpoints. A failed
+// transaction is aborted and its state changes discarded; the thread's
+// tasks close and the group gives them back from the committed offsets.
+func (th *Thread) commit() error {
+	th.lastCommit = time.Now()
+	offsets := map[string]map[int32]int64{}
+	for _, id := range th.order {
+		th.tasks[id].Offsets(offsets)
+	}
+	for _, id := range th.order {
+		if err := th.tasks[id].SendChangelog(); err != nil {
+			return th.settle(err)
+		}
+	}
+	if err := th.failed(); err != nil {
+		// Never commit past a record that was refused or lost.
+		return th.settle(err)
+	}
+	if len(offsets) == 0 && !th.producer.Pending() {
+		return nil
+	}
+	// Not th.ctx: the last commit runs after the thread was told to stop.
+	ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
+	defer cancel()
+	start := time.Now()
+	defer func() {
+		th.in.Metrics.CommitDuration.WithLabelValues(strconv.Itoa(th.idx)).Observe(time.Since(start).Seconds())
+	}()
+	if th.in.ExactlyOnce {
+		return th.commitTransaction(ctx, offsets)
+	}
+	if err := th.producer.Commit(ctx, nil, nil); err != nil {
+		// Refused records that ProductionErrors=Skip drops leave the
+		// interval intact; anything else stops the thread.
+		if err := th.settle(err); err != nil {
+			return th.failCommit(err)
+		}
+		if err := th.producer.Commit(ctx, nil, nil); err != nil {
+			return th.failCommit(err)
+		}
+	}
+	// State follows the changelog, which now holds every change: write it
+	// to Badger whatever happens to the offsets below.
+	if err := th.applyState(); err != nil {
+		return err
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	sess := th.session()
+	if sess == nil {
+		return errCommitLater
+	}
+	err := client.CommitOffsets(ctx, th.client, th.in.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
+	if errors.Is(err, client.ErrTasksMigrated) {
+		// The group moved on to a new generation while the commit was
+		// under way (a cooperative rebalance changes it under a running
+		// session). Tasks that really moved are revoked through
+		// ConsumeClaim, which commits again; the rest commit next time.
+		th.log.Debug("commit deferred", "error", err)
+		return errCommitLater
+	}
+	if err != nil {
+		return err
+	}
+	th.committed(offsets)
+	return nil
+}
+
+// commitTransaction commits the thread's transaction with offsets.
+func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) error {
+	sess := th.session()
+	if sess == nil {
+		return th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
+	}
+	var instance *string
+	if th.instance != "" {
+		instance = &th.instance
+	}
+	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.in.ApplicationID, instance)
+	start := time.Now()
+	if err := th.producer.Commit(ctx, offsets, group); err != nil {
+		return th.settle(err)
+	}
+	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
+	if err := th.applyState(); err != nil {
+		return err
+	}
+	th.committed(offsets)
+	th.log.Debug("transaction committed", "took", time.Since(start))
+	return nil
+}
+
+// failCommit handles a changelog or flush failure at least once: the
+// thread stops, its uncommitted state discarded.
+func (th *Thread) failCommit(err error) error {
+	for _, id := range th.order {
+		th.tasks[id].DiscardState()
+	}
+	return err
+}
+
+func (th *Thread) session() sarama.ConsumerGroupSession {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.sess
+}
+
+// applyState writes the committed state changes of every task to Badger,
+// with their checkpoints, in one batch.
+func (th *Thread) applyState() error {
+	c := th.in.DB.NewCommit()
+	now := time.Now()
+	for _, id := range th.order {
+		if err := th.tasks[id].Stage(c, now); err != nil {
+			c.Cancel()
+			return err
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("weir: thread %d: %w", th.idx, err)
+	}
+	for _, id := range th.order {
+		th.tasks[id].Applied()
+	}
+	return nil
+}
+
+// committed records committed offsets.
+func (th *Thread) committed(offsets map[string]map[int32]int64) {
+	for _, id := range th.order {
+		th.tasks[id].Committed(offsets)
+	}
+	th.replayBytes, th.replayLost = 0, false
+	clear(th.isolate)
+	th.publish()
+	th.forgetSkips(offsets)
+	th.purge(offsets)
+}
+
+// purge deletes consumed records of repartition topics, at most once per
+// Topics.PurgeInterval, so the topics do not grow without bound.
+func (th *Thread) purge(committed map[string]map[int32]int64) {
+	if time.Since(th.lastPurge) < th.in.PurgeInterval {
+		return
+	}
+	th.lastPurge = time.Now()
+	for topic, parts := range committed {
+		if !th.in.Layout.Internal[topic] {
+			continue
+		}
+		if err := th.in.Admin.DeleteRecords(topic, parts); err != nil {
+			th.log.Warn("purging repartition topic", "topic", topic, "error", err)
+		}
+	}
+}
+
+// shutdown commits what was processed, closes every task and returns
+// cause, or the commit's error when there is no cause. Under exactly once
+// a failure aborts instead: the failing record may have produced part of
+// its output, which must not be committed.
+func (th *Thread) shutdown(cause error) error {
+	if cause != nil && th.in.ExactlyOnce {
+		ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
+		// A closed producer (a rebuild that failed) has nothing to abort:
+		// its transaction is the broker's to abort.
+		if err := th.producer.Abort(ctx); err != nil {
+			th.log.Warn("aborting the last transaction", "error", err)
+		}
+		cancel()
+		for _, id := range th.order {
+			th.tasks[id].DiscardState()
+		}
+	} else if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+		th.log.Warn("final commit failed", "error", err)
+		if cause == nil {
+			cause = err
+		}
+	}
+	for _, id := range slices.Clone(th.order) {
+		th.closeTask(th.tasks[id])
+	}
+	th.publish()
+	if cause != nil {
+		th.log.Error("thread stopped", "error", cause)
+	}
+	return cause
+}

@@ -1,0 +1,46 @@
+package stream
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// Config is what the stream threads need of the application's
+// configuration (weir.Config, with its defaults applied).
+type Config struct {
+	Brokers            []string
+	Client             *client.Options
+	ExactlyOnce        bool
+	CommitInterval     time.Duration
+	TransactionTimeout time.Duration
+	RebalanceTimeout   time.Duration
+	PurgeInterval      time.Duration
+	MaxBufferBytes     int
+	QueueRecords       int
+	QueueBytes         int
+	ProductionErrors   task.Policy
+	Logger             *slog.Logger
+}
+
+// Instance is what the threads of one instance share. It is set up once,
+// before the first thread, and read-only after.
+type Instance struct {
+	Config
+	*task.Shared
+	// ProcessID identifies the instance across restarts (its state
+	// directory's).
+	ProcessID string
+	Admin     sarama.ClusterAdmin
+	// OnPublish is called after a thread published a change of its tasks.
+	OnPublish func()
+}
+
+// ErrFenced is weir.ErrFenced: another instance took this instance's
+// transactional ids.
+var ErrFenced = errors.New("weir: producer fenced")

@@ -1,0 +1,447 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/txn"
+)
+
+// batchPerTask is how many records a task processes before the thread
+// looks at its other tasks, commits and rebalance requests.
+const batchPerTask = 64
+
+// Thread is a stream thread: one consumer group member, one producer and
+// the tasks assigned to it, all processed by the goroutine running loop.
+//
+// sarama runs a goroutine per claimed partition (ConsumeClaim) that pushes
+// fetched records into the partition's bounded queue. Those goroutines talk
+// to the loop only through the fields under mu and the wake channel; tasks
+// are touched by the loop alone, so processors and stores need no locks.
+type Thread struct {
+	in     *Instance
+	idx    int
+	log    *slog.Logger
+	ctx    context.Context // cancelled when the thread must stop
+	client sarama.Client   // the group member's
+	group  sarama.ConsumerGroup
+	// The producer has a client of its own: a broker connection serves
+	// one request at a time, and a commit queued behind this member's
+	// JoinGroup would carry the generation the group is leaving.
+	pclient     sarama.Client
+	producer    *txn.Producer
+	newProducer func() (*txn.Producer, error)
+	maxBytes    int // the producer's MaxMessageBytes
+	strategy    *assign.Strategy
+	instance    string // group.instance.id, "" without static membership
+
+	wake   chan struct{} // cap 1: something arrived for the loop
+	exited chan struct{} // closed when loop returns
+
+	// assigned is set once the current group session has an assignment,
+	// for App.State.
+	assigned atomic.Bool
+	// assignedTasks is how many tasks the current assignment gives this
+	// member; until it runs as many, it is still taking them up.
+	assignedTasks atomic.Int32
+	// rebalancing is when this member last sent JoinGroup, in Unix
+	// nanoseconds, until its session runs in the generation of its new
+	// assignment (assignedGen); 0 otherwise.
+	rebalancing atomic.Int64
+	assignedGen atomic.Int32
+
+	mu     sync.Mutex
+	sess   sarama.ConsumerGroupSession
+	claims map[task.TP]*claim // the partitions claimed now
+	// blockedGone is the blocked time of queues already closed.
+	blockedGone time.Duration
+	clock       threadClock
+	opened      []task.TP
+	releases    []release
+	stopped     bool
+
+	statusMu sync.Mutex
+	status   []task.Info // published by loop for App.Tasks
+
+	// Owned by loop.
+	tasks      map[assign.TaskID]*task.Task
+	order      []assign.TaskID // round-robin order of tasks
+	owner      map[task.TP]*task.Task
+	lastCommit time.Time
+	lastPurge  time.Time
+	fences     []time.Time // recent fencings of the producer
+	// failure is a record refused under ProductionErrors=Fail: sticky, so
+	// a processor that ignores Send's error cannot commit past it.
+	failure error
+	// skips are refused records to drop when the tasks replay them.
+	skips map[skipKey]struct{}
+	// replayBytes counts the key and value bytes of the records the tasks
+	// keep for a rewind (task.Host.Keep); past MaxBufferBytes they are let
+	// go, replayLost is set, and a rewind before the next commit falls
+	// back to rejoining the group.
+	replayBytes int
+	replayLost  bool
+	// isolate names the topics whose records are sent one at a time until
+	// the next commit, to find a record the broker refuses (see settle).
+	isolate map[string]bool
+}
+
+// New connects a stream thread: its group member, and its producer with
+// a client of its own. idx is its index in the instance; ctx ends it.
+func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
+	th := &Thread{
+		in:      in,
+		idx:     idx,
+		log:     in.Logger.With("thread", idx),
+		ctx:     ctx,
+		wake:    make(chan struct{}, 1),
+		exited:  make(chan struct{}),
+		claims:  map[task.TP]*claim{},
+		tasks:   map[assign.TaskID]*task.Task{},
+		owner:   map[task.TP]*task.Task{},
+		skips:   map[skipKey]struct{}{},
+		isolate: map[string]bool{},
+	}
+	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(), th.userData, th.onAssignment)
+	sc := client.Thread(in.Client, in.ProcessID, idx, th.strategy)
+	th.instance = sc.Consumer.Group.InstanceId
+	kc, err := sarama.NewClient(in.Brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("weir: thread %d: connecting: %w", idx, err)
+	}
+	th.client = kc
+	if th.group, err = sarama.NewConsumerGroupFromClient(in.ApplicationID, kc); err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("weir: thread %d: consumer group: %w", idx, err)
+	}
+	pc := *sc
+	pc.ClientID += "-producer"
+	if th.pclient, err = sarama.NewClient(in.Brokers, &pc); err != nil {
+		th.group.Close()
+		kc.Close()
+		return nil, fmt.Errorf("weir: thread %d: connecting the producer: %w", idx, err)
+	}
+	th.maxBytes = pc.Producer.MaxMessageBytes
+	th.newProducer = func() (*txn.Producer, error) { return txn.New(th.pclient) }
+	if th.producer, err = th.newProducer(); err != nil {
+		th.group.Close()
+		kc.Close()
+		th.pclient.Close()
+		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
+	}
+	return th, nil
+}
+
+// Abandon closes the clients of a thread that will not Run (another
+// thread of the instance failed to start).
+func (th *Thread) Abandon() {
+	th.group.Close()
+	th.producer.Close()
+	th.pclient.Close()
+	th.client.Close()
+}
+
+// userData is what this member tells the group leader about itself.
+// sarama calls it right before each JoinGroup: a rebalance starts.
+func (th *Thread) userData() assign.UserData {
+	th.assignedGen.Store(0)
+	th.rebalancing.Store(time.Now().UnixNano())
+	return assign.UserData{ProcessID: th.in.ProcessID, State: th.in.Local.Offsets()}
+}
+
+// inRebalance reports whether this member is between its JoinGroup and its
+// new assignment, when a commit would carry the generation the group is
+// leaving and fail (aborting the transaction under exactly once). The
+// window is trusted for half the transaction timeout at most, so that a
+// rebalance that never completes cannot keep a transaction open until the
+// broker aborts it.
+//
+// The window closes only once the session reports the new generation:
+// sarama delivers the assignment (onAssignment) before it stores the
+// generation in a cooperative session, and a commit in between would
+// still carry the old one.
+func (th *Thread) inRebalance() bool {
+	since := th.rebalancing.Load()
+	if since == 0 {
+		return false
+	}
+	if gen := th.assignedGen.Load(); gen != 0 {
+		if sess := th.session(); sess != nil && sess.GenerationID() >= gen {
+			th.rebalancing.CompareAndSwap(since, 0)
+			return false
+		}
+	}
+	return time.Since(time.Unix(0, since)) < th.in.TransactionTimeout/2
+}
+
+// onAssignment runs on sarama's rebalance goroutine right after a new
+// assignment arrives, before sarama revokes claims. It closes the queues
+// of partitions this member loses, so a claim goroutine blocked on a full
+// queue lets go and the revocation does not wait for the rebalance timeout.
+func (th *Thread) onAssignment(tasks []assign.TaskID, generation int32) {
+	keep := map[task.TP]bool{}
+	for _, id := range tasks {
+		for _, topic := range th.in.Layout.Topics[id.Subtopology] {
+			keep[task.TP{Topic: topic, Partition: id.Partition}] = true
+		}
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	for p, c := range th.claims {
+		if !keep[p] {
+			c.q.Close()
+		}
+	}
+	th.assigned.Store(true)
+	th.assignedTasks.Store(int32(len(tasks)))
+	th.assignedGen.Store(generation)
+	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
+	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
+}
+
+// Wake tells the loop something arrived for it (task.Host).
+func (th *Thread) Wake() {
+	select {
+	case th.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs the thread until its context ends or it fails, then commits,
+// closes its tasks, leaves the group and closes its clients. It returns
+// nil after a clean stop.
+func (th *Thread) Run() error {
+	consumeCtx, stopConsume := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { th.consume(consumeCtx) })
+	wg.Go(func() {
+		for err := range th.group.Errors() {
+			th.log.Warn("consumer group", "error", err)
+		}
+	})
+
+	err := th.loop()
+	// The last commit is done: now nothing may be processed or committed,
+	// and claim goroutines may return.
+	th.mu.Lock()
+	th.stopped = true
+	for _, r := range th.releases {
+		close(r.done)
+	}
+	th.releases = nil
+	for _, c := range th.claims {
+		c.q.Close()
+	}
+	th.mu.Unlock()
+	close(th.exited)
+
+	stopConsume()
+	if cerr := th.group.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("weir: thread %d: leaving the group: %w", th.idx, cerr)
+	}
+	wg.Wait()
+	if perr := th.producer.Close(); perr != nil && err == nil {
+		err = fmt.Errorf("weir: thread %d: closing producer: %w", th.idx, perr)
+	}
+	th.pclient.Close()
+	th.client.Close()
+	return err
+}
+
+// consume keeps the member in the group until ctx ends.
+func (th *Thread) consume(ctx context.Context) {
+	topics := th.in.Layout.AllTopics()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		th.assigned.Store(false)
+		err := th.group.Consume(ctx, topics, (*groupHandler)(th))
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil {
+			th.log.Warn("group session ended", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+// loop processes records until the thread's context ends or an error
+// stops it. It commits before it returns.
+func (th *Thread) loop() error {
+	cfg := th.in
+	th.lastCommit = time.Now()
+	th.lastPurge = time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastPublish := time.Now()
+	th.clock.switchTo(busyState)
+	defer th.clock.switchTo(stoppedState)
+	for {
+		if th.ctx.Err() != nil {
+			return th.shutdown(nil)
+		}
+		if err := th.control(); err != nil {
+			return th.shutdown(err)
+		}
+		now := time.Now()
+		if now.Sub(lastPublish) >= publishInterval {
+			lastPublish = now
+			th.publish()
+		}
+		progressed, wait, err := th.processBatch(now)
+		if err != nil {
+			return th.shutdown(err)
+		}
+		for _, id := range th.order {
+			if t := th.tasks[id]; t.Running() {
+				rewound, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
+				if err != nil {
+					return th.shutdown(err)
+				}
+				if rewound {
+					break
+				}
+			}
+		}
+		if now.Sub(th.lastCommit) >= cfg.CommitInterval && !th.inRebalance() {
+			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+				return th.shutdown(err)
+			}
+		}
+		if progressed {
+			continue
+		}
+		deadline := th.lastCommit.Add(cfg.CommitInterval)
+		if th.inRebalance() {
+			// The commit waits for the assignment: look again later.
+			if later := now.Add(cfg.CommitInterval); later.After(deadline) {
+				deadline = later
+			}
+		}
+		if !wait.IsZero() && wait.Before(deadline) {
+			deadline = wait
+		}
+		for _, id := range th.order {
+			if next := th.tasks[id].NextWallClock(); !next.IsZero() && next.Before(deadline) {
+				deadline = next
+			}
+		}
+		if next := lastPublish.Add(publishInterval); next.Before(deadline) {
+			deadline = next
+		}
+		timer.Reset(max(time.Until(deadline), time.Millisecond))
+		th.clock.switchTo(idleState)
+		select {
+		case <-th.wake:
+		case <-timer.C:
+		case <-th.ctx.Done():
+		}
+		th.clock.switchTo(busyState)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// backpressured returns the total time the thread's fetchers have spent
+// blocked on full queues: of the queues gone, and of the live ones so far.
+func (th *Thread) backpressured() time.Duration {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	total := th.blockedGone
+	for _, c := range th.claims {
+		total += c.q.Blocked()
+	}
+	return total
+}
+
+// processBatch gives each task with a record ready a batch of records.
+// wait is the earliest time a task holding back for an empty partition
+// wants to be looked at again.
+func (th *Thread) processBatch(now time.Time) (progressed bool, wait time.Time, err error) {
+	for _, id := range th.order {
+		t := th.tasks[id]
+		if !t.Running() {
+			continue
+		}
+		for range batchPerTask {
+			p, w, err := t.Next(now)
+			if err != nil {
+				return progressed, wait, err
+			}
+			if p == nil {
+				if !w.IsZero() && (wait.IsZero() || w.Before(wait)) {
+					wait = w
+				}
+				break
+			}
+			// The thread's failure state decides before the record's own
+			// error: a processor may have returned (or swallowed) the
+			// error of a record that was refused or not delivered.
+			rewound, err := th.afterWork(t.Process(p))
+			if err != nil || rewound {
+				return progressed, wait, err
+			}
+			progressed = true
+		}
+		if th.buffered() >= th.in.MaxBufferBytes {
+			if th.inRebalance() {
+				// The commit waits for the new generation; processing
+				// waits with it, so the buffer and the open transaction
+				// stay bounded. The loop looks again each commit interval.
+				return false, wait, nil
+			}
+			// The commit may close tasks: start the round over.
+			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+				return progressed, wait, err
+			}
+			return progressed, wait, nil
+		}
+	}
+	return progressed, wait, nil
+}
+
+// buffered is the size of the thread's uncommitted state changes.
+func (th *Thread) buffered() int {
+	n := 0
+	for _, id := range th.order {
+		n += th.tasks[id].BufferedBytes()
+	}
+	return n
+}
+
+// resetTasks discards every task's uncommitted state and closes the tasks
+// without committing: their claims end, the group session restarts, and
+// the tasks come back (to this member, the assignment being sticky) at the
+// committed offsets, restoring only their changelog's committed tail.
+func (th *Thread) resetTasks() {
+	for _, id := range slices.Clone(th.order) {
+		t := th.tasks[id]
+		t.DiscardState()
+		th.closeTask(t)
+	}
+	th.publish()
+}

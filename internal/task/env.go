@@ -1,0 +1,155 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// schedule is a punctuator.
+type schedule struct {
+	node      string
+	interval  time.Duration
+	typ       graph.PunctuationType
+	fn        func(time.Time) error
+	next      time.Time
+	cancelled bool
+}
+
+// Punctuate fires the due punctuators of one clock. A stream-time
+// punctuator fires once however far time jumped, then is due one interval
+// later.
+func (t *Task) Punctuate(typ graph.PunctuationType, now time.Time) error {
+	for i := 0; i < len(t.punct); i++ {
+		s := t.punct[i]
+		if s.cancelled {
+			t.punct = append(t.punct[:i], t.punct[i+1:]...)
+			i--
+			continue
+		}
+		if s.typ != typ || now.Before(s.next) {
+			continue
+		}
+		s.next = now.Add(s.interval)
+		t.punctuations.Inc()
+		t.punctNode, t.cur = s.node, nil
+		if err := s.fn(now); err != nil {
+			return fmt.Errorf("weir: task %s: punctuator of %s: %w", t.name, s.node, err)
+		}
+	}
+	return nil
+}
+
+// NextWallClock returns when the earliest wall-clock punctuator is due.
+func (t *Task) NextWallClock() time.Time {
+	var next time.Time
+	for _, s := range t.punct {
+		if s.typ == graph.WallClockTime && !s.cancelled && (next.IsZero() || s.next.Before(next)) {
+			next = s.next
+		}
+	}
+	return next
+}
+
+// Context implements graph.TaskEnv: the task's context, cancelled when it closes.
+func (t *Task) Context() context.Context { return t.ctx }
+
+// ApplicationID implements graph.TaskEnv.
+func (t *Task) ApplicationID() string { return t.sh.ApplicationID }
+
+// TaskID implements graph.TaskEnv.
+func (t *Task) TaskID() string { return t.name }
+
+// Partition implements graph.TaskEnv: the task's partition.
+func (t *Task) Partition() int32 { return t.id.Partition }
+
+// StreamTime implements graph.TaskEnv.
+func (t *Task) StreamTime() time.Time { return t.streamTime }
+
+// Logger implements graph.TaskEnv.
+func (t *Task) Logger() *slog.Logger { return t.log }
+
+// Metadata implements graph.TaskEnv.
+func (t *Task) Metadata() (graph.Metadata, bool) { return t.meta, t.inRecord }
+
+// Schedule implements graph.TaskEnv.
+func (t *Task) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
+	s := &schedule{node: node, interval: interval, typ: typ, fn: fn}
+	switch typ {
+	case graph.WallClockTime:
+		s.next = time.Now().Add(interval)
+	case graph.StreamTime:
+		// Due at the first record when stream time is still unknown.
+		if !t.streamTime.IsZero() {
+			s.next = t.streamTime.Add(interval)
+		}
+	}
+	t.punct = append(t.punct, s)
+	return func() { s.cancelled = true }, nil
+}
+
+// Send implements graph.TaskEnv: the record goes to the thread (Host.Send).
+func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time, headers []graph.Header, part int32) error {
+	if internal {
+		topic = graph.InternalTopic(t.sh.ApplicationID, topic)
+		// A repartition record under the empty key of a null-key record
+		// is dropped, as its state writes are (see nullkey.go).
+		if t.dropNullKey(key, "repartition_topic", topic) {
+			return nil
+		}
+	}
+	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts, Metadata: t.origin(part >= 0)}
+	if key != nil {
+		m.Key = sarama.ByteEncoder(key)
+	}
+	if value != nil {
+		m.Value = sarama.ByteEncoder(value)
+	}
+	if part >= 0 {
+		m.Partition = part
+	}
+	if len(headers) > 0 {
+		m.Headers = make([]sarama.RecordHeader, len(headers))
+		for i, h := range headers {
+			m.Headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+		}
+	}
+	if !ts.IsZero() {
+		t.latency.Observe(time.Since(ts).Seconds())
+	}
+	return t.host.Send(m)
+}
+
+// origin returns the origin of the records the task produces now: of the
+// record being processed, or of the punctuator running. It is shared by
+// the records of one input record or punctuation.
+func (t *Task) origin(explicit bool) *client.Origin {
+	if t.cur == nil {
+		t.cur = &client.Origin{Task: t.name, Offset: -1}
+		if t.inRecord {
+			t.cur.Topic, t.cur.Partition, t.cur.Offset = t.meta.Topic, t.meta.Partition, t.meta.Offset
+		} else {
+			t.cur.Node = t.punctNode
+		}
+		t.curExplicit = new(*t.cur)
+		t.curExplicit.Explicit = true
+	}
+	if explicit {
+		return t.curExplicit
+	}
+	return t.cur
+}
+
+// PartitionCount implements graph.TaskEnv.
+func (t *Task) PartitionCount(topic string, internal bool) (int32, error) {
+	if internal {
+		topic = graph.InternalTopic(t.sh.ApplicationID, topic)
+	}
+	return t.host.PartitionCount(topic)
+}

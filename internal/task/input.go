@@ -1,0 +1,237 @@
+package task
+
+import (
+	"errors"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/queue"
+)
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Queue is an input partition's queue of fetched records.
+type Queue = queue.Queue[*sarama.ConsumerMessage]
+
+// RecordSize is the size a queue counts of a record: its key and value.
+func RecordSize(m *sarama.ConsumerMessage) int { return len(m.Key) + len(m.Value) }
+
+// Input is one input partition of a task.
+type Input struct {
+	tp  TP
+	src graph.SourceInstance
+	q   *Queue // nil until the partition's claim starts
+
+	// head is the decoded record at the front of redo or q, if any.
+	head     *sarama.ConsumerMessage
+	headTime time.Time
+
+	// done holds the records processed since the last commit, in order,
+	// while the thread can still replay them (see thread.rewind); redo
+	// holds records to process again, before q.
+	done, redo []*sarama.ConsumerMessage
+
+	consumed  int64        // next offset to commit; -1 before the first record
+	committed int64        // last committed next offset; -1 unknown
+	hwm       func() int64 // the claim's high watermark
+	start     int64        // the offset the claim started at
+}
+
+// Next decodes the heads of the task's partitions and returns the one with
+// the smallest timestamp, or nil when the task has nothing to process now.
+// wait tells the thread when to look again if the task is holding back for
+// an empty partition (MaxTaskIdle).
+func (t *Task) Next(now time.Time) (p *Input, wait time.Time, err error) {
+	empty := false
+	for _, cand := range t.parts {
+		if cand.head == nil {
+			if err := t.decodeHead(cand); err != nil {
+				return nil, time.Time{}, err
+			}
+		}
+		if cand.head == nil {
+			empty = true
+			continue
+		}
+		if p == nil || cand.headTime.Before(p.headTime) {
+			p = cand
+		}
+	}
+	if p == nil {
+		t.idleSince = time.Time{}
+		return nil, time.Time{}, nil
+	}
+	if empty && len(t.parts) > 1 {
+		idle := t.sh.MaxTaskIdle
+		if idle > 0 {
+			if t.idleSince.IsZero() {
+				t.idleSince = now
+			}
+			if deadline := t.idleSince.Add(idle); now.Before(deadline) {
+				return nil, deadline, nil
+			}
+		}
+	}
+	t.idleSince = time.Time{}
+	return p, time.Time{}, nil
+}
+
+// decodeHead decodes the front record of p, applying the error policies to
+// records that cannot be decoded.
+func (t *Task) decodeHead(p *Input) error {
+	for p.q != nil {
+		m, ok := p.peek()
+		if !ok {
+			return nil
+		}
+		raw := graph.RawRecord{
+			Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+		}
+		if len(m.Headers) > 0 {
+			raw.Headers = make([]graph.Header, len(m.Headers))
+			for i, h := range m.Headers {
+				raw.Headers[i] = graph.Header{Key: string(h.Key), Value: h.Value}
+			}
+		}
+		ts, err := p.src.Decode(&raw)
+		if err == nil {
+			p.head, p.headTime = m, ts
+			return nil
+		}
+		policy := t.sh.DeserializationErrors
+		var de *graph.DecodeError
+		if errors.As(err, &de) && de.Stage == "timestamp" {
+			policy = t.sh.TimestampErrors
+		}
+		if policy == Fail {
+			return &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
+		}
+		t.log.Warn("skipping record", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
+		if policy == t.sh.TimestampErrors && errors.As(err, &de) && de.Stage == "timestamp" {
+			t.sh.Metrics.RecordsSkipped.WithLabelValues(t.thread, t.name, "timestamp").Inc()
+		} else {
+			t.skipped.Inc()
+		}
+		p.pop()
+		p.consumed = m.Offset + 1
+	}
+	return nil
+}
+
+// peek returns the next record to process: a record to process again
+// first, else the queue's front.
+func (p *Input) peek() (*sarama.ConsumerMessage, bool) {
+	if len(p.redo) > 0 {
+		return p.redo[0], true
+	}
+	return p.q.Peek()
+}
+
+// pop removes the record peek returned.
+func (p *Input) pop() {
+	if len(p.redo) > 0 {
+		p.redo[0] = nil
+		p.redo = p.redo[1:]
+		return
+	}
+	p.q.Pop()
+}
+
+// Process runs the head record of p through the topology.
+func (t *Task) Process(p *Input) error {
+	m := p.head
+	p.head = nil
+	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+	t.inRecord, t.cur = true, nil
+	t.nulls.begin(m.Key == nil)
+	if p.headTime.After(t.streamTime) {
+		t.streamTime = p.headTime
+	}
+	err := p.src.Process()
+	t.inRecord, t.nulls.active = false, false
+	if err != nil {
+		// The record stays unconsumed: a restart processes it again.
+		return t.recordError(m, err)
+	}
+	p.pop()
+	p.consumed = m.Offset + 1
+	if t.host.Keep(len(m.Key) + len(m.Value)) {
+		p.done = append(p.done, m)
+	}
+	t.processed.Inc()
+	t.bytes.Add(float64(len(m.Key) + len(m.Value)))
+	return t.Punctuate(graph.StreamTime, t.streamTime)
+}
+
+func (t *Task) recordError(m *sarama.ConsumerMessage, err error) error {
+	re := &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
+	var ne *graph.NodeError
+	if errors.As(err, &ne) {
+		re.Node, re.Err = ne.Node, ne.Err
+	}
+	return re
+}
+
+// Offsets adds the task's uncommitted positions to out.
+func (t *Task) Offsets(out map[string]map[int32]int64) {
+	for _, p := range t.parts {
+		if p.consumed < 0 || p.consumed == p.committed {
+			continue
+		}
+		if out[p.tp.Topic] == nil {
+			out[p.tp.Topic] = map[int32]int64{}
+		}
+		out[p.tp.Topic][p.tp.Partition] = p.consumed
+	}
+}
+
+// committedAll records that the positions given by offsets are committed:
+// the records processed up to them will never be replayed.
+func (t *Task) Committed(out map[string]map[int32]int64) {
+	for _, p := range t.parts {
+		if off, ok := out[p.tp.Topic][p.tp.Partition]; ok {
+			p.committed = off
+		}
+		clear(p.done)
+		p.done = p.done[:0]
+	}
+	t.committedTime = t.streamTime
+}
+
+// graph.TaskEnv, for the task's node instances.
+
+// TP returns the input's topic partition.
+func (p *Input) TP() TP { return p.tp }
+
+// Queue returns the input's queue, nil before its claim started.
+func (p *Input) Queue() *Queue { return p.q }
+
+// Attach gives the input partition tp of the task the queue of a claim
+// that starts at offset start, with the claim's high watermark: processing
+// restarts from what the claim delivers. It reports false when the task
+// does not read tp.
+func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64) bool {
+	p := t.byTP[tp]
+	if p == nil {
+		return false
+	}
+	p.q, p.hwm, p.start, p.head, p.consumed, p.committed = q, hwm, start, nil, -1, -1
+	p.done, p.redo = nil, nil
+	return true
+}
+
+// ForgetKept lets go of the records kept for a replay: too many were kept,
+// and a rewind before the next commit cannot replay them.
+func (t *Task) ForgetKept() {
+	for _, p := range t.parts {
+		clear(p.done)
+		p.done = nil
+	}
+}

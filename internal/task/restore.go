@@ -1,0 +1,253 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/topics"
+)
+
+// restore brings every store partition of the task up to the end of its
+// changelog. Local state with a checkpoint replays only the tail; missing
+// or unusable state is dropped and restored in full.
+func (t *Task) restore(ctx context.Context) error {
+	sh := t.sh
+	for _, st := range t.stores {
+		select {
+		case sh.RestoreSlots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := t.restoreStore(ctx, st)
+		<-sh.RestoreSlots
+		if err != nil {
+			return fmt.Errorf("weir: task %s: restoring store %s: %w", t.name, st.spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// Reasons for restoring a store partition from the changelog's log start,
+// the reason label of weir_restores_full_total.
+const (
+	fullNoState      = "no_state"                // no local state
+	fullOutOfRange   = "checkpoint_out_of_range" // the changelog no longer holds the checkpoint
+	fullTooOld       = "checkpoint_too_old"      // deletions since the checkpoint may be compacted away
+	fullLogStartMove = "log_start_moved"         // the log start overtook a full restore
+)
+
+// maxRestoreRestarts bounds how many times one restore of a store
+// partition starts over because the changelog's log start overtook it.
+// Retention or DeleteRecords moving the log start once during a long
+// restore is expected of compact,delete changelogs (window and session
+// stores); a log start that overtakes the restore again and again means the
+// changelog keeps records for less time than a restore takes, which more
+// attempts do not fix. The restore then fails with the
+// [changelog.OffsetOutOfRangeError], and the task's thread with it, as any
+// failed restore does.
+const maxRestoreRestarts = 3
+
+// restoreStore brings one store partition up to the end of its changelog.
+//
+// It replays the changelog from the local checkpoint when that is safe,
+// and otherwise drops the local state and restores from the log start (a
+// full restore): when there is no checkpoint, when the changelog no
+// longer holds it, and when the checkpoint is older than the changelog's
+// delete.retention.ms (see checkpointTooOld).
+//
+// A full restore whose position falls below the log start (retention or
+// DeleteRecords moved it while the restore ran) starts over from the new
+// log start, on dropped state, at most maxRestoreRestarts times. Keeping
+// what it applied and going on from the new start would be wrong: the
+// deleted range may hold the tombstone of a key applied before it, and the
+// key would stay. Starting over gives the state a fresh instance would
+// build from the same changelog: the records it still holds.
+func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
+	sh := t.sh
+	listener := sh.RestoreListener
+	partition := strconv.Itoa(int(t.id.Partition))
+	start := time.Now()
+	r := changelog.NewReader(sh.RestoreClient, st.topic, t.id.Partition, changelog.ReaderOptions{})
+	end, err := r.End(ctx)
+	if err != nil {
+		return err
+	}
+	ckpt, ok, err := st.space.Checkpoint()
+	if err != nil {
+		return err
+	}
+	// A checkpoint above end is not by itself wrong: an open transaction
+	// holds the last stable offset below records already committed. The
+	// reader reports a checkpoint above the log's end as out of range.
+	from := ckpt.Offset
+	// since is the time the checkpoints written during the restore carry
+	// (changelog.Checkpoint.Time). A replay keeps the old checkpoint's:
+	// the keys it found on disk are no safer for the replay having
+	// begun, as tombstones written before the restore started may still
+	// vanish before it reaches them. A full restore reads every record
+	// it applies after start.
+	var since time.Time
+	reason := fullNoState
+	if ok {
+		reason = ""
+		since = t.checkpointSince(ckpt)
+		if from < end {
+			dr, known := sh.Layout.DeleteRetention[st.topic]
+			if !known {
+				dr = topics.DefaultDeleteRetention
+			}
+			if checkpointTooOld(since, start, dr) {
+				reason = fullTooOld
+				t.log.Warn("checkpoint older than the changelog's delete.retention.ms, deletions since may be compacted away; restoring in full",
+					"store", st.spec.Name, "checkpoint", from, "checkpoint_time", since, "delete_retention", dr)
+			}
+		}
+	}
+	full := reason != ""
+	if full {
+		if err := st.space.Drop(); err != nil {
+			return err
+		}
+		if from, err = r.Start(ctx); err != nil {
+			return err
+		}
+		since = start
+	}
+	var records, pass int64 // applied in all, and since the last (re)start
+	apply := func(recs []changelog.Record, next int64) error {
+		entries := make([]changelog.Entry, len(recs))
+		for i, rec := range recs {
+			entries[i] = changelog.Entry{Key: rec.Key, Value: rec.Value, Deleted: rec.Value == nil}
+		}
+		if err := st.space.Apply(entries); err != nil {
+			return err
+		}
+		if err := st.space.SetCheckpointAt(next, since); err != nil {
+			return err
+		}
+		records += int64(len(recs))
+		pass += int64(len(recs))
+		st.remaining.Store(max(end-next, 0))
+		sh.Metrics.RestoredRecords.WithLabelValues(st.spec.Name, partition).Add(float64(len(recs)))
+		if listener != nil {
+			listener.OnBatchRestored(st.spec.Name, t.id.Partition, next, len(recs))
+		}
+		return nil
+	}
+	var next int64
+	for restarts := 0; ; {
+		if full {
+			sh.Metrics.FullRestores.WithLabelValues(st.spec.Name, partition, reason).Inc()
+		}
+		st.remaining.Store(max(end-from, 0))
+		if listener != nil {
+			listener.OnRestoreStart(st.spec.Name, t.id.Partition, from, end, full)
+		}
+		pass = 0
+		next, err = r.ReadTo(ctx, from, end, apply)
+		var oor *changelog.OffsetOutOfRangeError
+		if !errors.As(err, &oor) {
+			break
+		}
+		if full && restarts == maxRestoreRestarts {
+			return fmt.Errorf("the changelog's log start overtook the restore %d times: the changelog keeps records for less time than a restore takes: %w", restarts+1, err)
+		}
+		if err := st.space.Drop(); err != nil {
+			return err
+		}
+		logStart, err := r.Start(ctx)
+		if err != nil {
+			return err
+		}
+		// The log may have changed under the restore (a recreated topic
+		// also reports out of range): aim for its end as it is now.
+		if end, err = r.End(ctx); err != nil {
+			return err
+		}
+		if full {
+			restarts++
+			t.log.Warn("changelog log start moved past the restore; restoring again from the new log start",
+				"store", st.spec.Name, "position", oor.Offset, "log_start", logStart,
+				"skipped_offsets", max(logStart-oor.Offset, 0), "dropped_records", pass, "restart", restarts)
+			reason = fullLogStartMove
+		} else {
+			// The changelog no longer holds the checkpoint (retention or
+			// a recreated topic): the local state cannot be brought up to
+			// date.
+			t.log.Warn("checkpoint no longer in the changelog; restoring in full", "store", st.spec.Name, "checkpoint", from, "log_start", logStart)
+			reason = fullOutOfRange
+			full = true
+		}
+		from, since = logStart, start
+	}
+	if err != nil {
+		return err
+	}
+	// Having read up to end, the state holds everything the changelog had
+	// when the restore started; later records are newer than start.
+	if err := st.space.SetCheckpointAt(next, start); err != nil {
+		return err
+	}
+	sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
+	took := time.Since(start)
+	st.remaining.Store(0)
+	sh.Metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
+	t.log.Info("store restored", "store", st.spec.Name, "records", records, "full", full, "took", took)
+	if listener != nil {
+		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)
+	}
+	return nil
+}
+
+// checkpointSince returns when the state behind checkpoint c was last known
+// to hold everything its changelog had below c.Offset: c.Time, or, for a
+// checkpoint written by a weir version that recorded no time, an estimate
+// that errs towards old: the database's last write before this run less
+// State.CleanupDelay, since the state of a task that moved away stays that
+// long while the instance goes on writing (the delay of the current
+// configuration stands in for that of the run that wrote it). Such a
+// checkpoint is then trusted after a short stop, so an upgrade does not
+// restore every store in full, and not after a long one. Zero when
+// nothing is known.
+func (t *Task) checkpointSince(c changelog.Checkpoint) time.Time {
+	if !c.Time.IsZero() {
+		return c.Time
+	}
+	last := t.sh.DB.LastWritten()
+	if last.IsZero() {
+		return time.Time{}
+	}
+	return last.Add(-t.sh.CleanupDelay)
+}
+
+// checkpointTooOld reports whether state in sync with its changelog as of
+// since may miss deletions at now, for a changelog whose
+// delete.retention.ms is deleteRetention.
+//
+// Compaction removes an overwritten or deleted key's older records at once
+// but keeps a tombstone for delete.retention.ms after it first compacts
+// it, which is after the tombstone was written. A tombstone written after
+// since therefore stays in the changelog until since + deleteRetention at
+// least, and a replay from the checkpoint before then sees every
+// deletion. Later it may find the tombstone gone and keep the key.
+//
+// Both times come from the local clock, so a skew with the broker's clock
+// cancels out. The margin, a tenth of deleteRetention and at most a
+// minute, covers what the times do not: the moment between a commit and
+// its checkpoint, transactions open when a restore started, and clock
+// steps. An unknown (zero) since is too old.
+//
+// The caller asks only when the changelog holds records at or after the
+// checkpoint: without any, no deletion can have been missed however old
+// the checkpoint is.
+func checkpointTooOld(since, now time.Time, deleteRetention time.Duration) bool {
+	if since.IsZero() {
+		return true
+	}
+	margin := min(deleteRetention/10, time.Minute)
+	return now.Sub(since) >= deleteRetention-margin
+}

@@ -1,0 +1,127 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/local"
+	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/topics"
+)
+
+// Policy is what happens to a record that cannot be processed as it is.
+type Policy int
+
+const (
+	// Fail stops with the record's coordinates.
+	Fail Policy = iota
+	// Skip logs and counts the record and goes on.
+	Skip
+)
+
+// Config is what a task needs of the application's configuration.
+type Config struct {
+	ApplicationID         string
+	MaxTaskIdle           time.Duration
+	DeserializationErrors Policy
+	TimestampErrors       Policy
+	// CleanupDelay is State.CleanupDelay, which dates a checkpoint
+	// written without a time (see checkpointSince).
+	CleanupDelay    time.Duration
+	RestoreListener RestoreListener // nil: none
+}
+
+// Shared is what the tasks of an instance share. It is set up once,
+// before the first task, and read-only after.
+type Shared struct {
+	Config
+	Graph   *graph.Graph
+	Layout  *topics.Layout
+	Metrics *metrics.Metrics
+	DB      *changelog.DB
+	Local   *local.State
+	// RestoreClient reads changelogs (read_committed); RestoreSlots bounds
+	// the restores running at once.
+	RestoreClient sarama.Client
+	RestoreSlots  chan struct{}
+}
+
+// Host is the stream thread that runs a task: the task's only way out.
+type Host interface {
+	// Send hands a record to the thread's producer; an error means the
+	// record was not sent (see the thread's failure authority).
+	Send(m *sarama.ProducerMessage) error
+	// Keep reports whether the task keeps a record it just processed (of
+	// size bytes) for a replay after an aborted transaction.
+	Keep(size int) bool
+	// Wake tells the thread's loop to look at its tasks: a restore ended.
+	Wake()
+	// PartitionCount returns the partition count of a topic.
+	PartitionCount(topic string) (int32, error)
+}
+
+// RecordError is a record that stopped the task: it could not be decoded
+// or a processor failed on it (weir.RecordError).
+type RecordError struct {
+	Task      string
+	Node      string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	where := fmt.Sprintf("task %s, record %s/%d@%d", e.Task, e.Topic, e.Partition, e.Offset)
+	if e.Node != "" {
+		where += ", node " + e.Node
+	}
+	return fmt.Sprintf("weir: %s: %v", where, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// ProductionError is a record Kafka refuses (weir.ProductionError, whose
+// documentation says what each field holds).
+type ProductionError struct {
+	Task       string
+	Topic      string
+	Partition  int32
+	Offset     int64
+	Punctuator string
+	Sink       string
+	Store      string
+	Size       int
+	Limit      int
+	Err        error
+}
+
+func (e *ProductionError) Error() string {
+	from := fmt.Sprintf("record %s/%d@%d", e.Topic, e.Partition, e.Offset)
+	if e.Offset < 0 {
+		from = "punctuator of " + e.Punctuator
+	}
+	to := "topic " + e.Sink
+	if e.Store != "" {
+		to = fmt.Sprintf("changelog %s of store %s", e.Sink, e.Store)
+	}
+	limit := ""
+	if e.Limit > 0 {
+		limit = fmt.Sprintf(" (limit %d)", e.Limit)
+	}
+	return fmt.Sprintf("weir: task %s, %s: output to %s refused: %d bytes%s: %v", e.Task, from, to, e.Size, limit, e.Err)
+}
+
+func (e *ProductionError) Unwrap() error { return e.Err }
+
+var (
+	// ErrRecordTooLarge is weir.ErrRecordTooLarge.
+	ErrRecordTooLarge = errors.New("record too large")
+	// ErrNullKeyOnCompactedTopic is weir.ErrNullKeyOnCompactedTopic.
+	ErrNullKeyOnCompactedTopic = errors.New("record without key for a compacted topic")
+)

@@ -1,0 +1,168 @@
+package task
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// RestoreListener observes restores of store partitions from their
+// changelogs: weir.RestoreListener, which satisfies it.
+type RestoreListener interface {
+	// OnRestoreStart is called before a store partition is restored from
+	// offset from up to end (exclusive). from is 0 and full is true when
+	// the local state was missing or unusable.
+	OnRestoreStart(store string, partition int32, from, end int64, full bool)
+	// OnBatchRestored is called after each applied batch of records.
+	OnBatchRestored(store string, partition int32, next int64, records int)
+	// OnRestoreEnd is called when the partition has caught up.
+	OnRestoreEnd(store string, partition int32, records int64, took time.Duration)
+}
+
+// taskStore is a task's partition of a state store.
+type taskStore struct {
+	spec  *graph.Store
+	topic string // changelog topic
+	space *changelog.Space
+	buf   *changelog.Buffer
+	users map[string]bool
+	// last is the newest changelog record sent for this partition by the
+	// commit under way; after the flush its offset gives the checkpoint.
+	last *sarama.ProducerMessage
+	// remaining is the restore's records left, for metrics.
+	remaining atomic.Int64
+}
+
+// storeNames returns the names of the task's stores.
+func (t *Task) storeNames() []string {
+	names := make([]string, 0, len(t.stores))
+	for name := range t.stores {
+		names = append(names, name)
+	}
+	return names
+}
+
+// openStores creates the task's store partitions.
+func (t *Task) openStores(sub *graph.Subtopology) {
+	t.stores = map[string]*taskStore{}
+	inSub := map[*graph.Node]bool{}
+	for _, n := range sub.Nodes {
+		inSub[n] = true
+	}
+	sh := t.sh
+	for _, s := range sh.Graph.Stores {
+		if len(s.Users) == 0 || !inSub[s.Users[0]] {
+			continue
+		}
+		space := sh.DB.Space(s.Name, t.id.Partition)
+		st := &taskStore{
+			spec:  s,
+			topic: graph.ChangelogTopic(sh.ApplicationID, s.Name),
+			space: space,
+			buf:   changelog.NewBuffer(space),
+			users: map[string]bool{},
+		}
+		for _, u := range s.Users {
+			st.users[u.Name] = true
+		}
+		t.stores[s.Name] = st
+	}
+}
+
+// Store implements graph.TaskEnv. The store's buffer comes wrapped in the
+// null-key rule (see nullKeyBytes).
+func (t *Task) Store(node, name string) (changelog.Bytes, error) {
+	st := t.stores[name]
+	if st == nil {
+		return nil, fmt.Errorf("weir: task %s has no store %q", t.name, name)
+	}
+	if !st.users[node] {
+		return nil, fmt.Errorf("weir: processor %q is not attached to store %q (Topology.AddStore)", node, name)
+	}
+	return &nullKeyBytes{Bytes: st.buf, t: t, store: name}, nil
+}
+
+// BufferedBytes is the size of the task's uncommitted state changes.
+func (t *Task) BufferedBytes() int {
+	n := 0
+	for _, st := range t.stores {
+		n += st.buf.Size()
+	}
+	return n
+}
+
+// SendChangelog produces every buffered change to the store's changelog,
+// one record per key, to the task's partition.
+func (t *Task) SendChangelog() error {
+	for _, st := range t.stores {
+		changes := st.buf.Changes()
+		if len(changes) == 0 {
+			continue
+		}
+		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
+		for _, e := range changes {
+			m := &sarama.ProducerMessage{
+				Topic:     st.topic,
+				Key:       sarama.ByteEncoder(e.Key),
+				Partition: t.id.Partition,
+				Metadata:  o,
+			}
+			if !e.Deleted {
+				m.Value = sarama.ByteEncoder(nonNilBytes(e.Value))
+			}
+			if err := t.host.Send(m); err != nil {
+				return err
+			}
+			st.last = m
+		}
+	}
+	return nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Stage adds the task's committed changes and their checkpoints to c: the
+// commit that contained them has succeeded. Applied must follow a flushed
+// c.
+func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
+	for _, st := range t.stores {
+		if err := c.Stage(st.space, st.buf.Changes()); err != nil {
+			return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
+		}
+		if st.last != nil {
+			c.Checkpoint(st.space, st.last.Offset+1, at)
+		}
+	}
+	return nil
+}
+
+// Applied tells the task its staged changes are in the database: its
+// buffers start over and the new checkpoints are reported.
+func (t *Task) Applied() {
+	for _, st := range t.stores {
+		st.buf.Clear()
+		if st.last != nil {
+			t.sh.Local.Checkpointed(st.spec.Name, t.id.Partition, st.last.Offset+1)
+			st.last = nil
+		}
+	}
+}
+
+// DiscardState drops uncommitted changes: the commit failed.
+func (t *Task) DiscardState() {
+	for _, st := range t.stores {
+		st.buf.Clear()
+		st.last = nil
+	}
+}

@@ -1,0 +1,456 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Producer wraps a sarama AsyncProducer: it counts the records in flight so
+// that a commit can wait for all of them, keeps the first delivery error
+// of the transaction where Commit reads it, and under exactly once begins a
+// transaction before the first record of each commit interval.
+//
+// A Producer is not safe for concurrent use: its methods must not run at
+// the same time (call them from one goroutine, or serialise them with a
+// mutex, as the package example does for the claims of a consumer group
+// session). Err is the exception: it may be called from any goroutine. The
+// Producer's own goroutine collects sarama's acknowledgements until Close.
+type Producer struct {
+	ap            sarama.AsyncProducer
+	client        sarama.Client // the client New made ap on; nil after Wrap
+	transactional bool
+	inTxn         bool
+	began         time.Time // when the open transaction began
+
+	mu       sync.Mutex
+	inflight int
+	idle     chan struct{} // closed while inflight == 0
+	err      error         // first failure, other than a refusal, since the last commit
+	// refused are the records refused since the last commit or
+	// TakeRefused, the first maxRefused of them; nrefused counts all.
+	refused  []*RefusedError
+	nrefused int
+	pending  bool // records sent since the last commit or abort
+	done     chan struct{}
+	closed   bool
+}
+
+// maxRefused bounds the refused records a producer keeps for its caller.
+const maxRefused = 100
+
+// New creates a producer on client, which must have been configured with
+// [ConfigureProducer] (or equivalent settings: New reports every missing
+// one) and which the producer does not own: closing the producer leaves
+// the client open, and the caller closes it after the producer.
+//
+// The client's configuration decides whether the producer is
+// transactional (Producer.Transaction.ID set). Creating a transactional
+// producer initialises its id with the transaction coordinator: this
+// fences any earlier producer with the same id and aborts its open
+// transaction. A fencing error wraps [ErrFenced].
+func New(client sarama.Client) (*Producer, error) {
+	if err := checkConfig(client.Config()); err != nil {
+		return nil, err
+	}
+	ap, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		return nil, fmt.Errorf("txn: creating producer: %w", classify(err))
+	}
+	p := Wrap(ap)
+	p.client = client
+	return p, nil
+}
+
+// Wrap returns a Producer around ap, which it owns from now on: Close
+// closes it, and nothing else may use it. ap must return successes and
+// errors (Producer.Return.Successes and Return.Errors), or Commit waits for
+// ever. Wrap is for producers that New cannot make, such as a fake in a
+// test; a wrapped producer cannot be rebuilt.
+func Wrap(ap sarama.AsyncProducer) *Producer {
+	p := &Producer{ap: ap, transactional: ap.IsTransactional(), idle: make(chan struct{}), done: make(chan struct{})}
+	close(p.idle)
+	go p.drain()
+	return p
+}
+
+// Rebuild replaces p, a producer that returned [ErrFenced] or
+// [ErrAmbiguous], by a new one on the same client, and closes p. It
+// creates the new producer first: initialising the transactional id bumps
+// its epoch, so that nothing p still has in flight can land in a later
+// transaction, and makes the broker abort the transaction p left open. Only
+// then is p closed.
+//
+// Nothing of p's open transaction survives: reprocess from the last
+// committed offsets. On error (the new producer could not be created; a
+// fencing error wraps ErrFenced) p is left as it was, for the caller to
+// Close. Rebuild needs a producer made by New.
+func (p *Producer) Rebuild() (*Producer, error) {
+	if p.client == nil {
+		return nil, errors.New("txn: Rebuild: the producer was not made by New")
+	}
+	np, err := New(p.client)
+	if err != nil {
+		return nil, fmt.Errorf("txn: rebuilding the producer: %w", err)
+	}
+	// p is fenced for good now; what closing it reports (the errors of
+	// records it still held) is about a transaction already aborted.
+	_ = p.Close()
+	return np, nil
+}
+
+func (p *Producer) drain() {
+	defer close(p.done)
+	succ, errs := p.ap.Successes(), p.ap.Errors()
+	for succ != nil || errs != nil {
+		select {
+		case _, ok := <-succ:
+			if !ok {
+				succ = nil
+				continue
+			}
+			p.ack(nil)
+		case e, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			p.ack(deliveryError(e))
+		}
+	}
+}
+
+func (p *Producer) ack(err error) {
+	p.mu.Lock()
+	var re *RefusedError
+	switch {
+	case err == nil:
+	case errors.As(err, &re):
+		if len(p.refused) < maxRefused {
+			p.refused = append(p.refused, re)
+		}
+		p.nrefused++
+	case p.err == nil:
+		p.err = err
+	}
+	p.inflight--
+	if p.inflight == 0 {
+		close(p.idle)
+	}
+	p.mu.Unlock()
+}
+
+// Send hands m to the producer, beginning a transaction first when none is
+// open. It returns once sarama has taken m; delivery is asynchronous, and
+// its failure shows in Err and in the next Send or Commit. Send blocks
+// while sarama's input buffer is full; it takes no context, because the
+// record being processed is finished even when the application stops,
+// and sarama fails what it cannot deliver.
+//
+// Send never ends a transaction. Once a record of the transaction has
+// failed, every later Send returns that failure (wrapping [ErrFailed]) and
+// Err keeps reporting it until Commit or Abort ends the transaction: a
+// caller that ignores one error cannot go on to commit input whose output
+// was lost, because Commit refuses a failed transaction. After an error
+// from Send, stop sending and call Commit (which aborts) or Abort. A
+// closed producer returns [ErrClosed].
+func (p *Producer) Send(m *sarama.ProducerMessage) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.Err(); err != nil {
+		return err
+	}
+	if p.transactional && !p.inTxn {
+		if err := p.ap.BeginTxn(); err != nil {
+			err = fmt.Errorf("txn: begin: %w", classify(err))
+			p.setErr(err)
+			return fmt.Errorf("%w: %w", ErrFailed, err)
+		}
+		p.inTxn, p.began = true, time.Now()
+	}
+	p.mu.Lock()
+	if p.inflight == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.inflight++
+	p.mu.Unlock()
+	p.pending = true
+	p.ap.Input() <- m
+	return nil
+}
+
+// Wait blocks until every record sent so far is acknowledged or failed,
+// without ending the transaction or the interval: a failure stays for Err
+// and TakeRefused. Sending one record and waiting for it keeps it alone in
+// its batch, so that a refusal names it and no other. Wait returns nil
+// once the records are settled, whether they failed or not, and ctx's
+// error wrapped when ctx ends first.
+func (p *Producer) Wait(ctx context.Context) error {
+	if p.closed {
+		return ErrClosed
+	}
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("txn: waiting for acknowledgements: %w", ctx.Err())
+	}
+}
+
+// Err returns the failure of the current transaction (or, at least once,
+// of the current commit interval) wrapping [ErrFailed], or nil while every
+// record so far was delivered or is still in flight. A [*RefusedError] in
+// the chain names a record the broker or the client's limits refused. Err
+// is safe to call from any goroutine.
+func (p *Producer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errLocked()
+}
+
+func (p *Producer) errLocked() error {
+	switch {
+	case p.err != nil:
+		return fmt.Errorf("%w: %w", ErrFailed, p.err)
+	case len(p.refused) > 0:
+		return fmt.Errorf("%w: %w", ErrFailed, p.refused[0])
+	}
+	return nil
+}
+
+// TakeRefused returns the records refused since the last commit or call
+// (the first 100 of them, and how many there were) and forgets them, for a
+// caller that skips refused records. At least once the producer then goes
+// on as if they had not been sent; under exactly once the transaction
+// stays failed (Kafka fails the whole transaction) and must be aborted,
+// and the caller skips the records when it reprocesses their input (a
+// record's Metadata can say which input it came from).
+func (p *Producer) TakeRefused() (refused []*RefusedError, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	refused, n = p.refused, p.nrefused
+	p.refused, p.nrefused = nil, 0
+	if p.transactional && n > 0 && p.err == nil {
+		p.err = fmt.Errorf("%w (%d records refused)", refused[0], n)
+	}
+	return refused, n
+}
+
+// Pending reports whether records were sent since the last commit or
+// abort, that is whether a commit has output to settle even without
+// offsets.
+func (p *Producer) Pending() bool { return p.pending }
+
+func (p *Producer) setErr(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+// flush waits until every record sent is acknowledged or failed, then
+// reports the first failure of the interval and starts a new one. Records
+// refused while no other failure happened are kept for TakeRefused and
+// reported without starting a new interval.
+func (p *Producer) flush(ctx context.Context) error {
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil && len(p.refused) > 0 {
+		return p.errLocked()
+	}
+	err := p.errLocked()
+	p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
+	return err
+}
+
+// Commit ends the current transaction (or, at least once, the current
+// commit interval). Call it from the goroutine that sends, every commit
+// interval, and before giving up the input partitions (in a sarama
+// handler's Cleanup).
+//
+// Exactly once (a producer with a transactional id): Commit adds offsets
+// to the transaction with group's metadata and commits it, together with
+// every record sent since the last commit. offsets maps topic → partition →
+// the offset of the next record to consume (the last one processed plus
+// one) for every input partition processed since the last commit; group is
+// the consumer group member that consumed them ([SessionGroup]). With
+// neither records nor offsets there is nothing to commit and Commit
+// returns nil. sarama's CommitTxn takes no context: Commit blocks until the
+// broker answers or sarama's retries (Producer.Transaction.Retry) run out.
+// A failure wraps [ErrAborted], [ErrFenced] or [ErrAmbiguous] and its cause
+// (see the package documentation for what to do): a transaction in which a
+// record failed is never committed but aborted, and reported as ErrAborted
+// wrapping the record's error. Offsets without a group are refused with
+// neither the transaction nor the producer touched.
+//
+// At least once (no transactional id): Commit waits until every record is
+// acknowledged, for at most ctx's lifetime, and returns the first delivery
+// error of the interval; offsets and group are ignored, and the offsets
+// are the caller's to commit after a nil return.
+//
+// A closed producer returns [ErrClosed].
+func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int64, group *Group) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if !p.transactional {
+		return p.flush(ctx)
+	}
+	if len(offsets) > 0 && group == nil {
+		return errors.New("txn: Commit: offsets without the group that consumed them")
+	}
+	if err := p.Err(); err != nil {
+		// A record of this transaction failed: it must not commit.
+		return p.fail(err)
+	}
+	if !p.inTxn {
+		if len(offsets) == 0 {
+			return nil
+		}
+		if err := p.ap.BeginTxn(); err != nil {
+			return fmt.Errorf("txn: begin: %w", classify(err))
+		}
+		p.inTxn, p.began = true, time.Now()
+	}
+	if len(offsets) > 0 {
+		if err := p.ap.AddOffsetsToTxnWithGroupMetadata(toPartitionOffsets(offsets), group); err != nil {
+			return p.fail(fmt.Errorf("adding offsets: %w", err))
+		}
+	}
+	// CommitTxn flushes the records of the transaction first.
+	if err := p.ap.CommitTxn(); err != nil {
+		if ferr := p.Err(); ferr != nil {
+			err = fmt.Errorf("%w (%w)", ferr, err)
+		}
+		return p.fail(fmt.Errorf("commit: %w", err))
+	}
+	p.inTxn = false
+	// Every record is acknowledged once CommitTxn returns (a delivery
+	// error would have failed it): sarama hands each acknowledgement to
+	// drain before it counts the record done, so this wait is drain's
+	// bookkeeping only, and a context already done (a caller committing
+	// in a session's Cleanup) must not turn a commit into a failure.
+	if err := p.flush(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	}
+	return nil
+}
+
+// fail handles a failed commit: abort when the error is abortable, then
+// tell apart aborted, fenced and unknown outcomes. A zombie writing to a
+// partition already in its transaction may see an abortable
+// INVALID_TXN_STATE first and learn that it is fenced only on abort.
+func (p *Producer) fail(cause error) error {
+	status := p.ap.TxnStatus()
+	switch {
+	case status&sarama.ProducerTxnFlagFatalError != 0 || errors.Is(cause, sarama.ErrProducerFenced):
+		return fmt.Errorf("%w: %w", ErrFenced, cause)
+	case status&sarama.ProducerTxnFlagAbortableError != 0:
+		if err := p.ap.AbortTxn(); err != nil {
+			if p.ap.TxnStatus()&sarama.ProducerTxnFlagFatalError != 0 || errors.Is(err, sarama.ErrProducerFenced) {
+				return fmt.Errorf("%w: %w (abort: %w)", ErrFenced, cause, err)
+			}
+			return fmt.Errorf("%w: %w (abort: %w)", ErrAmbiguous, cause, err)
+		}
+		p.inTxn = false
+		p.discardErr()
+		return fmt.Errorf("%w: %w", ErrAborted, cause)
+	}
+	return fmt.Errorf("%w: %w", ErrAmbiguous, cause)
+}
+
+// discardErr forgets the aborted transaction's failures, refusals
+// included, once drain has counted its records: sarama's AbortTxn returns
+// only after handing every record of the transaction back, so the wait is
+// short and needs no context.
+func (p *Producer) discardErr() {
+	_ = p.flush(context.Background())
+	p.mu.Lock()
+	p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
+	p.mu.Unlock()
+}
+
+// Abort ends the open transaction, if any, without committing it: for a
+// caller that decided not to commit (its processing failed, or it stops
+// without committing). Nothing of the transaction happens; reprocess from
+// the last committed offsets. It returns nil when the transaction was
+// aborted or none was open, and otherwise an error classified as for
+// Commit ([ErrFenced] or [ErrAmbiguous]: replace the producer).
+//
+// At least once there is nothing to undo: Abort waits, for at most ctx's
+// lifetime, for the records in flight and forgets the interval's failure.
+// A closed producer returns [ErrClosed].
+func (p *Producer) Abort(ctx context.Context) error {
+	if p.closed {
+		return ErrClosed
+	}
+	if !p.transactional {
+		_ = p.flush(ctx)
+		p.mu.Lock()
+		p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
+		p.mu.Unlock()
+		return nil
+	}
+	if !p.inTxn {
+		return nil
+	}
+	if err := p.ap.AbortTxn(); err != nil {
+		return p.fail(fmt.Errorf("abort: %w", err))
+	}
+	p.inTxn = false
+	p.discardErr()
+	return nil
+}
+
+// OpenFor returns how long the current transaction has been open, or 0
+// when none is. A producer fenced while its transaction was younger than
+// the transaction timeout (Producer.Transaction.Timeout) was fenced by
+// another producer with its transactional id, not by the coordinator
+// aborting a transaction that timed out: rebuilding it would fence the
+// other one in turn.
+func (p *Producer) OpenFor() time.Duration {
+	if !p.inTxn {
+		return 0
+	}
+	return time.Since(p.began)
+}
+
+// Close closes the sarama producer, once: sarama panics on a second Close,
+// so later calls return nil and every other method of a closed producer
+// returns [ErrClosed]. It does not close the client New was given. An open
+// transaction is left to the broker, which aborts it when the next
+// producer with the same transactional id initialises or when it times
+// out: commit or abort before closing a producer that will not be
+// replaced. The error is sarama's, such as the records that failed while
+// it shut down.
+func (p *Producer) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	err := p.ap.Close()
+	<-p.done
+	return err
+}
+
+func toPartitionOffsets(offsets map[string]map[int32]int64) map[string][]*sarama.PartitionOffsetMetadata {
+	out := make(map[string][]*sarama.PartitionOffsetMetadata, len(offsets))
+	for topic, parts := range offsets {
+		for p, off := range parts {
+			out[topic] = append(out[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off, LeaderEpoch: -1})
+		}
+	}
+	return out
+}
