@@ -40,6 +40,33 @@ func runLoad(ctx context.Context, o *options, c *cluster, topic string) (*result
 // returns the measurement, named name, and the high watermark of every
 // partition. The CPU profile, if any, is PREFIX-<profile>.pprof.
 func loadTopic(ctx context.Context, o *options, c *cluster, topic string, records int64, profile, name string) (*result, []int64, error) {
+	return loadRecords(ctx, o, c, loadSpec{topic: topic, partitions: o.partitions, to: records, profile: profile, name: name})
+}
+
+// loadSpec is one load: records [from, to) into topic.
+type loadSpec struct {
+	topic      string
+	partitions int32
+	// from and to are the indices of the first record and one past the
+	// last: record i has key recordKey(i). A topic loaded in several
+	// parts is loaded in order, from 0, so that it holds to records at
+	// the end of each part.
+	from, to int64
+	// bad, if set, marks records: their value is badValue instead of the
+	// usual one.
+	bad func(i int64) bool
+	// profile names the CPU profile, PREFIX-<profile>.pprof; "" takes no
+	// profile (a load inside another measurement).
+	profile, name string
+}
+
+// badValue is the value of the records a loadSpec marks bad.
+var badValue = []byte("bad")
+
+// loadRecords writes the records of l as runLoad describes, and returns
+// the measurement and the high watermark of every partition.
+func loadRecords(ctx context.Context, o *options, c *cluster, l loadSpec) (*result, []int64, error) {
+	topic, name, records := l.topic, l.name, l.to-l.from
 	what := name
 	sc := saramaConfig("weir-bench-load")
 	sc.Producer.RequiredAcks = sarama.WaitForLocal
@@ -86,7 +113,11 @@ func loadTopic(ctx context.Context, o *options, c *cluster, topic string, record
 		}
 	}()
 
-	m, err := startMeasurement(o.cpuProfile, profile, 1)
+	prefix := o.cpuProfile
+	if l.profile == "" {
+		prefix = ""
+	}
+	m, err := startMeasurement(prefix, l.profile, 1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,8 +128,11 @@ func loadTopic(ctx context.Context, o *options, c *cluster, topic string, record
 	sending := make(chan struct{})
 	go func() {
 		defer close(sending)
-		for i := range records {
+		for i := l.from; i < l.to; i++ {
 			msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(recordKey(i)), Value: value}
+			if l.bad != nil && l.bad(i) {
+				msg.Value = sarama.ByteEncoder(badValue)
+			}
 			select {
 			case producer.Input() <- msg:
 			case <-sendCtx.Done():
@@ -126,7 +160,7 @@ func loadTopic(ctx context.Context, o *options, c *cluster, topic string, record
 	<-drained
 	closeTime := time.Since(closeStart)
 
-	hwm, err := c.offsets(topic, o.partitions, sarama.ReadUncommitted)
+	hwm, err := c.offsets(topic, l.partitions, sarama.ReadUncommitted)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -134,8 +168,8 @@ func loadTopic(ctx context.Context, o *options, c *cluster, topic string, record
 	for _, h := range hwm {
 		sum += h
 	}
-	if sum != records {
-		return nil, nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, records)
+	if sum != l.to {
+		return nil, nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, l.to)
 	}
 
 	r := &result{

@@ -12,6 +12,9 @@
 // The restore workload (not in the default set) measures how fast weir
 // rebuilds a key-value store from changelogs of -restore-records records,
 // next to a bare sarama read of the same changelog (restore.go).
+// The aborts workload (not in the default set) runs three exactly-once
+// weir instances and makes the broker refuse K of their output records,
+// to count the rebalances each aborted transaction costs (aborts.go).
 // Every run uses new topics, consumer groups and application ids and deletes
 // them at the end, also when it fails. See README.md for the workloads and
 // the figures measured on the project's machine.
@@ -21,6 +24,7 @@
 //	cd bench && go run . [-records 1000000] [-value-size 100] [-partitions 4] [-json]
 //	cd bench && go run . -workloads count [-records 1000000] [-rounds 2]
 //	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
+//	cd bench && go run . -workloads aborts [-records 200000] [-aborts 5]
 package main
 
 import (
@@ -58,13 +62,14 @@ const (
 	wlLoad              = "load" // runs before the read workloads; accepted in -workloads for clarity
 	wlRestore           = "restore"
 	wlCount             = "count"
+	wlAborts            = "aborts"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
 var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore)
+var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore, wlAborts)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -86,6 +91,12 @@ type options struct {
 
 	restoreRecords     []int64
 	restoreConcurrency []int
+
+	aborts       int
+	abortsWindow time.Duration
+	// partitionsSet tells whether -partitions was given: the aborts
+	// workload has a default of its own.
+	partitionsSet bool
 }
 
 func main() {
@@ -122,6 +133,8 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure: "+strings.Join(knownWorkloads, ", "))
 	restoreRecords := fs.String("restore-records", "1000000,5000000", "restore workload: comma-separated changelog sizes, in records")
 	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.State.MaxConcurrentRestores to measure")
+	aborts := fs.Int("aborts", 5, "aborts workload: bad input records, each an output record the broker refuses (an aborted transaction); 0 is a baseline without injection")
+	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each workload's wait for its records")
@@ -150,7 +163,10 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		json:           *jsonOut,
 		cpuProfile:     *cpuProfile,
 		logLevel:       *logLevel,
+		aborts:         *aborts,
+		abortsWindow:   *abortsWindow,
 	}
+	fs.Visit(func(f *flag.Flag) { o.partitionsSet = o.partitionsSet || f.Name == "partitions" })
 	var errs []error
 	for b := range strings.SplitSeq(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -194,6 +210,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 	if o.restoreConcurrency, err = parsePositives[int](*restoreConcurrency); err != nil {
 		errs = append(errs, fmt.Errorf("-restore-concurrency: %w", err))
+	}
+	if slices.Contains(o.workloads, wlAborts) {
+		errs = append(errs, o.checkAborts()...)
 	}
 	switch o.logLevel {
 	case "off", "info", "debug":
@@ -271,6 +290,9 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 	}
 
 	if err := checkWeirConfig(o); err != nil {
+		return err
+	}
+	if err := checkAbortsConfig(o); err != nil {
 		return err
 	}
 	c, err := connect(o.brokers)
@@ -358,6 +380,15 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 			return err
 		}
 		rep.computeRestoreRatios()
+	}
+	if slices.Contains(o.workloads, wlAborts) {
+		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) {
+			// The header describes the aborts workload alone.
+			rep.Records, rep.Partitions, rep.Guarantee = o.records, o.abortsPartitions(), weir.ExactlyOnce.String()
+		}
+		if err := runAbortsRounds(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
 	}
 	if o.json {
 		return rep.writeJSON(out)

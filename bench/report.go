@@ -37,6 +37,9 @@ type report struct {
 	// Counts and CountRatios are the count workload's (count.go).
 	Counts      []*countResult `json:"counts,omitempty"`
 	CountRatios []countRatio   `json:"count_ratios,omitempty"`
+
+	// Aborts are the aborts workload's (aborts.go).
+	Aborts []*abortsResult `json:"aborts,omitempty"`
 }
 
 // ratio compares a weir workload with the bare sarama consumer group,
@@ -155,7 +158,12 @@ func (r *report) writeTable(w io.Writer) error {
 		}
 	}
 	if len(r.Restores) > 0 {
-		return r.writeRestoreTable(w)
+		if err := r.writeRestoreTable(w); err != nil {
+			return err
+		}
+	}
+	if len(r.Aborts) > 0 {
+		return r.writeAbortsTable(w)
 	}
 	return nil
 }

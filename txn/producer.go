@@ -31,13 +31,17 @@ type Producer struct {
 	inflight int
 	idle     chan struct{} // closed while inflight == 0
 	err      error         // first failure, other than a refusal, since the last commit
-	// refused are the records refused since the last commit or
-	// TakeRefused, the first maxRefused of them; nrefused counts all.
-	refused  []*RefusedError
-	nrefused int
-	pending  bool // records sent since the last commit or abort
-	done     chan struct{}
-	closed   bool
+	// refused are the records of the open transaction (at least once,
+	// of the interval) refused so far, the first maxRefused of them;
+	// nrefused counts all. An abort moves them to aborted, where they
+	// wait for TakeRefused without failing the next transaction.
+	refused          []*RefusedError
+	nrefused         int
+	aborted          []*RefusedError
+	nabortedRefusals int
+	pending          bool // records sent since the last commit or abort
+	done             chan struct{}
+	closed           bool
 }
 
 // maxRefused bounds the refused records a producer keeps for its caller.
@@ -236,11 +240,16 @@ func (p *Producer) errLocked() error {
 func (p *Producer) TakeRefused() (refused []*RefusedError, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	refused, n = p.refused, p.nrefused
-	p.refused, p.nrefused = nil, 0
-	if p.transactional && n > 0 && p.err == nil {
-		p.err = fmt.Errorf("%w (%d records refused)", refused[0], n)
+	current := len(p.refused) > 0
+	refused = append(p.aborted, p.refused...)
+	n = p.nabortedRefusals + p.nrefused
+	if len(refused) > maxRefused {
+		refused = refused[:maxRefused]
 	}
+	if p.transactional && current && p.inTxn && p.err == nil {
+		p.err = fmt.Errorf("%w (%d records refused)", p.refused[0], p.nrefused)
+	}
+	p.refused, p.nrefused, p.aborted, p.nabortedRefusals = nil, 0, nil, 0
 	return refused, n
 }
 
@@ -376,10 +385,24 @@ func (p *Producer) fail(cause error) error {
 // only after handing every record of the transaction back, so the wait is
 // short and needs no context.
 func (p *Producer) discardErr() {
-	_ = p.flush(context.Background())
+	_ = p.Wait(context.Background())
 	p.mu.Lock()
-	p.err, p.refused, p.nrefused, p.pending = nil, nil, 0, false
+	p.keepAbortedRefusals()
+	p.err, p.pending = nil, false
 	p.mu.Unlock()
+}
+
+// keepAbortedRefusals moves the refusals of a transaction that ended
+// without committing where TakeRefused still finds them (a commit that
+// failed on them aborts before its caller can look), while the next
+// transaction starts clean. Called with mu held.
+func (p *Producer) keepAbortedRefusals() {
+	p.aborted = append(p.aborted, p.refused...)
+	if len(p.aborted) > maxRefused {
+		p.aborted = p.aborted[:maxRefused]
+	}
+	p.nabortedRefusals += p.nrefused
+	p.refused, p.nrefused = nil, 0
 }
 
 // Abort ends the open transaction, if any, without committing it: for a

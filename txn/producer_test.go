@@ -315,3 +315,38 @@ func TestRebuildNeedsAProducerMadeByNew(t *testing.T) {
 		t.Fatalf("Send after a failed Rebuild = %v", err)
 	}
 }
+
+// A commit that aborts on refused records keeps them for TakeRefused,
+// while the next transaction starts clean.
+func TestAbortKeepsRefusalsForTakeRefused(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	f.SendErr = sarama.ErrInvalidRecord
+	p := Wrap(f)
+	defer p.Close()
+	for range 2 {
+		if err := p.Send(&sarama.ProducerMessage{Topic: "out"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagAbortableError
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Commit = %v, want ErrAborted", err)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("Err after the abort = %v; the next transaction must start clean", err)
+	}
+	refused, n := p.TakeRefused()
+	if n != 2 || len(refused) != 2 {
+		t.Fatalf("TakeRefused after the abort = %d records (%d), want both", len(refused), n)
+	}
+	if _, n := p.TakeRefused(); n != 0 {
+		t.Fatalf("a second TakeRefused found %d", n)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("TakeRefused with no transaction open failed the next one: %v", err)
+	}
+}

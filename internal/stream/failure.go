@@ -141,13 +141,16 @@ func (th *Thread) settle(err error) error {
 	if errors.As(err, &pe) {
 		return pe
 	}
+	// The producer's list of refused records, not the error, says what
+	// was refused: a commit that fails on a refusal may return before the
+	// producer has heard of every refused record, or of any.
 	var re *txn.RefusedError
-	if errors.As(err, &re) {
-		refused, n := th.producer.TakeRefused()
+	refused, n := th.producer.TakeRefused()
+	if n > 0 || errors.As(err, &re) {
 		if len(refused) == 0 {
-			// An abort already forgot them: the commit found the refusal.
 			refused, n = []*txn.RefusedError{re}, 1
 		}
+		re = refused[0]
 		if n > 1 {
 			// The broker refuses a whole batch for one bad record and does
 			// not say which (sarama drops KIP-467's record errors). Under

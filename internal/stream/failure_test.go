@@ -238,3 +238,54 @@ func TestFailedRebuildKeepsTheOldProducer(t *testing.T) {
 		t.Errorf("error %q does not say the rebuild failed", err)
 	}
 }
+
+// A batch refused for one bad record (Kafka fails every record of it)
+// found by the commit: no record of the batch may be skipped, since none
+// is known to be the bad one; the thread replays with the topic's records
+// sent one at a time, and the next refusal, alone in its batch, is skipped.
+func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	fake.SendErr = sarama.ErrInvalidRecord
+	th := failureThread(t, Config{ProductionErrors: task.Skip}, fake)
+	for off := int64(7); off <= 9; off++ {
+		if err := th.Send(msgFrom("in", off, "out", []byte("k"), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := th.producer.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fake.Status = sarama.ProducerTxnFlagInError | sarama.ProducerTxnFlagAbortableError
+	// The commit aborts on the failure before the thread looks.
+	err := th.producer.Commit(context.Background(), map[string]map[int32]int64{"in": {0: 10}}, &txn.Group{GroupID: "app"})
+	if !errors.Is(err, txn.ErrAborted) {
+		t.Fatalf("Commit = %v, want ErrAborted", err)
+	}
+	if err := th.settle(err); err != nil {
+		t.Fatalf("settle = %v", err)
+	}
+	if len(th.skips) != 0 || skippedCount(th) != 0 {
+		t.Fatalf("skipped %v records (%d skip entries) of a batch whose bad record is unknown", skippedCount(th), len(th.skips))
+	}
+	if !th.isolate["out"] {
+		t.Fatal("topic out is not sent one record at a time after a batch refusal")
+	}
+	// The replay: records 7 and 8 go through; 9 is refused alone.
+	fake.SendErr = nil
+	for off := int64(7); off <= 8; off++ {
+		if err := th.Send(msgFrom("in", off, "out", []byte("k"), 10)); err != nil || th.failed() != nil {
+			t.Fatalf("replayed record %d: send = %v, failed = %v", off, err, th.failed())
+		}
+	}
+	fake.SendErr = sarama.ErrInvalidRecord
+	if err := th.Send(msgFrom("in", 9, "out", []byte("k"), 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.settle(th.failed()); err != nil {
+		t.Fatalf("settle = %v", err)
+	}
+	if _, ok := th.skips[skipKey{"in", 0, 9, "out"}]; !ok || len(th.skips) != 1 || skippedCount(th) != 1 {
+		t.Fatalf("skip entries %v, skipped %v; want exactly input in@9's record", th.skips, skippedCount(th))
+	}
+}
