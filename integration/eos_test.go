@@ -67,6 +67,10 @@ const (
 	// processing of the backlog: between commits, in a commit, in a
 	// rebalance.
 	eosMaxKillDelay = 1500 * time.Millisecond
+	// eosPace records, then eosPause: a round of about 28,600 records is
+	// produced over about 1.7 s, longer than eosMaxKillDelay.
+	eosPace  = 1000
+	eosPause = 60 * time.Millisecond
 	// eosCompleteTimeout bounds the wait for the committed offsets to reach
 	// the end of the input once everything is produced.
 	eosCompleteTimeout = 150 * time.Second
@@ -485,15 +489,21 @@ func newChunkProducer(t *testing.T, c *harness.Cluster) *chunkProducer {
 	return &chunkProducer{p: p}
 }
 
-// send produces msgs eosChunk at a time; the broker's acknowledgement
-// fills in each message's partition and offset.
+// send produces msgs eosPace records at a time with a pause after each,
+// so that a round's records arrive over longer than eosMaxKillDelay: the
+// kill then finds records in processing and transactions open, however
+// fast the instances process. The broker's acknowledgement fills in each
+// message's partition and offset.
 func (cp *chunkProducer) send(msgs []*sarama.ProducerMessage) error {
 	for len(msgs) > 0 {
-		n := min(eosChunk, len(msgs))
+		n := min(eosPace, len(msgs))
 		if err := cp.p.SendMessages(msgs[:n]); err != nil {
 			return err
 		}
 		msgs = msgs[n:]
+		if len(msgs) > 0 {
+			time.Sleep(eosPause)
+		}
 	}
 	return nil
 }
