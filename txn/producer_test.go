@@ -322,6 +322,7 @@ func TestAbortKeepsRefusalsForTakeRefused(t *testing.T) {
 	t.Parallel()
 	f := txntest.New(true)
 	f.SendErr = sarama.ErrInvalidRecord
+	f.Gate = make(chan struct{})
 	p := Wrap(f)
 	defer p.Close()
 	for range 2 {
@@ -329,6 +330,7 @@ func TestAbortKeepsRefusalsForTakeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	close(f.Gate)
 	if err := p.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}

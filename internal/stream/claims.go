@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -97,10 +96,11 @@ func (th *Thread) control() error {
 	}
 	var err error
 	if len(closing) > 0 {
-		if cerr := th.commit(); cerr != nil && !errors.Is(cerr, errCommitLater) {
+		switch o, cerr := th.commit(); {
+		case cerr != nil:
 			err = cerr
-		} else if cerr != nil {
-			th.log.Warn("commit before revocation failed; the new owner repeats the uncommitted records", "error", cerr)
+		case o != committed:
+			th.log.Warn("commit before revocation did not commit; the new owner repeats the uncommitted records", "outcome", o)
 		}
 		for _, t := range closing {
 			if th.tasks[t.ID()] == t { // a failed commit may have closed it

@@ -14,9 +14,22 @@ import (
 	"github.com/weirstream/weir/txn"
 )
 
-// errCommitLater is a commit the group refused for now (it is rebalancing
-// or moved to a new generation); the next commit carries the same offsets.
-var errCommitLater = errors.New("weir: commit deferred: group is rebalancing")
+// outcome is what a commit did, when it did not stop the thread.
+type outcome int
+
+const (
+	// committed: input offsets, output and state changes are committed
+	// (or there was nothing to commit).
+	committed outcome = iota
+	// deferred: at least once, the output and the state are written but
+	// the group refused the offsets for now (it moved to a new
+	// generation); the next commit carries them.
+	deferred
+	// rewound: the transaction failed and settle took the thread's tasks
+	// back to their last commit (aborted, or the producer fenced or its
+	// outcome unknown and rebuilt).
+	rewound
+)
 
 // commit is the one place where a thread commits.
 //
@@ -27,9 +40,9 @@ var errCommitLater = errors.New("weir: commit deferred: group is rebalancing")
 // Exactly once: the changelog records join the thread's transaction, which
 // commits together with the input offsets and the group's metadata; only
 // then are the changes written to Badger with their checkpoints. A failed
-// transaction is aborted and its state changes discarded; the thread's
-// tasks close and the group gives them back from the committed offsets.
-func (th *Thread) commit() error {
+// transaction is settled (see settle): the thread stops, or its tasks go
+// back to their last commit and the outcome is rewound.
+func (th *Thread) commit() (outcome, error) {
 	th.lastCommit = time.Now()
 	offsets := map[string]map[int32]int64{}
 	for _, id := range th.order {
@@ -37,15 +50,15 @@ func (th *Thread) commit() error {
 	}
 	for _, id := range th.order {
 		if err := th.tasks[id].SendChangelog(); err != nil {
-			return th.settle(err)
+			return rewound, th.settle(err)
 		}
 	}
 	if err := th.failed(); err != nil {
 		// Never commit past a record that was refused or lost.
-		return th.settle(err)
+		return rewound, th.settle(err)
 	}
 	if len(offsets) == 0 && !th.producer.Pending() {
-		return nil
+		return committed, nil
 	}
 	// Not th.ctx: the last commit runs after the thread was told to stop.
 	ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
@@ -61,23 +74,23 @@ func (th *Thread) commit() error {
 		// Refused records that ProductionErrors=Skip drops leave the
 		// interval intact; anything else stops the thread.
 		if err := th.settle(err); err != nil {
-			return th.failCommit(err)
+			return committed, th.failCommit(err)
 		}
 		if err := th.producer.Commit(ctx, nil, nil); err != nil {
-			return th.failCommit(err)
+			return committed, th.failCommit(err)
 		}
 	}
 	// State follows the changelog, which now holds every change: write it
 	// to Badger whatever happens to the offsets below.
 	if err := th.applyState(); err != nil {
-		return err
+		return committed, err
 	}
 	if len(offsets) == 0 {
-		return nil
+		return committed, nil
 	}
 	sess := th.session()
 	if sess == nil {
-		return errCommitLater
+		return deferred, nil
 	}
 	err := client.CommitOffsets(ctx, th.client, th.in.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
 	if errors.Is(err, client.ErrTasksMigrated) {
@@ -86,20 +99,20 @@ func (th *Thread) commit() error {
 		// session). Tasks that really moved are revoked through
 		// ConsumeClaim, which commits again; the rest commit next time.
 		th.log.Debug("commit deferred", "error", err)
-		return errCommitLater
+		return deferred, nil
 	}
 	if err != nil {
-		return err
+		return committed, err
 	}
 	th.committed(offsets)
-	return nil
+	return committed, nil
 }
 
 // commitTransaction commits the thread's transaction with offsets.
-func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) error {
+func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) (outcome, error) {
 	sess := th.session()
 	if sess == nil {
-		return th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
+		return rewound, th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
 	}
 	var instance *string
 	if th.instance != "" {
@@ -108,15 +121,15 @@ func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.in.ApplicationID, instance)
 	start := time.Now()
 	if err := th.producer.Commit(ctx, offsets, group); err != nil {
-		return th.settle(err)
+		return rewound, th.settle(err)
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
 	if err := th.applyState(); err != nil {
-		return err
+		return committed, err
 	}
 	th.committed(offsets)
 	th.log.Debug("transaction committed", "took", time.Since(start))
-	return nil
+	return committed, nil
 }
 
 // failCommit handles a changelog or flush failure at least once: the
@@ -199,7 +212,7 @@ func (th *Thread) shutdown(cause error) error {
 		for _, id := range th.order {
 			th.tasks[id].DiscardState()
 		}
-	} else if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+	} else if _, err := th.commit(); err != nil {
 		th.log.Warn("final commit failed", "error", err)
 		if cause == nil {
 			cause = err
@@ -213,4 +226,17 @@ func (th *Thread) shutdown(cause error) error {
 		th.log.Error("thread stopped", "error", cause)
 	}
 	return cause
+}
+
+// String names the outcome, for logs.
+func (o outcome) String() string {
+	switch o {
+	case committed:
+		return "committed"
+	case deferred:
+		return "deferred"
+	case rewound:
+		return "rewound"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
 }

@@ -247,12 +247,14 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	t.Parallel()
 	fake := txntest.New(true)
 	fake.SendErr = sarama.ErrInvalidRecord
+	fake.Gate = make(chan struct{})
 	th := failureThread(t, Config{ProductionErrors: task.Skip}, fake)
 	for off := int64(7); off <= 9; off++ {
 		if err := th.Send(msgFrom("in", off, "out", []byte("k"), 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	close(fake.Gate) // the batch is refused whole
 	if err := th.producer.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}

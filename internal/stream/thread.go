@@ -324,7 +324,7 @@ func (th *Thread) loop() error {
 			}
 		}
 		if now.Sub(th.lastCommit) >= cfg.CommitInterval && !th.inRebalance() {
-			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+			if _, err := th.commit(); err != nil {
 				return th.shutdown(err)
 			}
 		}
@@ -415,7 +415,7 @@ func (th *Thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 				return false, wait, nil
 			}
 			// The commit may close tasks: start the round over.
-			if err := th.commit(); err != nil && !errors.Is(err, errCommitLater) {
+			if _, err := th.commit(); err != nil {
 				return progressed, wait, err
 			}
 			return progressed, wait, nil

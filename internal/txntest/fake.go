@@ -30,6 +30,10 @@ type Fake struct {
 	Aborted      int
 	Committed    int
 	Closed       int
+	// Gate, when set before the first Send, holds every acknowledgement
+	// until it is closed: records sent meanwhile are in flight together,
+	// as a batch is. Up to 16 records wait in the input.
+	Gate chan struct{}
 
 	input     chan *sarama.ProducerMessage
 	successes chan *sarama.ProducerMessage
@@ -41,12 +45,15 @@ func New(transactional bool) *Fake {
 	f := &Fake{
 		transactional: transactional,
 		Status:        sarama.ProducerTxnFlagReady,
-		input:         make(chan *sarama.ProducerMessage),
+		input:         make(chan *sarama.ProducerMessage, 16),
 		successes:     make(chan *sarama.ProducerMessage, 16),
 		errs:          make(chan *sarama.ProducerError, 16),
 	}
 	go func() {
 		for m := range f.input {
+			if f.Gate != nil {
+				<-f.Gate
+			}
 			if f.SendErr != nil {
 				f.errs <- &sarama.ProducerError{Msg: m, Err: f.SendErr}
 			} else {
