@@ -83,8 +83,7 @@ func (c *nodeContext[K, V]) ForwardTo(child string, rec Record[K, V]) error {
 }
 
 func (c *nodeContext[K, V]) Metadata() (Metadata, bool) {
-	m, ok := c.env.Metadata()
-	return Metadata(m), ok
+	return c.env.Metadata()
 }
 
 func (c *nodeContext[K, V]) StreamTime() time.Time { return c.env.StreamTime() }
@@ -98,17 +97,13 @@ func (c *nodeContext[K, V]) Schedule(interval time.Duration, typ PunctuationType
 	if fn == nil {
 		return nil, fmt.Errorf("processor: %q: nil punctuator", c.node)
 	}
-	var gt graph.PunctuationType
 	switch typ {
-	case StreamTime:
-		gt = graph.StreamTime
-	case WallClockTime:
-		gt = graph.WallClockTime
+	case StreamTime, WallClockTime:
 	default:
 		return nil, fmt.Errorf("processor: %q: unknown punctuation type %d", c.node, typ)
 	}
 	node := c.node
-	return c.env.Schedule(node, interval, gt, func(t time.Time) error { return nodeErr(node, fn(t)) })
+	return c.env.Schedule(node, interval, typ, func(t time.Time) error { return nodeErr(node, fn(t)) })
 }
 
 // sourceInstance deserializes the records of one topic partition.
@@ -135,7 +130,7 @@ func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
 	}
-	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: toHeaders(raw.Headers)}
+	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: raw.Headers}
 	if s.extract != nil {
 		ts, err := s.extract(rec, s.partitionTime)
 		if err != nil {
@@ -219,5 +214,5 @@ func (s *sinkInstance[K, V]) process(rec Record[K, V]) error {
 			return nodeErr(s.node, fmt.Errorf("partitioner chose partition %d of %s, which has %d", partition, s.serdeTopic, s.partitions))
 		}
 	}
-	return nodeErr(s.node, s.env.Send(s.topic, s.internal, k, v, rec.Timestamp, fromHeaders(rec.Headers), partition))
+	return nodeErr(s.node, s.env.Send(s.topic, s.internal, k, v, rec.Timestamp, rec.Headers, partition))
 }

@@ -3,6 +3,8 @@ package processor
 import (
 	"context"
 	"time"
+
+	"github.com/weirstream/weir/internal/graph"
 )
 
 // Processor is user code in a topology: it receives records of type
@@ -62,28 +64,18 @@ type Context[K, V any] interface {
 // Punctuator is a function scheduled with [Context.Schedule].
 type Punctuator func(t time.Time) error
 
-// PunctuationType selects the clock that drives a punctuator.
-type PunctuationType int
+// PunctuationType selects the clock that drives a punctuator. It is the
+// runtime's own type, so a schedule reaches it unconverted.
+type PunctuationType = graph.PunctuationType
 
 const (
 	// StreamTime punctuators fire as the task's stream time (event time)
 	// passes each interval boundary. Kafka Streams' STREAM_TIME.
-	StreamTime PunctuationType = iota
+	StreamTime = graph.StreamTime
 	// WallClockTime punctuators fire on the system clock, checked between
 	// records. Kafka Streams' WALL_CLOCK_TIME.
-	WallClockTime
+	WallClockTime = graph.WallClockTime
 )
-
-// String returns "stream-time" or "wall-clock".
-func (p PunctuationType) String() string {
-	switch p {
-	case StreamTime:
-		return "stream-time"
-	case WallClockTime:
-		return "wall-clock"
-	}
-	return "unknown"
-}
 
 // Func returns a supplier of stateless processors that call fn for every
 // record and need no Init or Close.

@@ -19,37 +19,10 @@ type Record[K, V any] struct {
 	Headers []Header
 }
 
-// Header is a Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a Kafka record header: Key string, Value []byte. It is the
+// runtime's own type, so headers travel from source to sink unconverted.
+type Header = graph.Header
 
-// Metadata tells where the record being processed came from.
-type Metadata struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-}
-
-func toHeaders(hs []graph.Header) []Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]Header, len(hs))
-	for i, h := range hs {
-		out[i] = Header(h)
-	}
-	return out
-}
-
-func fromHeaders(hs []Header) []graph.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]graph.Header, len(hs))
-	for i, h := range hs {
-		out[i] = graph.Header(h)
-	}
-	return out
-}
+// Metadata tells where the record being processed came from: its Topic,
+// Partition and Offset. It is the runtime's own type.
+type Metadata = graph.Metadata

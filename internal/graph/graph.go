@@ -165,6 +165,17 @@ const (
 	WallClockTime
 )
 
+// String returns "stream-time" or "wall-clock".
+func (p PunctuationType) String() string {
+	switch p {
+	case StreamTime:
+		return "stream-time"
+	case WallClockTime:
+		return "wall-clock"
+	}
+	return "unknown"
+}
+
 // Metadata describes the input record being processed.
 type Metadata struct {
 	Topic     string
