@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -90,5 +91,16 @@ func TestTransactionTimeoutAboveCommitInterval(t *testing.T) {
 	}
 	if e := (Config{ApplicationID: "a", Brokers: []string{"h:1"}}).withDefaults(); e.TransactionTimeout != 10*time.Second {
 		t.Errorf("default TransactionTimeout = %v, want 10s", e.TransactionTimeout)
+	}
+}
+
+// The runtime takes ErrorPolicy values as task.Policy by conversion.
+func TestErrorPolicyMatchesTheRuntimes(t *testing.T) {
+	if task.Policy(Fail) != task.Fail || task.Policy(Skip) != task.Skip {
+		t.Fatal("ErrorPolicy and task.Policy number Fail and Skip differently")
+	}
+	c := Config{ProductionErrors: Skip, DeserializationErrors: Skip}
+	if c.streamConfig().ProductionErrors != task.Skip || c.taskConfig().DeserializationErrors != task.Skip || c.taskConfig().TimestampErrors != task.Fail {
+		t.Fatal("the policies do not reach the runtime")
 	}
 }

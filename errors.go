@@ -37,13 +37,7 @@ type RecordError struct {
 }
 
 // Error names the task, the record's coordinates and the node.
-func (e *RecordError) Error() string {
-	where := fmt.Sprintf("task %s, record %s/%d@%d", e.Task, e.Topic, e.Partition, e.Offset)
-	if e.Node != "" {
-		where += ", node " + e.Node
-	}
-	return fmt.Sprintf("weir: %s: %v", where, e.Err)
-}
+func (e *RecordError) Error() string { return (*task.RecordError)(e).Error() }
 
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -73,21 +67,7 @@ type ProductionError struct {
 }
 
 // Error names the record's origin, its destination, its size and the limit.
-func (e *ProductionError) Error() string {
-	from := fmt.Sprintf("record %s/%d@%d", e.Topic, e.Partition, e.Offset)
-	if e.Offset < 0 {
-		from = "punctuator of " + e.Punctuator
-	}
-	to := "topic " + e.Sink
-	if e.Store != "" {
-		to = fmt.Sprintf("changelog %s of store %s", e.Sink, e.Store)
-	}
-	limit := ""
-	if e.Limit > 0 {
-		limit = fmt.Sprintf(" (limit %d)", e.Limit)
-	}
-	return fmt.Sprintf("weir: task %s, %s: output to %s refused: %d bytes%s: %v", e.Task, from, to, e.Size, limit, e.Err)
-}
+func (e *ProductionError) Error() string { return (*task.ProductionError)(e).Error() }
 
 // Unwrap returns the cause.
 func (e *ProductionError) Unwrap() error { return e.Err }
@@ -147,14 +127,15 @@ func publicError(err error) error {
 	if errors.As(err, &ce) {
 		return &CopartitionError{Subtopology: ce.Subtopology, Partitions: ce.Partitions}
 	}
+	// The runtime's error types have the public ones' fields: a
+	// conversion keeps every field.
 	var re *task.RecordError
 	if errors.As(err, &re) {
-		return &RecordError{Task: re.Task, Node: re.Node, Topic: re.Topic, Partition: re.Partition, Offset: re.Offset, Err: re.Err}
+		return (*RecordError)(re)
 	}
 	var pe *task.ProductionError
 	if errors.As(err, &pe) {
-		return &ProductionError{Task: pe.Task, Topic: pe.Topic, Partition: pe.Partition, Offset: pe.Offset, Punctuator: pe.Punctuator,
-			Sink: pe.Sink, Store: pe.Store, Size: pe.Size, Limit: pe.Limit, Err: pe.Err}
+		return (*ProductionError)(pe)
 	}
 	return err
 }

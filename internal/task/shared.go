@@ -66,7 +66,8 @@ type Host interface {
 }
 
 // RecordError is a record that stopped the task: it could not be decoded
-// or a processor failed on it (weir.RecordError).
+// or a processor failed on it. weir.RecordError has the same fields, in
+// the same order, and converts from it: keep them in step.
 type RecordError struct {
 	Task      string
 	Node      string
@@ -86,8 +87,9 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
-// ProductionError is a record Kafka refuses (weir.ProductionError, whose
-// documentation says what each field holds).
+// ProductionError is a record Kafka refuses. weir.ProductionError, whose
+// documentation says what each field holds, has the same fields in the
+// same order and converts from it: keep them in step.
 type ProductionError struct {
 	Task       string
 	Topic      string
