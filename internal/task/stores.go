@@ -106,30 +106,15 @@ func (t *Task) SendChangelog() error {
 			continue
 		}
 		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
-		for _, e := range changes {
-			m := &sarama.ProducerMessage{
-				Topic:     st.topic,
-				Key:       sarama.ByteEncoder(e.Key),
-				Partition: t.id.Partition,
-				Metadata:  o,
-			}
-			if !e.Deleted {
-				m.Value = sarama.ByteEncoder(nonNilBytes(e.Value))
-			}
-			if err := t.host.Send(m); err != nil {
-				return err
-			}
-			st.last = m
+		last, err := changelog.Produce(changes, st.topic, t.id.Partition, o, t.host.Send)
+		if last != nil {
+			st.last = last
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 // Stage adds the task's committed changes and their checkpoints to c: the
