@@ -137,13 +137,16 @@ func (t *Task) origin(explicit bool) *client.Origin {
 		} else {
 			t.cur.Node = t.punctNode
 		}
+		t.curExplicit = nil
+	}
+	if !explicit {
+		return t.cur
+	}
+	if t.curExplicit == nil {
 		t.curExplicit = new(*t.cur)
 		t.curExplicit.Explicit = true
 	}
-	if explicit {
-		return t.curExplicit
-	}
-	return t.cur
+	return t.curExplicit
 }
 
 // PartitionCount implements graph.TaskEnv.
