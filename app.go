@@ -21,8 +21,9 @@ import (
 	"github.com/weirstream/weir/internal/topics"
 )
 
-// Topology is what an App runs: a *processor.Topology, or a DSL builder
-// that compiles to one. Applications do not implement it.
+// Topology is what an App runs: a *processor.Topology (or, once the
+// planned DSL lands, a DSL builder that compiles to one). Applications do
+// not implement it.
 type Topology interface {
 	Graph() (*graph.Graph, error)
 }
@@ -88,6 +89,15 @@ func New(t Topology, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("weir: registering metrics: %w", err)
 	}
 	a.metrics = m
+	build := metrics.Build{Version: metrics.Version(), Guarantee: a.cfg.Guarantee.String(), ProcessID: a.processID}
+	if err := a.cfg.Metrics.Register(metrics.NewBuildInfo(a.cfg.ApplicationID, build)); err != nil {
+		return nil, fmt.Errorf("weir: registering metrics: %w", err)
+	}
+	if cfg.Metrics == nil { // the App's own registry: see Config.Metrics
+		if err := metrics.RegisterRuntime(a.cfg.Metrics); err != nil {
+			return nil, fmt.Errorf("weir: registering metrics: %w", err)
+		}
+	}
 	return a, nil
 }
 
@@ -132,7 +142,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	if err != nil {
 		return err
 	}
+	a.mu.Lock() // processID reads it from scrapes
 	a.dir = dir
+	a.mu.Unlock()
 	defer dir.Close()
 
 	db, err := changelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
@@ -286,6 +298,17 @@ func (a *App) Close() error {
 	cancel()
 	<-a.stopped
 	return nil
+}
+
+// processID returns the instance's process id for weir_build_info: ""
+// until Run has opened the state directory, which holds it.
+func (a *App) processID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dir == nil {
+		return ""
+	}
+	return a.dir.ProcessID
 }
 
 // Describe returns the topology's description.

@@ -138,6 +138,15 @@ type Config struct {
 	// fails or gives a negative time. Default Fail.
 	TimestampErrors ErrorPolicy
 
+	// MaxConsecutiveAborts bounds the transactions a thread may abort in a
+	// row without one committing: a sink topic deleted at run time, or a
+	// broker refusing every transaction, must not leave an application
+	// aborting forever while it looks alive. Past the bound the thread
+	// fails, and with it Run, with the last cause; until then State
+	// reports StateDegraded and /readyz fails. Default 10. Exactly once
+	// only.
+	MaxConsecutiveAborts int
+
 	// ProductionErrors is the policy for output and repartition records
 	// that Kafka refuses (a *ProductionError): too large for the topic or
 	// the producer, without key for a compacted topic, or invalid. Fail
@@ -158,14 +167,23 @@ type Config struct {
 	// it again).
 	ProductionErrors ErrorPolicy
 
-	// Logger receives weir's logs. Record keys and values are never
-	// logged. Default: logs are discarded.
+	// Logger receives weir's logs and the lines processors log through
+	// processor.Context.Logger. weir itself never logs record keys or
+	// values. Default: warnings and errors go to the handler of
+	// slog.Default() (as it is when New runs), and info and debug lines
+	// are dropped, so an application that sets no logger still sees
+	// aborted transactions and failed threads. Set a logger to see weir's
+	// lifecycle lines (info) or to keep its output apart from yours.
 	Logger *slog.Logger
 
 	// Metrics is where the App registers its Prometheus metrics (all named
 	// weir_*, labelled with the application id). Default: a registry of
-	// the App's own, which App.Handler serves at /metrics. Registering two
-	// Apps with the same ApplicationID on one registry fails in New.
+	// the App's own, which App.Handler serves at /metrics, and which also
+	// holds the Go runtime and process collectors (go_*, process_*). On a
+	// Registerer given here weir registers only its own metrics: add
+	// those collectors yourself if you want them (prometheus.DefaultRegisterer
+	// has them already). Registering two Apps with the same ApplicationID
+	// on one registry fails in New.
 	Metrics prometheus.Registerer
 }
 
@@ -237,6 +255,7 @@ const (
 	defaultFetchMaxWait       = 50 * time.Millisecond
 	defaultPurgeInterval      = 30 * time.Second
 	defaultDialTimeout        = 30 * time.Second
+	defaultMaxAborts          = 10
 )
 
 // Validate reports every problem of c at once, each naming its field.
@@ -330,6 +349,9 @@ func (c *Config) Validate() error {
 	if c.TimestampErrors != Fail && c.TimestampErrors != Skip {
 		bad("TimestampErrors", "unknown policy %d", int(c.TimestampErrors))
 	}
+	if c.MaxConsecutiveAborts < 0 {
+		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
+	}
 	if c.ProductionErrors != Fail && c.ProductionErrors != Skip {
 		bad("ProductionErrors", "unknown policy %d", int(c.ProductionErrors))
 	}
@@ -383,11 +405,14 @@ func (c Config) withDefaults() Config {
 	if c.State.CleanupDelay == 0 {
 		c.State.CleanupDelay = defaultCleanupDelay
 	}
+	if c.MaxConsecutiveAborts == 0 {
+		c.MaxConsecutiveAborts = defaultMaxAborts
+	}
 	if c.Net.DialTimeout == 0 {
 		c.Net.DialTimeout = defaultDialTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.New(minLevel{min: slog.LevelWarn, h: slog.Default().Handler()})
 	}
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
@@ -435,18 +460,19 @@ func (c *Config) taskConfig() task.Config {
 // streamConfig returns what stream threads need of c.
 func (c *Config) streamConfig() stream.Config {
 	return stream.Config{
-		Brokers:            c.Brokers,
-		Client:             c.clientOptions(),
-		ExactlyOnce:        c.Guarantee == ExactlyOnce,
-		CommitInterval:     c.CommitInterval,
-		TransactionTimeout: c.TransactionTimeout,
-		RebalanceTimeout:   c.Consumer.RebalanceTimeout,
-		PurgeInterval:      c.Topics.PurgeInterval,
-		MaxBufferBytes:     c.State.MaxBufferBytes,
-		QueueRecords:       c.Queue.MaxRecords,
-		QueueBytes:         c.Queue.MaxBytes,
-		ProductionErrors:   task.Policy(c.ProductionErrors),
-		Logger:             c.Logger,
+		Brokers:              c.Brokers,
+		Client:               c.clientOptions(),
+		ExactlyOnce:          c.Guarantee == ExactlyOnce,
+		CommitInterval:       c.CommitInterval,
+		TransactionTimeout:   c.TransactionTimeout,
+		RebalanceTimeout:     c.Consumer.RebalanceTimeout,
+		PurgeInterval:        c.Topics.PurgeInterval,
+		MaxBufferBytes:       c.State.MaxBufferBytes,
+		QueueRecords:         c.Queue.MaxRecords,
+		QueueBytes:           c.Queue.MaxBytes,
+		ProductionErrors:     task.Policy(c.ProductionErrors),
+		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
+		Logger:               c.Logger,
 	}
 }
 

@@ -1,12 +1,13 @@
 // Package weir runs stateful stream processing applications on Apache
 // Kafka, in the style of Kafka Streams.
 //
-// An application describes a topology (package processor, or the DSL in
-// package kstream) and runs it with an [App]. Any number of instances of
-// the application share its input partitions through a Kafka consumer
-// group: each instance runs Config.Threads stream threads, each thread is
-// one group member that processes the tasks assigned to it, and a task is
-// one sub-topology on one partition of its input topics.
+// An application describes a topology with the Processor API (package
+// processor; a DSL, package kstream, is planned) and runs it with an
+// [App]. Any number of instances of the application share its input
+// partitions through a Kafka consumer group: each instance runs
+// Config.Threads stream threads, each thread is one group member that
+// processes the tasks assigned to it, and a task is one sub-topology on
+// one partition of its input topics.
 //
 //	app, err := weir.New(topology, weir.Config{
 //		ApplicationID: "wordcount",

@@ -25,22 +25,52 @@ var ErrFenced = stream.ErrFenced
 var ErrClosed = errors.New("weir: app closed")
 
 // RecordError is a record that stopped the application: it could not be
-// decoded or a processor failed on it. It names the record, never its
-// contents.
+// decoded, or a processor or sink failed on it. weir_node_failures_total
+// counts it under Node.
+//
+// weir's own text names the record, never its contents. The text of Err
+// is the cause's: a serde's error or a processor's, which may quote what
+// they were given (see package serde, "Errors"); weir's built-in serdes
+// never do.
 type RecordError struct {
-	Task      string // task id, "<sub-topology>_<partition>"
-	Node      string // node that failed, if known
+	Task string // task id, "<sub-topology>_<partition>"
+	// Node is the node that failed: the source that could not decode the
+	// record (Err is then "cannot decode key|value|timestamp: <cause>"),
+	// or the processor or sink that returned Err. Empty only for an error
+	// no node reported.
+	Node      string
 	Topic     string
 	Partition int32
 	Offset    int64
 	Err       error
 }
 
-// Error names the task, the record's coordinates and the node.
+// Error names the task, the record's coordinates and the node, then the
+// cause: "weir: task 0_3, record orders/3@1234, node parse: <cause>"
+// (without ", node ..." when Node is empty).
 func (e *RecordError) Error() string { return (*task.RecordError)(e).Error() }
 
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// TopologyError is a mistake in the topology's wiring that an application
+// ran into, such as a processor forwarding to a child handle of another
+// node or opening a store that is not attached to it. It is the
+// topology's fault, not a record's: fix the topology and deploy; skipping
+// the record being processed would not help. Mistakes the topology shows
+// on its own (a child name that does not exist, a duplicate name) fail New
+// instead.
+type TopologyError struct {
+	Task string // task id, "<sub-topology>_<partition>"
+	Node string // node whose wiring is wrong
+	Err  error  // what is wrong
+}
+
+// Error names the task and the node and says what is wrong.
+func (e *TopologyError) Error() string { return (*task.TopologyError)(e).Error() }
+
+// Unwrap returns the cause.
+func (e *TopologyError) Unwrap() error { return e.Err }
 
 // ProductionError is a record Kafka refuses, so that it can never be
 // written as it is: larger than the topic's max.message.bytes or the
@@ -93,14 +123,16 @@ func (e *CopartitionError) Error() string {
 	return fmt.Sprintf("weir: sub-topology %d reads topics that are not co-partitioned: %s", e.Subtopology, formatCounts(e.Partitions))
 }
 
-// MissingTopicError reports source topics that do not exist.
+// MissingTopicError reports topics the topology reads or writes that do not
+// exist: source and sink topics. Run returns it before it creates any
+// internal topic.
 type MissingTopicError struct {
 	Topics []string
 }
 
 // Error lists the missing topics.
 func (e *MissingTopicError) Error() string {
-	return fmt.Sprintf("weir: source topics do not exist: %v", e.Topics)
+	return fmt.Sprintf("weir: topics the topology reads or writes do not exist: %v", e.Topics)
 }
 
 func formatCounts(m map[string]int32) string {
@@ -129,6 +161,10 @@ func publicError(err error) error {
 	}
 	// The runtime's error types have the public ones' fields: a
 	// conversion keeps every field.
+	var te *task.TopologyError
+	if errors.As(err, &te) {
+		return (*TopologyError)(te)
+	}
 	var re *task.RecordError
 	if errors.As(err, &re) {
 		return (*RecordError)(re)

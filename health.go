@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -34,6 +35,10 @@ const (
 	StateStopped
 	// StateFailed: Run returned an error; App.State gives it.
 	StateFailed
+	// StateDegraded: running, but a thread's last transactions aborted
+	// and none has committed since. /readyz fails while it lasts; past
+	// Config.MaxConsecutiveAborts the thread fails and so does the App.
+	StateDegraded
 )
 
 // String returns the state's name, as /healthz and weir_app_state show it.
@@ -55,6 +60,8 @@ func (s State) String() string {
 		return "stopped"
 	case StateFailed:
 		return "failed"
+	case StateDegraded:
+		return "degraded"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
@@ -74,9 +81,10 @@ func (l *lifecycle) set(s State, cause error) {
 
 // State returns the App's state, and the error that stopped it when the
 // state is StateFailed. While Run runs, the state is derived from the
-// threads: restoring while any task restores, rebalancing while a thread
-// has no assignment or has not yet taken up every task of it, else
-// running. Safe for concurrent use.
+// threads, first match wins: degraded while a thread's transactions abort
+// without one committing, restoring while any task restores, rebalancing
+// while a thread has no assignment or has not yet taken up every task of
+// it, else running. Safe for concurrent use.
 func (a *App) State() (State, error) {
 	a.life.mu.Lock()
 	s, cause := a.life.state, a.life.cause
@@ -90,16 +98,22 @@ func (a *App) State() (State, error) {
 	if len(threads) == 0 {
 		return StateStarting, nil
 	}
-	state := StateRunning
+	var rebalancing, restoring, degraded bool
 	for _, th := range threads {
-		if !th.Assigned() {
-			state = max(state, StateRebalancing)
-		}
+		rebalancing = rebalancing || !th.Assigned()
+		degraded = degraded || th.Aborting()
 		for _, t := range th.Tasks() {
-			if t.Restoring {
-				state = StateRestoring
-			}
+			restoring = restoring || t.Restoring
 		}
+	}
+	state := StateRunning
+	switch {
+	case degraded:
+		state = StateDegraded
+	case restoring:
+		state = StateRestoring
+	case rebalancing:
+		state = StateRebalancing
 	}
 	return state, nil
 }
@@ -151,6 +165,7 @@ func (a *App) Snapshot() metrics.Snapshot {
 	for _, th := range threads {
 		busy, idle, blocked := th.Time()
 		snap.Threads = append(snap.Threads, metrics.Thread{Thread: th.Index(), Busy: busy, Idle: idle, Backpressured: blocked})
+		seen := map[task.TP]bool{}
 		for _, t := range th.Tasks() {
 			state := "running"
 			if t.Restoring {
@@ -158,6 +173,7 @@ func (a *App) Snapshot() metrics.Snapshot {
 			}
 			snap.Tasks = append(snap.Tasks, metrics.Task{Thread: t.Thread, ID: t.ID, State: state, StreamTime: t.StreamTime})
 			for _, p := range t.Partitions {
+				seen[task.TP{Topic: p.Topic, Partition: p.Partition}] = true
 				snap.Partitions = append(snap.Partitions, metrics.Partition{
 					Topic: p.Topic, Partition: p.Partition, LogEnd: p.LogEnd, Position: p.Position,
 					Committed: p.Committed, OldestUnread: p.OldestUnread, Retention: retention[p.Topic],
@@ -166,6 +182,16 @@ func (a *App) Snapshot() metrics.Snapshot {
 			for _, r := range t.Restores {
 				snap.Restores = append(snap.Restores, metrics.Restore{Store: r.Store, Partition: r.Partition, Remaining: r.Remaining})
 			}
+		}
+		// Partitions claimed whose task has not published yet.
+		for _, p := range th.Claimed() {
+			if seen[task.TP{Topic: p.Topic, Partition: p.Partition}] {
+				continue
+			}
+			snap.Partitions = append(snap.Partitions, metrics.Partition{
+				Topic: p.Topic, Partition: p.Partition, LogEnd: p.LogEnd, Position: p.Position,
+				Committed: p.Committed, OldestUnread: p.OldestUnread, Retention: retention[p.Topic],
+			})
 		}
 	}
 	if local != nil {

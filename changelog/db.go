@@ -342,11 +342,34 @@ func (s *Space) empty() bool {
 	return !found
 }
 
-// ApproximateSize returns Badger's estimate of the partition's on-disk
-// bytes.
-func (s *Space) ApproximateSize() int64 {
-	lsm, vlog := s.db.bdb.EstimateSize(s.prefix)
-	return int64(lsm + vlog)
+// EstimatedDiskBytes returns Badger's estimate of the disk that store's
+// data takes, all its partitions together: the on-disk (compressed) size
+// of the table files whose keys all belong to the store, stale versions
+// and deletions not yet compacted away included. It is an estimate with
+// known gaps, which Badger's EstimateSize has:
+//
+//   - writes still in memtables (up to Options.MemTableSize ×
+//     NumMemtables for the whole database) are not on disk yet and count
+//     0;
+//   - a table that also holds another store's keys is not counted, so a
+//     store of about one table or less (2 to 16 MiB with the default
+//     options) can read 0, and a large one is short of the tables at its
+//     ends;
+//   - a value of 1 MiB or more lives in the value log and counts only by
+//     the pointer to it.
+//
+// It reads table metadata only (no data): cheap enough for every scrape.
+func (d *DB) EstimatedDiskBytes(store string) int64 {
+	onDisk, _ := d.bdb.EstimateSize(storePrefix(store)) // the other result is the uncompressed size
+	return int64(onDisk)
+}
+
+// storePrefix is the prefix of the data of every partition of store: a
+// space prefix without its partition. The length before the name keeps
+// one store's prefix from being the prefix of another's.
+func storePrefix(store string) []byte {
+	p := spacePrefix(kindData, store, 0)
+	return p[:len(p)-4]
 }
 
 // badgerLogger forwards Badger's warnings and errors to slog.

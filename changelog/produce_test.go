@@ -3,6 +3,7 @@ package changelog
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -12,7 +13,7 @@ func TestProduceSendsOneRecordPerChange(t *testing.T) {
 	var sent []*sarama.ProducerMessage
 	send := func(m *sarama.ProducerMessage) error { sent = append(sent, m); return nil }
 	changes := []Entry{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Deleted: true}, {Key: []byte("c"), Value: nil}}
-	last, err := Produce(changes, "app-s-changelog", 3, "meta", send)
+	last, err := Produce(changes, nil, "app-s-changelog", 3, "meta", send)
 	if err != nil || len(sent) != 3 || last != sent[2] {
 		t.Fatalf("Produce = %v, %v; sent %d", last, err, len(sent))
 	}
@@ -30,7 +31,7 @@ func TestProduceSendsOneRecordPerChange(t *testing.T) {
 
 	boom := errors.New("boom")
 	n := 0
-	last, err = Produce(changes, "t", 0, nil, func(*sarama.ProducerMessage) error {
+	last, err = Produce(changes, nil, "t", 0, nil, func(*sarama.ProducerMessage) error {
 		if n++; n == 2 {
 			return boom
 		}
@@ -48,4 +49,36 @@ func mustKey(t *testing.T, m *sarama.ProducerMessage) []byte {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestProduceLeavesOutIndexEntries: the entries of a store's local index
+// are not sent, and the last record sent is the last primary entry.
+func TestProduceLeavesOutIndexEntries(t *testing.T) {
+	t.Parallel()
+	var sent []string
+	send := func(m *sarama.ProducerMessage) error { sent = append(sent, string(mustKey(t, m))); return nil }
+	changes := []Entry{
+		{Key: []byte("\x01a\x00\x01........"), Value: []byte("1")},
+		{Key: []byte("\x01b\x00\x01........"), Deleted: true},
+		{Key: []byte("\x02........a\x00\x01"), Value: []byte{}},
+		{Key: []byte("\x02........b\x00\x01"), Deleted: true},
+	}
+	last, err := Produce(changes, WindowIndex(), "t", 0, nil, send)
+	if err != nil || len(sent) != 2 || sent[0] != string(changes[0].Key) || sent[1] != string(changes[1].Key) {
+		t.Fatalf("Produce sent %q, %v; want the two primary entries", sent, err)
+	}
+	if string(mustKey(t, last)) != sent[1] {
+		t.Errorf("last = %q, want the last primary entry sent", mustKey(t, last))
+	}
+	if last, err := Produce(changes[2:], WindowIndex(), "t", 0, nil, send); last != nil || err != nil {
+		t.Errorf("Produce of index entries only = %v, %v; want nothing sent", last, err)
+	}
+}
+
+// TestZeroMillis pins the constant to the time it stands for.
+func TestZeroMillis(t *testing.T) {
+	t.Parallel()
+	if got := (time.Time{}).UnixMilli(); got != zeroMillis {
+		t.Fatalf("time.Time{}.UnixMilli() = %d, zeroMillis = %d", got, zeroMillis)
+	}
 }

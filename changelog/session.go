@@ -7,7 +7,9 @@ package changelog
 //
 // Ordering a key's sessions by end makes FindSessions one range scan: the
 // sessions with end >= earliestEnd are the tail of the key's entries. The
-// two writes are ordered as the window store's are (see window.go).
+// two writes are ordered as the window store's are (see window.go), and
+// the 0x02 entries are likewise a local index (SessionIndex): one
+// changelog record per session update.
 
 import (
 	"errors"
@@ -38,8 +40,8 @@ type SessionKey struct {
 // reported by Err.
 //
 // Each session costs two entries of the Bytes, and each Put or Remove two
-// writes (so two changelog records): see the layout at the top of
-// session.go.
+// writes, of which one changelog record: the index by end is local, see
+// the layout at the top of session.go and [SessionIndex].
 //
 // A SessionBytes is used by one goroutine at a time.
 type SessionBytes struct {
@@ -219,7 +221,8 @@ func decodeSessionIndexKey(ik []byte) (key []byte, start, end int64, err error) 
 // them.
 //
 // Its cost and its stream time are those of WindowBytes.Expire: two
-// deletes per expired session and a seek per 512, all expired sessions
+// deletes per expired session (one changelog tombstone) and a seek per
+// 512, all expired sessions
 // removed before it returns, nothing done when the cutoff does not move,
 // and a scan from the index's start on the first call after the store is
 // opened. Put does not advance stream time.

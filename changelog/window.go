@@ -5,6 +5,10 @@ package changelog
 //	0x01 | AppendKey(key) | time(start)  -> value   (by key: Fetch, FetchRange, All)
 //	0x02 | time(start) | AppendKey(key)  -> empty   (by time: FetchAll, Expire)
 //
+// The 0x02 entries are a local index (WindowIndex, see index.go): written
+// to Badger, never to the changelog, rebuilt from the 0x01 entries on
+// restore. A window update is one changelog record.
+//
 // Put writes the index entry before the window's entry and deletion removes
 // the window's entry first, so a failure between the two writes leaves at
 // worst an index entry without its window, which readers skip and Expire
@@ -54,8 +58,8 @@ type WindowKey struct {
 // iteration and is reported by Err.
 //
 // Each window costs two entries of the Bytes, and each Put or deletion two
-// writes (so two changelog records): see the layout at the top of
-// window.go.
+// writes, of which one changelog record: the time index is local, see the
+// layout at the top of window.go and [WindowIndex].
 //
 // A WindowBytes is used by one goroutine at a time.
 type WindowBytes struct {
@@ -280,7 +284,7 @@ func decodeWindowIndexKey(ik []byte) (key []byte, start int64, err error) {
 //
 // Expire reads the time index from where its last call stopped, so its
 // cost is one seek per 512 expired windows plus two deletes per expired
-// window, and a call that does not move the cutoff costs nothing. It
+// window (one changelog tombstone), and a call that does not move the cutoff costs nothing. It
 // removes every expired window before it returns, however many: after a
 // long pause of the stream that can be many writes at once. On error some
 // expired windows may remain (reads skip them); the next call that moves

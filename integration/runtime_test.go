@@ -422,8 +422,8 @@ func (p *punctProc) Process(ctx processor.Context[string, string], rec processor
 func (p *punctProc) Close() error { return nil }
 
 // TestPoisonRecordStopsWithCoordinates: a value the serde cannot read
-// stops the application with the record's topic, partition and offset
-// under the default policy, and is skipped under Skip.
+// stops the application with the record's topic, partition and offset and
+// the source node under the default policy, and is skipped under Skip.
 func TestPoisonRecordStopsWithCoordinates(t *testing.T) {
 	t.Parallel()
 	c := harness.Get(t)
@@ -441,8 +441,8 @@ func TestPoisonRecordStopsWithCoordinates(t *testing.T) {
 
 	err := runUntilDone(t, top, baseConfig(c, c.Name(t, "fail"), t))
 	var re *weir.RecordError
-	if !errors.As(err, &re) || re.Topic != in || re.Partition != 0 || re.Offset != 1 {
-		t.Fatalf("Run = %v, want a RecordError at %s/0@1", err, in)
+	if !errors.As(err, &re) || re.Topic != in || re.Partition != 0 || re.Offset != 1 || re.Node != "in" {
+		t.Fatalf("Run = %v, want a RecordError at %s/0@1 naming the source node in", err, in)
 	}
 
 	cfg := baseConfig(c, c.Name(t, "skip"), t)

@@ -15,9 +15,9 @@
 //	byWord := t.AddRepartition("words-by-word", serde.String(), serde.String(), words)
 //	t.AddSink("out", "word-counts", serde.String(), serde.String(), byWord)
 //
-// Problems (a duplicate name, a nil serde, a handle from another topology)
-// are collected and reported together by [Topology.Validate], which weir.New
-// calls.
+// Problems (a duplicate name, a nil serde, a handle from another topology,
+// a [Child] handle naming no child) are collected and reported together by
+// [Topology.Validate], which weir.New calls.
 //
 // # Sub-topologies and repartitioning
 //
@@ -30,7 +30,8 @@
 //
 // # State stores
 //
-// A processor keeps state in stores declared with [KeyValue], [Window] or
+// A processor keeps state in stores declared with [KeyValue], [TTL] (a
+// key-value store whose entries expire, for deduplication), [Window] or
 // [Session], attached to it with [Topology.AddStore] and opened in its Init:
 //
 //	counts := processor.KeyValue("counts", serde.String(), serde.Int64())
@@ -43,7 +44,7 @@
 // durable with the task's commit (atomically with its output under exactly
 // once); a moved or restarted task restores only what its local state
 // lacks. Window and session stores drop what falls out of their retention
-// as stream time advances.
+// as stream time advances, TTL stores what is older than their TTL.
 //
 // # Records with a null key
 //
@@ -81,7 +82,14 @@
 // # Processing
 //
 // A [Processor] gets a [Context] with every record: it forwards records to
-// its children, reads the input record's [Metadata], and schedules
-// punctuators on stream time or wall-clock time. One task runs on one
-// goroutine, so a processor instance needs no locks.
+// its children, reads the input record's [Metadata], logs through
+// [Context.Logger] (whose lines name the task, the node and the record's
+// coordinates), and schedules punctuators on stream time or wall-clock
+// time. One task runs on one goroutine, so a processor instance needs no
+// locks.
+//
+// [Context.Forward] sends a record to every child. To send it to one child
+// only, take a typed handle to that child with [Node.Child] while building
+// the topology and pass it to [Context.ForwardTo]; Validate, and so
+// weir.New, fails when the node has no child of that name.
 package processor

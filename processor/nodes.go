@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/weirstream/weir/internal/graph"
@@ -16,13 +17,15 @@ type input[K, V any] interface {
 	process(rec Record[K, V]) error
 }
 
-// nodeErr attributes err to node unless a node further down already did.
+// nodeErr attributes err to node unless a node further down already did,
+// or it is a topology error, which names its node itself.
 func nodeErr(node string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ne *graph.NodeError
-	if errors.As(err, &ne) {
+	var te *graph.TopologyError
+	if errors.As(err, &ne) || errors.As(err, &te) {
 		return err
 	}
 	return &graph.NodeError{Node: node, Err: err}
@@ -46,10 +49,15 @@ func typedChildren[K, V any](node string, children []graph.Instance) ([]input[K,
 // nodeContext is the Context of one node instance.
 type nodeContext[K, V any] struct {
 	context.Context
-	env        graph.TaskEnv
-	node       string
-	children   []input[K, V]
-	childNames []string
+	env      graph.TaskEnv
+	n        *graph.Node
+	node     string
+	children []input[K, V] // the instances of n.Children, in their order
+	log      *slog.Logger  // made by the first Logger call
+	// fault is a topology error that ForwardTo returned: the processor's
+	// method or punctuator fails with it whatever the processor did with
+	// the error (see takeFault).
+	fault error
 }
 
 func newNodeContext[K, V any](env graph.TaskEnv, n *graph.Node, children []graph.Instance) (*nodeContext[K, V], error) {
@@ -57,11 +65,7 @@ func newNodeContext[K, V any](env graph.TaskEnv, n *graph.Node, children []graph
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(n.Children))
-	for i, c := range n.Children {
-		names[i] = c.Name
-	}
-	return &nodeContext[K, V]{Context: env.Context(), env: env, node: n.Name, children: typed, childNames: names}, nil
+	return &nodeContext[K, V]{Context: env.Context(), env: env, n: n, node: n.Name, children: typed}, nil
 }
 
 func (c *nodeContext[K, V]) Forward(rec Record[K, V]) error {
@@ -73,13 +77,52 @@ func (c *nodeContext[K, V]) Forward(rec Record[K, V]) error {
 	return nil
 }
 
-func (c *nodeContext[K, V]) ForwardTo(child string, rec Record[K, V]) error {
-	for i, name := range c.childNames {
-		if name == child {
+func (c *nodeContext[K, V]) ForwardTo(child Child[K, V], rec Record[K, V]) error {
+	r := child.r
+	switch {
+	case r == nil:
+		return c.topologyError(errors.New("forward to the zero Child; take handles with Node.Child while building the topology"))
+	case r.parent != c.n:
+		return c.topologyError(fmt.Errorf("forward to %q, a Child handle of node %q; take this node's own handle with Node.Child", r.name, r.parent.Name))
+	case r.child == nil:
+		return c.topologyError(fmt.Errorf("no child %q", r.name))
+	}
+	for i, n := range c.n.Children {
+		if n == r.child {
 			return c.children[i].process(rec)
 		}
 	}
-	return fmt.Errorf("processor: %q has no child %q", c.node, child)
+	// resolve found r.child among the children, which do not change.
+	return c.topologyError(fmt.Errorf("internal error: child %q not found", r.name))
+}
+
+// topologyError records err as the node's topology error and returns it.
+func (c *nodeContext[K, V]) topologyError(err error) error {
+	te := &graph.TopologyError{Node: c.node, Err: err}
+	if c.fault == nil {
+		c.fault = te
+	}
+	return te
+}
+
+// takeFault returns the topology error recorded since the last call, if
+// any, else err attributed to the node. A processor that drops ForwardTo's
+// error still fails: the record would otherwise go nowhere, silently, and
+// it is not the record's fault.
+func (c *nodeContext[K, V]) takeFault(err error) error {
+	if f := c.fault; f != nil {
+		c.fault = nil
+		return f
+	}
+	return nodeErr(c.node, err)
+}
+
+func (c *nodeContext[K, V]) Logger() *slog.Logger {
+	if c.log == nil {
+		h := c.env.Logger().Handler().WithAttrs([]slog.Attr{slog.String("node", c.node)})
+		c.log = slog.New(&recordHandler{h: h, env: c.env})
+	}
+	return c.log
 }
 
 func (c *nodeContext[K, V]) Metadata() (Metadata, bool) {
@@ -102,8 +145,7 @@ func (c *nodeContext[K, V]) Schedule(interval time.Duration, typ PunctuationType
 	default:
 		return nil, fmt.Errorf("processor: %q: unknown punctuation type %d", c.node, typ)
 	}
-	node := c.node
-	return c.env.Schedule(node, interval, typ, func(t time.Time) error { return nodeErr(node, fn(t)) })
+	return c.env.Schedule(c.node, interval, typ, func(t time.Time) error { return c.takeFault(fn(t)) })
 }
 
 // sourceInstance deserializes the records of one topic partition.
@@ -161,7 +203,7 @@ type processorInstance[KIn, VIn, KOut, VOut any] struct {
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) Init() error {
-	return nodeErr(p.ctx.node, p.p.Init(p.ctx))
+	return p.ctx.takeFault(p.p.Init(p.ctx))
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() error {
@@ -169,7 +211,7 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() error {
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) process(rec Record[KIn, VIn]) error {
-	return nodeErr(p.ctx.node, p.p.Process(p.ctx, rec))
+	return p.ctx.takeFault(p.p.Process(p.ctx, rec))
 }
 
 // sinkInstance serializes records and hands them to the task's producer.

@@ -23,6 +23,7 @@ type fakeEnv struct {
 	schedules []fakeSchedule
 	meta      graph.Metadata
 	inRecord  bool
+	log       *slog.Logger // nil: discard
 }
 
 type sent struct {
@@ -40,13 +41,18 @@ type fakeSchedule struct {
 	fn       func(time.Time) error
 }
 
-func (e *fakeEnv) Context() context.Context                   { return context.Background() }
-func (e *fakeEnv) ApplicationID() string                      { return "app" }
-func (e *fakeEnv) TaskID() string                             { return "0_0" }
-func (e *fakeEnv) Partition() int32                           { return 0 }
-func (e *fakeEnv) Metadata() (graph.Metadata, bool)           { return e.meta, e.inRecord }
-func (e *fakeEnv) StreamTime() time.Time                      { return time.Time{} }
-func (e *fakeEnv) Logger() *slog.Logger                       { return slog.New(slog.DiscardHandler) }
+func (e *fakeEnv) Context() context.Context         { return context.Background() }
+func (e *fakeEnv) ApplicationID() string            { return "app" }
+func (e *fakeEnv) TaskID() string                   { return "0_0" }
+func (e *fakeEnv) Partition() int32                 { return 0 }
+func (e *fakeEnv) Metadata() (graph.Metadata, bool) { return e.meta, e.inRecord }
+func (e *fakeEnv) StreamTime() time.Time            { return time.Time{} }
+func (e *fakeEnv) Logger() *slog.Logger {
+	if e.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.log
+}
 func (e *fakeEnv) PartitionCount(string, bool) (int32, error) { return 4, nil }
 func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
 	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
@@ -188,15 +194,27 @@ func TestForwardToAndErrorsNameTheNode(t *testing.T) {
 	t.Parallel()
 	tp := NewTopology()
 	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	// The router's handles are assigned once its children exist; its
+	// supplier runs only when a task starts.
+	routes := map[string]Child[string, string]{}
 	router := tp.AddProcessor("router", Func(func(ctx Context[string, string], rec Record[string, string]) error {
-		return ctx.ForwardTo(rec.Key, rec)
+		return ctx.ForwardTo(routes[rec.Key], rec)
 	}), src)
 	tp.AddSink("left", "left-topic", serde.String(), serde.String(), router)
 	tp.AddSink("right", "right-topic", serde.String(), serde.String(), router)
-	failing := tp.AddProcessor("failing", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+	tp.AddProcessor("failing", Func(func(ctx Context[string, string], rec Record[string, string]) error {
 		return errors.New("boom")
 	}), router)
-	_ = failing
+	misrouter := tp.AddProcessor("misrouter", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		return ctx.ForwardTo(Child[string, string]{}, rec)
+	}), router)
+	tp.AddSink("misrouter-out", "misrouted", serde.String(), serde.String(), misrouter)
+	other := tp.AddProcessor("other", split(), tp.AddSource("in2", "in2", serde.String(), serde.String()))
+	tp.AddSink("other-out", "other-topic", serde.String(), serde.String(), other)
+	for _, name := range []string{"left", "right", "failing", "misrouter"} {
+		routes[name] = router.Child(name)
+	}
+	routes["foreign"] = other.Child("other-out") // a handle of another node
 	g, err := tp.Graph()
 	if err != nil {
 		t.Fatal(err)
@@ -209,14 +227,151 @@ func TestForwardToAndErrorsNameTheNode(t *testing.T) {
 	if len(env.sent) != 1 || env.sent[0].topic != "right-topic" {
 		t.Fatalf("ForwardTo(right) sent %+v", env.sent)
 	}
-	err = feed(t, insts["in"], "nobody", "v", time.UnixMilli(1))
-	if err == nil || !strings.Contains(err.Error(), `"router" has no child "nobody"`) {
-		t.Errorf("ForwardTo an unknown child = %v", err)
-	}
 	err = feed(t, insts["in"], "failing", "v", time.UnixMilli(1))
 	var ne *graph.NodeError
 	if !errors.As(err, &ne) || ne.Node != "failing" || ne.Err.Error() != "boom" {
 		t.Errorf("processor error = %v, want NodeError from failing", err)
+	}
+	// Handles that are no route of the router are the topology's fault:
+	// a TopologyError naming the router, not an error of the record.
+	// A child's topology error reaches the task as it is, through the
+	// parents that forwarded to it.
+	for key, want := range map[string]struct{ node, err string }{
+		"nobody":    {"router", "zero Child"},
+		"foreign":   {"router", `"other-out", a Child handle of node "other"`},
+		"misrouter": {"misrouter", "zero Child"},
+	} {
+		err := feed(t, insts["in"], key, "v", time.UnixMilli(1))
+		var te *graph.TopologyError
+		if !errors.As(err, &te) || te.Node != want.node || !strings.Contains(te.Err.Error(), want.err) || errors.As(err, &ne) {
+			t.Errorf("ForwardTo(%s) = %v, want a TopologyError of %s (%s) and no NodeError", key, err, want.node, want.err)
+		}
+	}
+}
+
+// A misspelt child name fails the topology's validation, which weir.New
+// runs, instead of the first record that takes the route.
+func TestMisspeltChildFailsValidate(t *testing.T) {
+	t.Parallel()
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	var out Child[string, string]
+	balance := tp.AddProcessor("balance", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		return ctx.ForwardTo(out, rec)
+	}), src)
+	tp.AddSink("balance-out", "balances", serde.String(), serde.String(), balance)
+	tp.AddSink("rejects-out", "rejects", serde.String(), serde.String(), balance)
+	out = balance.Child("balance-ot")
+	err := tp.Validate()
+	want := `processor: "balance" has no child "balance-ot" (Node.Child); its children are "balance-out", "rejects-out"`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate() = %v, want %s", err, want)
+	}
+	if _, err := tp.Graph(); err == nil {
+		t.Fatal("Graph accepted a misspelt child")
+	}
+
+	// Spelt right, the handle routes, and its name is the child's.
+	tp = NewTopology()
+	src = tp.AddSource("in", "in", serde.String(), serde.String())
+	balance = tp.AddProcessor("balance", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		return ctx.ForwardTo(out, rec)
+	}), src)
+	out = balance.Child("balance-out") // taken before the child is added
+	tp.AddSink("rejects-out", "rejects", serde.String(), serde.String(), balance)
+	tp.AddSink("balance-out", "balances", serde.String(), serde.String(), balance)
+	g, err := tp.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	if err := feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.sent) != 1 || env.sent[0].topic != "balances" || out.Name() != "balance-out" {
+		t.Errorf("ForwardTo(%s) sent %+v", out.Name(), env.sent)
+	}
+	// A handle taken once the topology runs (in a supplier, say) is
+	// resolved at once and leaves the built topology as it is.
+	out = balance.Child("rejects-out")
+	env.sent = nil
+	if err := feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1)); err != nil || len(env.sent) != 1 || env.sent[0].topic != "rejects" {
+		t.Errorf("ForwardTo a late handle = %v, sent %+v", err, env.sent)
+	}
+	out = balance.Child("nope")
+	if err := tp.Validate(); err != nil {
+		t.Errorf("a late handle changed the built topology: %v", err)
+	}
+	var te *graph.TopologyError
+	if err := feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1)); !errors.As(err, &te) || !strings.Contains(err.Error(), `no child "nope"`) {
+		t.Errorf("ForwardTo a late misspelt handle = %v, want a TopologyError", err)
+	}
+	if (Node[string, string]{}).Child("x") != (Child[string, string]{}) {
+		t.Error("Child of the zero Node is not the zero Child")
+	}
+}
+
+// A processor that drops ForwardTo's topology error still fails with it:
+// its record would otherwise go nowhere, silently.
+func TestTopologyErrorIsSticky(t *testing.T) {
+	t.Parallel()
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	var zero Child[string, string]
+	p := tp.AddProcessor("careless", func() Processor[string, string, string, string] {
+		return &initProc{init: func(ctx Context[string, string]) error {
+			_, err := ctx.Schedule(time.Second, WallClockTime, func(time.Time) error {
+				_ = ctx.ForwardTo(zero, Record[string, string]{})
+				return nil
+			})
+			return err
+		}, process: func(ctx Context[string, string], rec Record[string, string]) error {
+			_ = ctx.ForwardTo(zero, rec)
+			return nil
+		}}
+	}, src)
+	tp.AddSink("out", "out", serde.String(), serde.String(), p)
+	g, err := tp.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	insts := instantiate(t, g, env)
+	var te *graph.TopologyError
+	if err := feed(t, insts["in"], "k", "v", time.UnixMilli(1)); !errors.As(err, &te) || te.Node != "careless" {
+		t.Errorf("Process dropped ForwardTo's error: got %v, want a TopologyError", err)
+	}
+	if len(env.schedules) != 1 {
+		t.Fatalf("scheduled %d punctuators, want 1", len(env.schedules))
+	}
+	if err := env.schedules[0].fn(time.Now()); !errors.As(err, &te) || te.Node != "careless" {
+		t.Errorf("punctuator dropped ForwardTo's error: got %v, want a TopologyError", err)
+	}
+}
+
+// Opening a store the processor is not attached to is the wiring's fault,
+// even when the processor opens it lazily, while a record is processed.
+func TestUnattachedStoreIsATopologyError(t *testing.T) {
+	t.Parallel()
+	spec := KeyValue("counts", serde.String(), serde.Int64())
+	tp := NewTopology()
+	src := tp.AddSource("in", "in", serde.String(), serde.String())
+	user := tp.AddProcessor("user", split(), src)
+	tp.AddStore(spec, user)
+	lazy := tp.AddProcessor("lazy", Func(func(ctx Context[string, string], rec Record[string, string]) error {
+		_, err := spec.Open(ctx)
+		return err
+	}), src)
+	tp.AddSink("out", "out", serde.String(), serde.String(), lazy)
+	g, err := tp.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{users: map[string]string{"counts": "user"}}
+	err = feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1))
+	var te *graph.TopologyError
+	if !errors.As(err, &te) || te.Node != "lazy" || !strings.Contains(err.Error(), "lazy may not use counts") {
+		t.Errorf("opening an unattached store = %v, want a TopologyError of lazy", err)
 	}
 }
 
@@ -272,11 +427,15 @@ func TestScheduleValidates(t *testing.T) {
 }
 
 type initProc struct {
-	init func(ctx Context[string, string]) error
+	init    func(ctx Context[string, string]) error
+	process func(ctx Context[string, string], rec Record[string, string]) error // nil: forward
 }
 
 func (p *initProc) Init(ctx Context[string, string]) error { return p.init(ctx) }
 func (p *initProc) Process(ctx Context[string, string], rec Record[string, string]) error {
+	if p.process != nil {
+		return p.process(ctx, rec)
+	}
 	return ctx.Forward(rec)
 }
 func (p *initProc) Close() error { return nil }

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/weirstream/weir/internal/graph"
@@ -14,7 +15,10 @@ import (
 // weir creates one Processor per task from the supplier given to
 // [Topology.AddProcessor] and calls it from one goroutine. An error from
 // any method stops the application with the error, the node's name and the
-// input record's coordinates (never its contents).
+// input record's coordinates (never its contents): a weir.RecordError when
+// Process fails. A mistake in the topology's wiring that shows only while
+// it runs (see [Context.ForwardTo]) is a weir.TopologyError instead, since
+// no record is to blame.
 type Processor[KIn, VIn, KOut, VOut any] interface {
 	// Init runs once before the first record, after the task's stores are
 	// ready; it is the place to schedule punctuators.
@@ -39,8 +43,14 @@ type Context[K, V any] interface {
 	// record Kafka refused or could not take is never committed past, see
 	// weir.Config.ProductionErrors): ignoring it only hides its cause.
 	Forward(rec Record[K, V]) error
-	// ForwardTo sends rec to the child with that name only.
-	ForwardTo(child string, rec Record[K, V]) error
+	// ForwardTo sends rec to one child only, named by a handle taken with
+	// [Node.Child] while the topology was built (so weir.New has checked
+	// that the child exists), and returns its error as Forward does. A
+	// zero handle, or one of another node, is the topology's fault: the
+	// application stops with a weir.TopologyError, whatever the processor
+	// does with the error ForwardTo returns, and it is never reported as a
+	// failed record. Kafka Streams' forward(record, childName).
+	ForwardTo(child Child[K, V], rec Record[K, V]) error
 	// Metadata describes the input record being processed. It reports
 	// false inside a punctuator, which runs outside any record.
 	Metadata() (Metadata, bool)
@@ -56,6 +66,15 @@ type Context[K, V any] interface {
 	ApplicationID() string
 	// TaskID names the task, "<sub-topology>_<partition>".
 	TaskID() string
+	// Logger returns the processor's logger: weir.Config.Logger with the
+	// attributes thread, task and node, and on each line logged while an
+	// input record is processed (in Process, and in a child's Process it
+	// forwards to) that record's topic, partition and offset, never its
+	// key or value; what else a line carries is up to the processor. The
+	// logger is made once per node and task: taking it, or not logging,
+	// costs nothing per record. Like the Context, use it from the
+	// processor's methods and punctuators only.
+	Logger() *slog.Logger
 
 	// StoreContext lets store specs open the task's stores.
 	StoreContext

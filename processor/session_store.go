@@ -33,14 +33,16 @@ import (
 // wrapping [changelog.ErrExpired], and it is deleted. Every read and
 // write first brings the store up to the task's current stream time
 // ([Context.StreamTime]) if it advanced since the last one: deleting the
-// sessions that expired costs two writes each (tombstones in the
+// sessions that expired costs two writes each (one tombstone in the
 // changelog), all done by that one call. Before the task has a stream
 // time (before its first record), nothing is expired.
 //
 // Writes are buffered and become durable at the task's next commit; reads
-// see them at once. The iterators read the store as they go, so collect
-// what a loop finds before writing to the store. A SessionStore belongs to
-// its task and is used from its goroutine only.
+// see them at once. Each Put or Remove is one changelog record: the
+// store's index by end time (for expiry) is kept locally and rebuilt on
+// restore. The iterators read the store as they go, so collect what a
+// loop finds before writing to the store. A SessionStore belongs to its
+// task and is used from its goroutine only.
 //
 // While an input record with a null Kafka key is processed, Put and Remove
 // of a key that serializes to nothing (serde.String's "") are dropped, and

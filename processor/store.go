@@ -9,8 +9,8 @@ import (
 	"github.com/weirstream/weir/serde"
 )
 
-// StoreSpec declares a state store. Create one with [KeyValue], [Window]
-// or [Session], attach it to the processors that use it with
+// StoreSpec declares a state store. Create one with [KeyValue], [TTL],
+// [Window] or [Session], attach it to the processors that use it with
 // [Topology.AddStore], and open it in a processor's Init with the spec's
 // Open method.
 //
@@ -40,7 +40,13 @@ type StoreContext interface {
 }
 
 func (c *nodeContext[K, V]) storeBytes(name string) (changelog.Bytes, error) {
-	return c.env.Store(c.node, name)
+	b, err := c.env.Store(c.node, name)
+	if err != nil {
+		// The node may not use the store: the wiring's fault, not the
+		// record's, when a processor opens a store lazily in Process.
+		return nil, c.topologyError(err)
+	}
+	return b, nil
 }
 
 // nullKeys asks the runtime whether a serialized user key is the empty key

@@ -3,6 +3,8 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/internal/graph"
@@ -18,7 +20,11 @@ type Topology struct {
 	names  map[string]*graph.Node
 	topics map[string]string // source topic -> source node
 	repart map[string]bool
+	routes []*route // Child handles, checked by Validate
 	errs   []error
+	// built is set once Graph has handed the topology to an application;
+	// it changes no more (see Node.Child).
+	built bool
 }
 
 // NewTopology returns an empty topology.
@@ -39,6 +45,89 @@ func (n Node[K, V]) Name() string {
 		return ""
 	}
 	return n.n.Name
+}
+
+// Child returns a handle to the child of n named name, for a processor
+// that sends a record to that child only, with [Context.ForwardTo], instead
+// of to all its children with [Context.Forward]. The child may be added
+// after the handle is taken; [Topology.Validate] (and so weir.New) fails
+// when n has no child of that name once the topology is built, so a
+// misspelt name never reaches a running application. Hand the handle to
+// the processor through its supplier:
+//
+//	var toBalances, toRejects processor.Child[string, Balance]
+//	balance := t.AddProcessor("balance", func() processor.Processor[string, Payment, string, Balance] {
+//		return &balancer{ok: toBalances, rejected: toRejects}
+//	}, payments)
+//	t.AddSink("balance-out", "balances", serde.String(), balanceSerde, balance)
+//	t.AddSink("rejects-out", "payment-rejects", serde.String(), balanceSerde, balance)
+//	toBalances, toRejects = balance.Child("balance-out"), balance.Child("rejects-out")
+//
+// The supplier runs only when a task starts, after the topology is built,
+// so it sees the assigned handles. Take handles while building: one taken
+// once an application runs the topology (in a supplier or a processor) is
+// not checked by weir.New, and forwarding to it fails with a
+// weir.TopologyError if the name is wrong. Child on the zero Node returns
+// the zero Child.
+func (n Node[K, V]) Child(name string) Child[K, V] {
+	if n.n == nil || n.t == nil {
+		return Child[K, V]{}
+	}
+	r := &route{parent: n.n, name: name}
+	if n.t.built {
+		// The topology no longer changes and tasks may be taking handles
+		// concurrently: resolve at once, and keep t as it is. A wrong
+		// name fails ForwardTo.
+		_ = r.resolve()
+		return Child[K, V]{r: r}
+	}
+	n.t.routes = append(n.t.routes, r)
+	return Child[K, V]{r: r}
+}
+
+// Child is a typed handle to one child of a processor, which receives
+// records of type Record[K, V]: the processor's output type. Take it with
+// [Node.Child] and pass it to [Context.ForwardTo]. A Child is a small
+// value, safe to copy and to share between the tasks of an application.
+// The zero Child is invalid: forwarding to it, or to a Child of another
+// node, stops the application with a weir.TopologyError, never a record
+// error.
+type Child[K, V any] struct {
+	r *route
+}
+
+// Name returns the child's name, "" for the zero Child.
+func (c Child[K, V]) Name() string {
+	if c.r == nil {
+		return ""
+	}
+	return c.r.name
+}
+
+// route is what a Child handle names: a child of parent, by name, which
+// Validate resolves to the child's node.
+type route struct {
+	parent *graph.Node
+	name   string
+	child  *graph.Node // set by resolve; nil while parent has no such child
+}
+
+// resolve finds the child r names, or reports that parent has none.
+func (r *route) resolve() error {
+	r.child = nil
+	names := make([]string, 0, len(r.parent.Children))
+	for _, c := range r.parent.Children {
+		if c.Name == r.name {
+			r.child = c
+			return nil
+		}
+		names = append(names, strconv.Quote(c.Name))
+	}
+	has := "it has no children"
+	if len(names) > 0 {
+		has = "its children are " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("processor: %q has no child %q (Node.Child); %s", r.parent.Name, r.name, has)
 }
 
 // TimestampExtractor gives a record its event time. partitionTime is the
@@ -275,7 +364,7 @@ func legalName(s string) bool {
 
 // Validate reports every problem found while building, together: errors.Join
 // of errors that each name the node at fault. A topology without a source
-// is an error.
+// is an error, and so is a [Child] handle naming no child of its node.
 func (t *Topology) Validate() error {
 	errs := append([]error(nil), t.errs...)
 	if len(t.g.Nodes) == 0 {
@@ -284,7 +373,24 @@ func (t *Topology) Validate() error {
 	if err := checkAcyclic(t.g.Nodes); err != nil {
 		errs = append(errs, err)
 	}
+	if !t.built {
+		// Once built, the routes are resolved and tasks read them.
+		errs = append(errs, t.resolveRoutes()...)
+	}
 	return errors.Join(errs...)
+}
+
+// resolveRoutes finds the child each Child handle names, reporting a name
+// that is not a child of its node: a misspelt child fails weir.New, not
+// the first record that takes that route.
+func (t *Topology) resolveRoutes() []error {
+	var errs []error
+	for _, r := range t.routes {
+		if err := r.resolve(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // checkAcyclic guards the runtime against a cycle. Handles are created
@@ -331,6 +437,9 @@ func (t *Topology) Describe() string { return t.g.Describe() }
 func (t *Topology) Graph() (*graph.Graph, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
+	}
+	if !t.built { // written once: tasks of a running application read it
+		t.built = true
 	}
 	return &t.g, nil
 }

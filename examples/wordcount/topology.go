@@ -23,7 +23,13 @@ func Topology(input, output string, counted chan<- struct{}) *processor.Topology
 	t := processor.NewTopology()
 	lines := t.AddSource("lines", input, serde.Bytes(), serde.String())
 	words := t.AddProcessor("split", processor.Func(func(ctx processor.Context[string, string], rec processor.Record[[]byte, string]) error {
-		for _, w := range Words(rec.Value) {
+		words := Words(rec.Value)
+		if len(words) == 0 {
+			// The line carries thread, task and node, and the record's
+			// topic, partition and offset: never its key or value.
+			ctx.Logger().Debug("line without words")
+		}
+		for _, w := range words {
 			if err := ctx.Forward(processor.Record[string, string]{Key: w, Value: w, Timestamp: rec.Timestamp}); err != nil {
 				return err
 			}

@@ -1,7 +1,7 @@
 // Package graph is the untyped form of a topology that weir's runtime
-// executes. The typed builders (package processor, and the DSL on top of it)
-// produce a [Graph]; the runtime splits it into sub-topologies, creates one
-// set of node instances per task and feeds them records.
+// executes. The typed builders (package processor, and the planned DSL on
+// top of it) produce a [Graph]; the runtime splits it into sub-topologies,
+// creates one set of node instances per task and feeds them records.
 //
 // Types stay out of this package on purpose: every node carries a
 // constructor that closes over its type parameters, and the instances it
@@ -77,6 +77,10 @@ const (
 	KeyValueStore StoreKind = "key-value"
 	WindowStore   StoreKind = "window"
 	SessionStore  StoreKind = "session"
+	// TTLStore is a key-value store whose entries expire by stream time
+	// (processor.TTL); its changelog is compacted like a key-value
+	// store's, expiry sending the tombstones.
+	TTLStore StoreKind = "ttl"
 )
 
 // Store is a state store: local state of one sub-topology, partitioned
@@ -86,7 +90,8 @@ type Store struct {
 	Name  string
 	Kind  StoreKind
 	Users []*Node // processors that use it
-	// Retention bounds window and session stores; 0 for key-value stores.
+	// Retention bounds window and session stores; 0 for key-value and
+	// TTL stores.
 	Retention time.Duration
 }
 
@@ -203,7 +208,9 @@ type TaskEnv interface {
 	// PartitionCount returns the number of partitions of a sink's topic.
 	PartitionCount(topic string, internal bool) (int32, error)
 	// Store returns the task's partition of a state store that node may
-	// use. The Bytes it returns implements NullKeyGuard.
+	// use. The Bytes it returns implements NullKeyGuard. An error means
+	// that the topology does not give node that store: a wiring mistake,
+	// which the caller reports as a TopologyError.
 	Store(node, name string) (changelog.Bytes, error)
 	Logger() *slog.Logger
 }
@@ -242,3 +249,16 @@ type NodeError struct {
 
 func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// TopologyError is a mistake in how a topology is wired that shows only
+// while it runs, such as a processor forwarding to a child handle of
+// another node: the topology's fault, not the fault of the record being
+// processed. The runtime stops with it (as weir.TopologyError) and never
+// reports it as a record error, so no operator skips a good record for it.
+type TopologyError struct {
+	Node string
+	Err  error
+}
+
+func (e *TopologyError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
+func (e *TopologyError) Unwrap() error { return e.Err }

@@ -6,8 +6,6 @@ package local
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -59,19 +57,18 @@ type space struct {
 	partition int32
 }
 
-// spaceOps is what State does to store partitions in the database
-// outside its lock. It is an interface so that tests can hold a drop or a
-// size estimate midway.
+// spaceOps is what State does to the database outside its lock. It is
+// an interface so that tests can hold a drop or a size estimate midway.
 type spaceOps interface {
 	drop(s space) error
-	size(s space) int64
+	size(store string) int64 // all the store's partitions on disk
 }
 
 // dbSpaces is spaceOps on the instance's database.
 type dbSpaces struct{ db *changelog.DB }
 
-func (d dbSpaces) drop(s space) error { return d.db.Space(s.store, s.partition).Drop() }
-func (d dbSpaces) size(s space) int64 { return d.db.Space(s.store, s.partition).ApproximateSize() }
+func (d dbSpaces) drop(s space) error      { return d.db.Space(s.store, s.partition).Drop() }
+func (d dbSpaces) size(store string) int64 { return d.db.EstimatedDiskBytes(store) }
 
 func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int) (*State, error) {
 	l := &State{
@@ -169,9 +166,12 @@ func (l *State) Release(id assign.TaskID, thread int, stores []string) {
 	}
 }
 
-// sizes returns the estimated on-disk bytes of each store's partitions.
-// The estimate runs outside l.mu (it walks Badger's tables), and close
-// waits for it.
+// Sizes returns, for each store with a partition on disk, the estimate of
+// the disk its data takes (changelog.DB.EstimatedDiskBytes, whose gaps
+// weir_store_estimated_disk_bytes documents). The estimate is per store,
+// not per partition: a table holding two partitions of one store then
+// counts, where a per-partition estimate would miss it. It runs outside
+// l.mu (it walks Badger's table list), and close waits for it.
 func (l *State) Sizes() map[string]int64 {
 	l.use.RLock()
 	defer l.use.RUnlock()
@@ -179,13 +179,15 @@ func (l *State) Sizes() map[string]int64 {
 		return nil
 	}
 	l.mu.Lock()
-	held := slices.Collect(maps.Keys(l.ckpts))
-	l.mu.Unlock()
-	out := map[string]int64{}
-	for _, s := range held {
-		out[s.store] += l.spaces.size(s)
+	stores := map[string]int64{}
+	for s := range l.ckpts {
+		stores[s.store] = 0
 	}
-	return out
+	l.mu.Unlock()
+	for store := range stores {
+		stores[store] = l.spaces.size(store)
+	}
+	return stores
 }
 
 // close stops reads of the database by metrics scrapes and the cleaner,

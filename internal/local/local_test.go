@@ -141,8 +141,9 @@ func TestLateReleaseKeepsSiblingThreadsState(t *testing.T) {
 }
 
 // gatedSpaces is spaceOps that can hold a drop or a size estimate midway:
-// a held call reports its partition on entered, then waits until its gate
-// is closed before it does the real work.
+// a held call reports its partition (a size estimate: its store) on
+// entered, then waits until its gate is closed before it does the real
+// work.
 type gatedSpaces struct {
 	spaceOps
 	dropGate, sizeGate chan struct{} // nil: do not hold
@@ -162,13 +163,13 @@ func (g *gatedSpaces) drop(s space) error {
 	return g.spaceOps.drop(s)
 }
 
-func (g *gatedSpaces) size(s space) int64 {
+func (g *gatedSpaces) size(store string) int64 {
 	if g.sizeGate != nil {
-		g.entered <- s
+		g.entered <- space{store: store}
 		<-g.sizeGate
 	}
 	g.sizesRun.Add(1)
-	return g.spaceOps.size(s)
+	return g.spaceOps.size(store)
 }
 
 // within runs f in a goroutine and reports whether it returned within d.

@@ -18,7 +18,7 @@ type collector struct {
 }
 
 // appStates are the values of weir_app_state's state label.
-var appStates = []string{"created", "starting", "restoring", "running", "rebalancing", "stopping", "stopped", "failed"}
+var appStates = []string{"created", "starting", "restoring", "running", "rebalancing", "stopping", "stopped", "failed", "degraded"}
 
 func newCollector(app string, src Source) *collector {
 	c := prometheus.Labels{"application": app}
@@ -40,7 +40,9 @@ func newCollector(app string, src Source) *collector {
 		tasks:      d("tasks", "Tasks of this instance per state (restoring, running).", "state"),
 		states:     d("app_state", "1 for the App's current state, 0 for the others.", "state"),
 		remaining:  d("restore_records_remaining", "Changelog records a restore still has to apply.", "store", "partition"),
-		storeSize:  d("store_size_bytes", "Estimated on-disk size of a store's partitions on this instance.", "store"),
+		storeSize: d("store_estimated_disk_bytes",
+			"Badger's estimate of the disk a store's data takes on this instance, all its partitions on disk together (those of tasks that moved away too, until State.CleanupDelay drops them): the compressed size of the table files holding only this store's keys, stale versions and deletions not yet compacted included. Writes still in memtables and tables shared with another store are not counted, so a store of about one table or less (2 to 16 MiB with the default options) can read 0; a value of 1 MiB or more counts only by its pointer into the value log.",
+			"store"),
 		threadTime: d("thread_seconds_total",
 			"Seconds a thread spent busy (processing, committing) or idle (waiting for records): together they advance with wall time. backpressured is the time the fetchers of its partitions spent stopped on a full queue because the thread did not keep up (summed over partitions): a thread that is busy and backpressured is a bottleneck.",
 			"thread", "state"),

@@ -1,6 +1,7 @@
 // Package metrics defines weir's Prometheus metrics. Every name starts with
 // weir_; labels come from {application, thread, task, topic, partition,
-// store, result, reason, state} and never carry a record's key or value.
+// store, node, result, reason, mode, state} (weir_build_info: version,
+// guarantee, process_id) and never carry a record's key or value.
 //
 // Counters and histograms are updated by the runtime as things happen.
 // Gauges that describe the present (lag, ages, stream time, task states)
@@ -26,6 +27,8 @@ type Metrics struct {
 	RecordsDropped   *prometheus.CounterVec // thread, task, reason = null_key
 	LateRecords      *prometheus.CounterVec // thread, task
 	DeadLettered     *prometheus.CounterVec // thread, task
+	RecordsWritten   *prometheus.CounterVec // thread, task, topic
+	NodeFailures     *prometheus.CounterVec // thread, task, node
 	EndToEndLatency  *prometheus.HistogramVec
 
 	CommitDuration *prometheus.HistogramVec
@@ -33,6 +36,7 @@ type Metrics struct {
 	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt
 	Rebalances     *prometheus.CounterVec // thread
 	Rewinds        *prometheus.CounterVec // thread, mode = in_place|rejoin
+	LastCommit     *prometheus.GaugeVec   // thread: Unix seconds
 	RecordsLost    *prometheus.CounterVec // topic, partition
 
 	RestoredRecords *prometheus.CounterVec // store, partition
@@ -94,7 +98,8 @@ type Restore struct {
 	Remaining int64
 }
 
-// Store is the estimated size of a store on this instance.
+// Store is the estimated disk a store's data takes on this instance (see
+// changelog.DB.EstimatedDiskBytes).
 type Store struct {
 	Store string
 	Bytes int64
@@ -118,7 +123,13 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		RecordsSkipped:   counter("records_skipped_total", "Records skipped by an error policy, per task and reason: input records (deserialization, timestamp) and refused output records (production).", "thread", "task", "reason"),
 		RecordsDropped:   counter("records_dropped_total", "Input records whose state store writes or repartition records were dropped, per task and reason: null_key (the record's Kafka key was null and the writes were under the empty key). One per input record however many of its writes were dropped, each time it is processed.", "thread", "task", "reason"),
 		LateRecords:      counter("late_records_dropped_total", "Records dropped because their window had closed, per task.", "thread", "task"),
-		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task.", "thread", "task"),
+		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task. Planned: weir has no dead-letter topic yet, so this is never incremented.", "thread", "task"),
+		RecordsWritten: counter("records_written_total",
+			`Output records a task handed to its thread's producer, per topic: sink and repartition topics, not changelogs. Records of a transaction that aborts count, and count again when replayed; a record refused before it was sent and dropped under ProductionErrors=Skip counts too (and in weir_records_skipped_total{reason="production"}).`,
+			"thread", "task", "topic"),
+		NodeFailures: counter("node_failures_total",
+			"Input records that failed at a node with the error that stops the application (a RecordError naming the node), per node: a source that could not decode the record (under DeserializationErrors or TimestampErrors = Fail), or a processor or sink that returned an error. Records a policy skipped, and failed sends (refused records, aborted transactions), count elsewhere.",
+			"thread", "task", "node"),
 		EndToEndLatency: histogram("end_to_end_latency_seconds", "Time from a record's timestamp to its output being handed to the producer, per task.",
 			prometheus.ExponentialBuckets(0.001, 4, 10), "task"),
 		CommitDuration: histogram("commit_duration_seconds", "Duration of a thread's commit (changelog, flush or transaction, offsets, state).",
@@ -126,7 +137,10 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		Transactions:   counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
 		ProducerEvents: counter("producer_events_total", "Producers fenced or rebuilt, per reason.", "thread", "reason"),
 		Rebalances:     counter("rebalances_total", "Assignments received by each thread.", "thread"),
-		Rewinds:        counter("rewinds_total", "Aborted transactions after which a thread took its tasks back to their last commit: in place (replaying the records it kept) or by rejoining the group.", "thread", "mode"),
+		LastCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_last_commit_timestamp_seconds", ConstLabels: constLabels,
+			Help: "When each thread last committed successfully (or found nothing to commit), as Unix seconds: time() minus it is how long a thread has made no progress."},
+			[]string{"thread"}),
+		Rewinds: counter("rewinds_total", "Aborted transactions after which a thread took its tasks back to their last commit: in place (replaying the records it kept) or by rejoining the group.", "thread", "mode"),
 		RecordsLost: counter("records_lost_total",
 			"Records an input partition lost before they were processed: its committed offset had fallen below the log start (deleted by retention), so consumption restarted at the oldest record.",
 			"topic", "partition"),
@@ -137,8 +151,8 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 			"store", "partition", "reason"),
 	}
 	cs := []prometheus.Collector{
-		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered,
-		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.RecordsLost,
+		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered, m.RecordsWritten, m.NodeFailures,
+		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.LastCommit, m.RecordsLost,
 		m.RestoredRecords, m.RestoreDuration, m.FullRestores, newCollector(app, src),
 	}
 	for _, c := range cs {

@@ -16,9 +16,10 @@ import (
 // goroutine fills, the claim's high watermark and the offset it started
 // at.
 type claim struct {
-	q     *task.Queue
-	hwm   func() int64
-	start int64
+	q         *task.Queue
+	hwm       func() int64
+	start     int64
+	committed int64 // the group's committed offset at the claim's start; -1 none
 }
 
 // release is a claim goroutine waiting for the loop to commit and close
@@ -161,6 +162,25 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.
 	cfg := th.in
 	q := queue.New(queue.Limits{Items: cfg.QueueRecords, Bytes: cfg.QueueBytes}, task.RecordSize, th.Wake)
 
+	// Lag is known from the assignment on, not from the first fetch: the
+	// claim's position and the log end are read now, and the claim's own
+	// high watermark takes over once a fetch has reported it.
+	start, committed := sc.InitialOffset(), sc.InitialOffset()
+	if committed < 0 {
+		committed = -1
+	}
+	if start < 0 {
+		// sarama reports the reset's sentinel (OffsetOldest), not an
+		// offset, when the group has no committed offset.
+		if off, err := th.client.GetOffset(p.Topic, p.Partition, sarama.OffsetOldest); err == nil {
+			start = off
+		}
+	}
+	end, err := th.client.GetOffset(p.Topic, p.Partition, sarama.OffsetNewest)
+	if err != nil {
+		end = -1
+	}
+	hwm := claimHighWatermark(sc.HighWaterMarkOffset, end)
 	th.mu.Lock()
 	if th.stopped {
 		th.mu.Unlock()
@@ -169,12 +189,12 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.
 	if old := th.claims[p]; old != nil {
 		old.q.Close()
 	}
-	th.claims[p] = &claim{q: q, hwm: sc.HighWaterMarkOffset, start: sc.InitialOffset()}
+	th.claims[p] = &claim{q: q, hwm: hwm, start: start, committed: committed}
 	th.opened = append(th.opened, p)
 	th.mu.Unlock()
 	th.Wake()
 
-	th.checkLostRecords(p, sc.InitialOffset())
+	th.checkLostRecords(p, start)
 
 	// Until sarama revokes the claim (Messages closes) or the loop closes
 	// the queue (the task was closed, or the assignment dropped it).
@@ -233,4 +253,15 @@ func (th *Thread) checkLostRecords(p task.TP, start int64) {
 	th.in.Metrics.RecordsLost.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Add(float64(lost))
 	th.log.Error("records lost to retention before they were processed: the committed offset is below the log start",
 		"topic", p.Topic, "partition", p.Partition, "committed", b.Offset, "log_start", start, "lost", lost)
+}
+
+// claimHighWatermark is a claim's log end: the claim's high watermark once
+// a fetch has reported one, end (read when the claim started) before.
+func claimHighWatermark(hwm func() int64, end int64) func() int64 {
+	return func() int64 {
+		if h := hwm(); h > 0 {
+			return h
+		}
+		return end
+	}
 }

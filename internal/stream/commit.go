@@ -58,6 +58,7 @@ func (th *Thread) commit() (outcome, error) {
 		return rewound, th.settle(err)
 	}
 	if len(offsets) == 0 && !th.producer.Pending() {
+		th.committedNow()
 		return committed, nil
 	}
 	// Not th.ctx: the last commit runs after the thread was told to stop.
@@ -86,6 +87,7 @@ func (th *Thread) commit() (outcome, error) {
 		return committed, err
 	}
 	if len(offsets) == 0 {
+		th.committedNow()
 		return committed, nil
 	}
 	sess := th.session()
@@ -167,8 +169,16 @@ func (th *Thread) applyState() error {
 	return nil
 }
 
+// committedNow records that the thread made progress: a commit succeeded
+// or there was nothing to commit.
+func (th *Thread) committedNow() {
+	th.aborts.Store(0)
+	th.in.Metrics.LastCommit.WithLabelValues(strconv.Itoa(th.idx)).SetToCurrentTime()
+}
+
 // committed records committed offsets.
 func (th *Thread) committed(offsets map[string]map[int32]int64) {
+	th.committedNow()
 	for _, id := range th.order {
 		th.tasks[id].Committed(offsets)
 	}

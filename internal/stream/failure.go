@@ -256,6 +256,14 @@ func isTxnError(err error) bool {
 // returns nil when the thread goes on.
 func (th *Thread) handleTxnError(err error) error {
 	thread := strconv.Itoa(th.idx)
+	if txnEnded(err) {
+		// A thread whose transactions keep aborting makes no progress
+		// while it looks alive: past the bound it fails with the cause.
+		if n := th.aborts.Add(1); int(n) > th.in.MaxConsecutiveAborts {
+			return fmt.Errorf("weir: thread %d: %d transactions aborted in a row without one committing (Config.MaxConsecutiveAborts is %d); the last: %w",
+				th.idx, n, th.in.MaxConsecutiveAborts, err)
+		}
+	}
 	switch {
 	case errors.Is(err, txn.ErrFenced):
 		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()

@@ -29,6 +29,9 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 	t.Helper()
 	cfg.ExactlyOnce = true
 	cfg.RebalanceTimeout, cfg.TransactionTimeout, cfg.MaxBufferBytes = time.Minute, 10*time.Second, 16<<20
+	if cfg.MaxConsecutiveAborts == 0 {
+		cfg.MaxConsecutiveAborts = 10
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	m, err := metrics.New(prometheus.NewRegistry(), "app", noSource{})
 	if err != nil {
@@ -289,5 +292,36 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	}
 	if _, ok := th.skips[skipKey{"in", 0, 9, "out"}]; !ok || len(th.skips) != 1 || skippedCount(th) != 1 {
 		t.Fatalf("skip entries %v, skipped %v; want exactly input in@9's record", th.skips, skippedCount(th))
+	}
+}
+
+// Transactions that keep aborting are bounded: the thread is degraded
+// after one, fails past MaxConsecutiveAborts with the last cause, and a
+// commit in between starts the count over.
+func TestConsecutiveAbortsAreBounded(t *testing.T) {
+	t.Parallel()
+	th := failureThread(t, Config{MaxConsecutiveAborts: 3}, txntest.New(true))
+	cause := errors.New("UNKNOWN_TOPIC_OR_PARTITION")
+	abort := func() error { return th.handleTxnError(fmt.Errorf("%w: %w", txn.ErrAborted, cause)) }
+	for i := range 3 {
+		if err := abort(); err != nil {
+			t.Fatalf("abort %d: %v", i+1, err)
+		}
+		if !th.Aborting() {
+			t.Fatalf("abort %d: the thread does not report aborting", i+1)
+		}
+	}
+	th.committedNow()
+	if th.Aborting() {
+		t.Fatal("a commit did not end the aborting state")
+	}
+	for i := range 3 {
+		if err := abort(); err != nil {
+			t.Fatalf("after the commit, abort %d: %v", i+1, err)
+		}
+	}
+	err := abort()
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "4 transactions aborted in a row") {
+		t.Fatalf("abort 4 in a row = %v, want the thread to fail with the cause", err)
 	}
 }

@@ -25,7 +25,10 @@ type Config struct {
 	QueueRecords       int
 	QueueBytes         int
 	ProductionErrors   task.Policy
-	Logger             *slog.Logger
+	// MaxConsecutiveAborts is how many transactions in a row may abort
+	// without one committing before the thread fails.
+	MaxConsecutiveAborts int
+	Logger               *slog.Logger
 }
 
 // Instance is what the threads of one instance share. It is set up once,

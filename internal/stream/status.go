@@ -89,6 +89,10 @@ func (th *Thread) Tasks() []TaskStatus {
 	return out
 }
 
+// Aborting reports whether the thread's last transaction aborted and none
+// has committed since: the App is degraded.
+func (th *Thread) Aborting() bool { return th.aborts.Load() > 0 }
+
 // Index returns the thread's index in its instance.
 func (th *Thread) Index() int { return th.idx }
 
@@ -109,4 +113,24 @@ func (th *Thread) Assigned() bool {
 func (th *Thread) Time() (busy, idle, backpressured time.Duration) {
 	busy, idle = th.clock.read()
 	return busy, idle, th.backpressured()
+}
+
+// Claimed returns every partition the thread claims now, with the offset
+// its claim started at as position and the log end: what the lag gauges
+// show for a partition whose task has not published yet (the loop may be
+// busy in another task's record), so that lag is known from the assignment
+// on. Safe for concurrent use.
+func (th *Thread) Claimed() []PartitionStatus {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	out := make([]PartitionStatus, 0, len(th.claims))
+	for p, c := range th.claims {
+		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Committed: c.committed, Position: c.start, LogEnd: c.hwm()}
+		ps.QueuedRecords, ps.QueuedBytes = c.q.Len()
+		if m, ok := c.q.Peek(); ok {
+			ps.OldestUnread = m.Timestamp
+		}
+		out = append(out, ps)
+	}
+	return out
 }

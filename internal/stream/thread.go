@@ -62,6 +62,9 @@ type Thread struct {
 	// assignment (assignedGen); 0 otherwise.
 	rebalancing atomic.Int64
 	assignedGen atomic.Int32
+	// aborts counts the transactions aborted in a row, since the last one
+	// that committed (see handleTxnError and committedNow).
+	aborts atomic.Int32
 
 	mu     sync.Mutex
 	sess   sarama.ConsumerGroupSession

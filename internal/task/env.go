@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
@@ -40,6 +41,9 @@ func (t *Task) Punctuate(typ graph.PunctuationType, now time.Time) error {
 		t.punctuations.Inc()
 		t.punctNode, t.cur = s.node, nil
 		if err := s.fn(now); err != nil {
+			if te := t.topologyError(err); te != nil {
+				return te
+			}
 			return fmt.Errorf("weir: task %s: punctuator of %s: %w", t.name, s.node, err)
 		}
 	}
@@ -96,13 +100,12 @@ func (t *Task) Schedule(node string, interval time.Duration, typ graph.Punctuati
 
 // Send implements graph.TaskEnv: the record goes to the thread (Host.Send).
 func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time, headers []graph.Header, part int32) error {
-	if internal {
-		topic = graph.InternalTopic(t.sh.ApplicationID, topic)
-		// A repartition record under the empty key of a null-key record
-		// is dropped, as its state writes are (see nullkey.go).
-		if t.dropNullKey(key, "repartition_topic", topic) {
-			return nil
-		}
+	out := t.output(topic, internal)
+	topic = out.topic
+	// A repartition record under the empty key of a null-key record is
+	// dropped, as its state writes are (see nullkey.go).
+	if internal && t.dropNullKey(key, "repartition_topic", topic) {
+		return nil
 	}
 	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts, Metadata: t.origin(part >= 0)}
 	if key != nil {
@@ -123,7 +126,45 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	if !ts.IsZero() {
 		t.latency.Observe(time.Since(ts).Seconds())
 	}
-	return t.host.Send(m)
+	if err := t.host.Send(m); err != nil {
+		t.sendFailed = true
+		return err
+	}
+	out.written.Inc()
+	return nil
+}
+
+// outputKey is a topic as a sink names it.
+type outputKey struct {
+	topic    string
+	internal bool
+}
+
+// output is a topic the task writes, with what each of its records needs.
+type output struct {
+	topic   string // the real topic: an internal one expanded
+	written prometheus.Counter
+}
+
+// output returns the task's output to the topic a sink names. The first
+// record to a topic resolves its counter and, for an internal topic, its
+// real name; every later one finds them in a map, without the label
+// lookup of WithLabelValues or a string concatenation per record.
+func (t *Task) output(topic string, internal bool) *output {
+	k := outputKey{topic, internal}
+	if o := t.outputs[k]; o != nil {
+		return o
+	}
+	o := &output{topic: topic}
+	if internal {
+		o.topic = graph.InternalTopic(t.sh.ApplicationID, topic)
+	}
+	o.written = t.sh.Metrics.RecordsWritten.WithLabelValues(t.thread, t.name, o.topic)
+	if t.outputs == nil {
+		t.outputs = map[outputKey]*output{}
+	}
+	t.outputs[k] = o
+	return o
 }
 
 // origin returns the origin of the records the task produces now: of the

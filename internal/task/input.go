@@ -24,9 +24,10 @@ func RecordSize(m *sarama.ConsumerMessage) int { return len(m.Key) + len(m.Value
 
 // Input is one input partition of a task.
 type Input struct {
-	tp  TP
-	src graph.SourceInstance
-	q   *Queue // nil until the partition's claim starts
+	tp   TP
+	src  graph.SourceInstance
+	node string // the source node, which RecordError names for a record it cannot decode
+	q    *Queue // nil until the partition's claim starts
 
 	// head is the decoded record at the front of redo or q, if any.
 	head     *sarama.ConsumerMessage
@@ -111,7 +112,8 @@ func (t *Task) decodeHead(p *Input) error {
 			policy = t.sh.TimestampErrors
 		}
 		if policy == Fail {
-			return &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
+			t.nodeFailed(p.node)
+			return &RecordError{Task: t.name, Node: p.node, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
 		}
 		t.log.Warn("skipping record", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
 		if policy == t.sh.TimestampErrors && errors.As(err, &de) && de.Stage == "timestamp" {
@@ -149,7 +151,7 @@ func (t *Task) Process(p *Input) error {
 	m := p.head
 	p.head = nil
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
-	t.inRecord, t.cur = true, nil
+	t.inRecord, t.cur, t.sendFailed = true, nil, false
 	t.nulls.begin(m.Key == nil)
 	if p.headTime.After(t.streamTime) {
 		t.streamTime = p.headTime
@@ -170,13 +172,29 @@ func (t *Task) Process(p *Input) error {
 	return t.Punctuate(graph.StreamTime, t.streamTime)
 }
 
+// recordError is the error of a record that failed: a *RecordError, or a
+// *TopologyError when the topology, not the record, is at fault.
 func (t *Task) recordError(m *sarama.ConsumerMessage, err error) error {
+	if te := t.topologyError(err); te != nil {
+		return te
+	}
 	re := &RecordError{Task: t.name, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
 	var ne *graph.NodeError
 	if errors.As(err, &ne) {
 		re.Node, re.Err = ne.Node, ne.Err
+		if !t.sendFailed {
+			t.nodeFailed(ne.Node)
+		}
 	}
 	return re
+}
+
+// nodeFailed counts an input record that failed at node, with the error
+// that stops the application. An error that comes back up from a send the
+// host refused is not counted (the caller checks sendFailed): the
+// thread's failure authority settles it, and it may go on.
+func (t *Task) nodeFailed(node string) {
+	t.sh.Metrics.NodeFailures.WithLabelValues(t.thread, t.name, node).Inc()
 }
 
 // Offsets adds the task's uncommitted positions to out.

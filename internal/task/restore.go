@@ -118,10 +118,14 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		since = start
 	}
 	var records, pass int64 // applied in all, and since the last (re)start
+	idx := storeIndex(st.spec.Kind)
+	var entries []changelog.Entry
 	apply := func(recs []changelog.Record, next int64) error {
-		entries := make([]changelog.Entry, len(recs))
-		for i, rec := range recs {
-			entries[i] = changelog.Entry{Key: rec.Key, Value: rec.Value, Deleted: rec.Value == nil}
+		// The records with the local index entries they imply, which the
+		// changelog does not hold (see storeIndex).
+		var err error
+		if entries, err = changelog.RestoreEntries(entries[:0], recs, idx); err != nil {
+			return err
 		}
 		if err := st.space.Apply(entries); err != nil {
 			return err

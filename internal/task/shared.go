@@ -87,6 +87,32 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// TopologyError is a mistake in the topology's wiring that a task ran
+// into: the topology's fault, never the record's, so it is not a
+// RecordError. weir.TopologyError has the same fields, in the same order,
+// and converts from it: keep them in step.
+type TopologyError struct {
+	Task string
+	Node string
+	Err  error
+}
+
+func (e *TopologyError) Error() string {
+	return fmt.Sprintf("weir: task %s, node %s: topology error: %v", e.Task, e.Node, e.Err)
+}
+
+func (e *TopologyError) Unwrap() error { return e.Err }
+
+// topologyError returns err as a *TopologyError of the task when a node
+// reported a *graph.TopologyError, else nil.
+func (t *Task) topologyError(err error) *TopologyError {
+	var ge *graph.TopologyError
+	if !errors.As(err, &ge) {
+		return nil
+	}
+	return &TopologyError{Task: t.name, Node: ge.Node, Err: ge.Err}
+}
+
 // ProductionError is a record Kafka refuses. weir.ProductionError, whose
 // documentation says what each field holds, has the same fields in the
 // same order and converts from it: keep them in step.

@@ -97,8 +97,27 @@ func (t *Task) BufferedBytes() int {
 	return n
 }
 
+// storeIndex returns the local index a store of kind k keeps beside its
+// changelogged entries (see changelog.Index), or nil when it keeps none.
+// An index is written to Badger at commit but not to the changelog, and
+// the restore rebuilds it from the primary records. A kind missing here
+// would send its index to the changelog, as weir did before local
+// indexes: twice the records, but nothing lost.
+func storeIndex(k graph.StoreKind) changelog.Index {
+	switch k {
+	case graph.WindowStore:
+		return changelog.WindowIndex()
+	case graph.SessionStore:
+		return changelog.SessionIndex()
+	case graph.TTLStore:
+		return changelog.TTLIndex()
+	}
+	return nil
+}
+
 // SendChangelog produces every buffered change to the store's changelog,
-// one record per key, to the task's partition.
+// one record per key, to the task's partition; the entries of the store's
+// local index stay out of it (see storeIndex).
 func (t *Task) SendChangelog() error {
 	for _, st := range t.stores {
 		changes := st.buf.Changes()
@@ -106,7 +125,7 @@ func (t *Task) SendChangelog() error {
 			continue
 		}
 		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
-		last, err := changelog.Produce(changes, st.topic, t.id.Partition, o, t.host.Send)
+		last, err := changelog.Produce(changes, storeIndex(st.spec.Kind), st.topic, t.id.Partition, o, t.host.Send)
 		if last != nil {
 			st.last = last
 		}

@@ -60,6 +60,13 @@ type Task struct {
 	processed, bytes, punctuations prometheus.Counter
 	skipped, dropped               prometheus.Counter
 	latency                        prometheus.Observer
+	// outputs are the topics the task's sinks write, each with its
+	// counter, resolved at its first record (see output).
+	outputs map[outputKey]*output
+	// sendFailed reports that the host refused a record of the input
+	// record being processed: that failure is the thread's to settle,
+	// not a node's (see nodeFailed).
+	sendFailed bool
 }
 
 // New creates a task's node instances, children first; Init runs, parents
@@ -153,7 +160,7 @@ func (t *Task) build(sub *graph.Subtopology) error {
 			p.src = src
 			continue
 		}
-		p := &Input{tp: key, src: src, consumed: -1, committed: -1}
+		p := &Input{tp: key, src: src, node: n.Name, consumed: -1, committed: -1}
 		t.parts = append(t.parts, p)
 		t.byTP[p.tp] = p
 	}
@@ -199,6 +206,9 @@ func (t *Task) init() error {
 		if err := inst.Init(); err != nil {
 			for _, done := range t.insts[:i] {
 				_ = done.Close()
+			}
+			if te := t.topologyError(err); te != nil {
+				return te
 			}
 			return fmt.Errorf("weir: task %s: init: %w", t.name, err)
 		}

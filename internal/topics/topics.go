@@ -59,11 +59,11 @@ type Options struct {
 	Logger            *slog.Logger
 }
 
-// MissingError reports source topics that do not exist.
+// MissingError reports source and sink topics that do not exist.
 type MissingError struct{ Topics []string }
 
 func (e *MissingError) Error() string {
-	return fmt.Sprintf("weir: source topics do not exist: %v", e.Topics)
+	return fmt.Sprintf("weir: topics the topology reads or writes do not exist: %v", e.Topics)
 }
 
 // CopartitionError reports the source topics of a sub-topology with
@@ -77,9 +77,10 @@ func (e *CopartitionError) Error() string {
 	return fmt.Sprintf("weir: sub-topology %d reads topics that are not co-partitioned: %v", e.Subtopology, e.Partitions)
 }
 
-// Prepare checks the source topics, creates missing repartition
-// topics and checks co-partitioning, so that a bad deployment fails at
-// start with every topic and count named.
+// Prepare checks that the source and sink topics exist, creates missing
+// repartition topics and changelogs and checks co-partitioning, so that a
+// bad deployment fails at start with every topic and count named, before it
+// creates anything.
 func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *graph.Graph) (*Layout, error) {
 	app := c.ApplicationID
 	l := &Layout{
@@ -96,7 +97,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	}
 	existing, err := client.Topics()
 	if err != nil {
-		return nil, fmt.Errorf("weir: listing Topics: %w", err)
+		return nil, fmt.Errorf("weir: listing topics: %w", err)
 	}
 	exists := map[string]bool{}
 	for _, t := range existing {
@@ -111,11 +112,19 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		if n.Kind == graph.KindSource {
 			l.SourceNode[name] = n
 		}
-		if n.Kind != graph.KindSource || n.Internal {
+		if n.Internal || n.Kind == graph.KindProcessor {
 			continue
 		}
 		if !exists[name] {
-			missing = append(missing, name)
+			// A sink topic must exist too: weir does not create the
+			// topics it writes, and a record for a missing topic would
+			// fail every transaction.
+			if !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			continue
+		}
+		if n.Kind != graph.KindSource {
 			continue
 		}
 		ps, err := client.Partitions(name)
@@ -336,7 +345,10 @@ const DefaultDeleteRetention = 24 * time.Hour
 func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Options, name string, st *graph.Store, partitions int32, exists bool) (time.Duration, error) {
 	s := spec{name: name, what: "changelog topic of store " + st.Name, partitions: partitions,
 		configs: map[string]string{"cleanup.policy": "compact"}, describe: []string{"cleanup.policy", "delete.retention.ms"}}
-	if st.Kind != graph.KeyValueStore {
+	// A TTL store's changelog stays compact only: its expiry is by stream
+	// time, which the wall-clock retention.ms cannot follow, and sends a
+	// tombstone per expired entry.
+	if st.Kind == graph.WindowStore || st.Kind == graph.SessionStore {
 		s.configs["cleanup.policy"] = "compact,delete"
 		s.configs["retention.ms"] = strconv.FormatInt((st.Retention + changelogRetentionMargin).Milliseconds(), 10)
 	}
