@@ -63,13 +63,14 @@ const (
 	wlRestore           = "restore"
 	wlCount             = "count"
 	wlAborts            = "aborts"
+	wlWordcount         = "wordcount"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
 var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore, wlAborts)
+var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore, wlAborts, wlWordcount)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -97,6 +98,9 @@ type options struct {
 	// partitionsSet tells whether -partitions was given: the aborts
 	// workload has a default of its own.
 	partitionsSet bool
+
+	// wcInstances is the wordcount workload's instance count.
+	wcInstances int
 }
 
 func main() {
@@ -135,6 +139,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.State.MaxConcurrentRestores to measure")
 	aborts := fs.Int("aborts", 5, "aborts workload: bad input records, each an output record the broker refuses (an aborted transaction); 0 is a baseline without injection")
 	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
+	wcInstances := fs.Int("wc-instances", 1, "wordcount workload: weir instances (each with -threads threads) sharing the work")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each workload's wait for its records")
@@ -165,6 +170,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		logLevel:       *logLevel,
 		aborts:         *aborts,
 		abortsWindow:   *abortsWindow,
+		wcInstances:    *wcInstances,
 	}
 	fs.Visit(func(f *flag.Flag) { o.partitionsSet = o.partitionsSet || f.Name == "partitions" })
 	var errs []error
@@ -380,6 +386,15 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 			return err
 		}
 		rep.computeRestoreRatios()
+	}
+	if slices.Contains(o.workloads, wlWordcount) {
+		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlAborts) {
+			// The header describes the wordcount workload alone.
+			rep.Records, rep.Partitions, rep.Guarantee = o.records, o.wcPartitions(), "exactly_once and at_least_once"
+		}
+		if err := runWordcounts(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
 	}
 	if slices.Contains(o.workloads, wlAborts) {
 		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) {

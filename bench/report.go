@@ -40,6 +40,9 @@ type report struct {
 
 	// Aborts are the aborts workload's (aborts.go).
 	Aborts []*abortsResult `json:"aborts,omitempty"`
+
+	// Wordcounts are the wordcount workload's (wordcount.go).
+	Wordcounts []*wordcountResult `json:"wordcounts,omitempty"`
 }
 
 // ratio compares a weir workload with the bare sarama consumer group,
@@ -159,6 +162,11 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	if len(r.Restores) > 0 {
 		if err := r.writeRestoreTable(w); err != nil {
+			return err
+		}
+	}
+	if len(r.Wordcounts) > 0 {
+		if err := r.writeWordcountTable(w); err != nil {
 			return err
 		}
 	}
