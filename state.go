@@ -8,8 +8,9 @@ import (
 
 // StateConfig configures local state.
 type StateConfig struct {
-	// Badger bounds the instance's Badger database; see changelog.Options
-	// for the defaults (about 100 MiB of Badger memory).
+	// Badger bounds the instance's Badger database and the read cache in
+	// front of it; see changelog.Options for the defaults (about 100 MiB
+	// of Badger memory and a 32 MiB read cache).
 	Badger changelog.Options
 	// MaxBufferBytes bounds the state changes a thread buffers between
 	// commits (keys and values); crossing it commits at once. Default

@@ -62,6 +62,7 @@ var benchOptions = []struct {
 	opts Options
 }{
 	{"disk", Options{}},
+	{"disk-nocache", Options{ReadCacheBytes: -1}},
 	{"mem", Options{InMemory: true}},
 }
 

@@ -23,6 +23,7 @@ type Commit struct {
 	db     *DB
 	wb     *badger.WriteBatch
 	ckpts  []pendingCheckpoint
+	staged []Entry // with the database's keys, for the read cache
 	closed bool
 }
 
@@ -43,10 +44,16 @@ func (d *DB) NewCommit() *Commit {
 func (c *Commit) Stage(s *Space, entries []Entry) error {
 	for _, e := range entries {
 		var err error
+		k := s.key(e.Key)
 		if e.Deleted {
-			err = c.wb.Delete(s.key(e.Key))
+			err = c.wb.Delete(k)
 		} else {
-			err = c.wb.Set(s.key(e.Key), nonNil(e.Value))
+			err = c.wb.Set(k, nonNil(e.Value))
+		}
+		if c.db.cache != nil {
+			// The cache keeps its own copy: the buffer's value may be
+			// reused once the commit is done.
+			c.staged = append(c.staged, Entry{Key: k, Value: append([]byte{}, e.Value...), Deleted: e.Deleted})
 		}
 		if err != nil {
 			return fmt.Errorf("changelog: staging %s/%d: %w", s.store, s.partition, err)
@@ -78,7 +85,15 @@ func (c *Commit) Flush() error {
 		}
 	}
 	if err := c.wb.Flush(); err != nil {
+		// What reached Badger is unknown: forget every key.
+		for _, e := range c.staged {
+			c.db.cache.forget(e.Key)
+		}
 		return fmt.Errorf("changelog: writing the commit: %w", err)
+	}
+	// The committed values are the likeliest next reads: keep them.
+	for _, e := range c.staged {
+		c.db.cache.put(e.Key, e.Value, e.Deleted)
 	}
 	return nil
 }

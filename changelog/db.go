@@ -19,7 +19,8 @@ import (
 // the documented defaults, which keep Badger's own memory near 100 MiB:
 // memtables (MemTableSize × NumMemtables = 32 MiB), block cache (32 MiB),
 // index cache (16 MiB) plus the mmapped value log and table files, which
-// the OS pages in and out.
+// the OS pages in and out; weir's read cache in front of it adds up to
+// ReadCacheBytes (32 MiB).
 type Options struct {
 	// InMemory keeps everything in memory: nothing survives Close. For
 	// tests.
@@ -42,6 +43,11 @@ type Options struct {
 	EncryptionKey []byte
 	// Logger receives Badger's warnings and errors. Default: discarded.
 	Logger *slog.Logger
+	// ReadCacheBytes bounds a cache of committed values (and of keys
+	// found absent) in front of Badger, which store reads that miss their
+	// write buffer consult first: keys, values and about 100 bytes per
+	// entry. Default 32 MiB (DefaultReadCacheBytes); negative: no cache.
+	ReadCacheBytes int
 }
 
 const (
@@ -56,7 +62,8 @@ const (
 // Keys are prefixed by store and partition; a partition's checkpoint is
 // kept in the same database. DB is safe for concurrent use.
 type DB struct {
-	bdb *badger.DB
+	bdb   *badger.DB
+	cache *readCache // nil: no cache
 	// drop is held exclusively by Drop and shared by every write: Badger
 	// refuses writes (ErrBlockedWrites) while it drops a prefix, and two
 	// drops cannot run at once.
@@ -98,7 +105,11 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, err)
 	}
-	return &DB{bdb: bdb, lastWritten: last}, nil
+	cacheBytes := o.ReadCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultReadCacheBytes
+	}
+	return &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last}, nil
 }
 
 // newestModTime returns the latest modification time of dir and the files
@@ -192,10 +203,19 @@ func (s *Space) key(k []byte) []byte { return append(slices.Clip(s.prefix), k...
 
 // Get implements Bytes.
 func (s *Space) Get(key []byte) ([]byte, error) {
+	k := s.key(key)
+	if v, absent, ok := s.db.cache.get(k); ok {
+		if absent {
+			return nil, nil
+		}
+		// The caller owns what Get returns (Bytes): copy the shared value.
+		return append(make([]byte, 0, len(v)), v...), nil
+	}
 	var v []byte
 	err := s.db.bdb.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(s.key(key))
+		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
+			s.db.cache.put(k, nil, true)
 			return nil
 		}
 		if err != nil {
@@ -205,12 +225,25 @@ func (s *Space) Get(key []byte) ([]byte, error) {
 		if v == nil {
 			v = []byte{}
 		}
+		if err == nil && s.db.cache != nil {
+			s.db.cache.put(k, append(make([]byte, 0, len(v)), v...), false)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("changelog: get: %w", err)
 	}
 	return v, nil
+}
+
+// forget drops entries' keys from the read cache.
+func (s *Space) forget(entries []Entry) {
+	if s.db.cache == nil {
+		return
+	}
+	for _, e := range entries {
+		s.db.cache.forget(s.key(e.Key))
+	}
 }
 
 // Put implements Bytes.
@@ -252,8 +285,11 @@ func (s *Space) Apply(entries []Entry) error {
 		}
 	}
 	if err := wb.Flush(); err != nil {
+		// What reached Badger is unknown: forget every key.
+		s.forget(entries)
 		return fmt.Errorf("changelog: write: %w", err)
 	}
+	s.forget(entries)
 	return nil
 }
 
@@ -321,7 +357,9 @@ func (s *Space) Drop() error {
 	}
 	s.db.drop.Lock()
 	defer s.db.drop.Unlock()
-	if err := s.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime); err != nil {
+	err := s.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime)
+	s.db.cache.clear() // drops are rare: forget everything rather than scan
+	if err != nil {
 		return fmt.Errorf("changelog: dropping state: %w", err)
 	}
 	return nil
