@@ -24,7 +24,10 @@ type Commit struct {
 	wb     *badger.WriteBatch
 	ckpts  []pendingCheckpoint
 	staged []Entry // with the database's keys, for the read cache
-	closed bool
+	// restore forgets the staged keys in the read cache instead of
+	// keeping their values.
+	restore bool
+	closed  bool
 }
 
 type pendingCheckpoint struct {
@@ -50,7 +53,11 @@ func (c *Commit) Stage(s *Space, entries []Entry) error {
 		} else {
 			err = c.wb.Set(k, nonNil(e.Value))
 		}
-		if c.db.cache != nil {
+		switch {
+		case c.db.cache == nil:
+		case c.restore:
+			c.staged = append(c.staged, Entry{Key: k})
+		default:
 			// The cache keeps its own copy: the buffer's value may be
 			// reused once the commit is done.
 			c.staged = append(c.staged, Entry{Key: k, Value: append([]byte{}, e.Value...), Deleted: e.Deleted})
@@ -93,9 +100,29 @@ func (c *Commit) Flush() error {
 	}
 	// The committed values are the likeliest next reads: keep them.
 	for _, e := range c.staged {
-		c.db.cache.put(e.Key, e.Value, e.Deleted)
+		if c.restore {
+			c.db.cache.forget(e.Key)
+		} else {
+			c.db.cache.put(e.Key, e.Value, e.Deleted)
+		}
 	}
 	return nil
+}
+
+// Restore writes one batch of changelog records restored into s, then the
+// checkpoint offset (as of at) they bring it to, in one Badger write batch.
+// Unlike a commit, it keeps the values out of the read cache (a restore
+// would flush it with data nobody asked for) and forgets the keys instead.
+// Safe to call on a goroutine of its own while the next batch is fetched.
+func (d *DB) Restore(s *Space, entries []Entry, offset int64, at time.Time) error {
+	c := d.NewCommit()
+	c.restore = true
+	if err := c.Stage(s, entries); err != nil {
+		c.Cancel()
+		return err
+	}
+	c.Checkpoint(s, offset, at)
+	return c.Flush()
 }
 
 // Cancel drops the batch unwritten. It is a no-op after Flush.

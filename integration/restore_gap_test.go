@@ -145,7 +145,9 @@ func (m *logStartMover) OnBatchRestored(_ string, p int32, next int64, _ int) {
 		m.err = fmt.Errorf("the first batch reached offset %d of %d: nothing left to delete past the restore", next, m.end)
 		return
 	}
-	to := next + (m.end-next)/2
+	// Past the next batch too: the restore fetches one batch ahead of the
+	// one it reports applied.
+	to := next + 3*(m.end-next)/4
 	if m.err = m.admin.DeleteRecords(m.topic, map[int32]int64{p: to}); m.err == nil {
 		m.deletedTo = to
 	}

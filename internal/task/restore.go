@@ -119,27 +119,50 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	}
 	var records, pass int64 // applied in all, and since the last (re)start
 	idx := storeIndex(st.spec.Kind)
-	var entries []changelog.Entry
-	apply := func(recs []changelog.Record, next int64) error {
-		// The records with the local index entries they imply, which the
-		// changelog does not hold (see storeIndex).
-		var err error
-		if entries, err = changelog.RestoreEntries(entries[:0], recs, idx); err != nil {
+	// A batch is written to Badger on a goroutine of its own while the
+	// reader fetches the next one: fetching and applying overlap, with at
+	// most two batches in memory. Each batch goes in one write batch with
+	// its checkpoint, after its data.
+	var (
+		bufs     [2][]changelog.Entry
+		cur      int
+		inflight *restoreBatch
+	)
+	settle := func() error {
+		if inflight == nil {
+			return nil
+		}
+		b := inflight
+		inflight = nil
+		if err := <-b.done; err != nil {
 			return err
 		}
-		if err := st.space.Apply(entries); err != nil {
-			return err
-		}
-		if err := st.space.SetCheckpointAt(next, since); err != nil {
-			return err
-		}
-		records += int64(len(recs))
-		pass += int64(len(recs))
-		st.remaining.Store(max(end-next, 0))
-		sh.Metrics.RestoredRecords.WithLabelValues(st.spec.Name, partition).Add(float64(len(recs)))
+		records += int64(b.recs)
+		pass += int64(b.recs)
+		st.remaining.Store(max(end-b.next, 0))
+		sh.Metrics.RestoredRecords.WithLabelValues(st.spec.Name, partition).Add(float64(b.recs))
 		if listener != nil {
-			listener.OnBatchRestored(st.spec.Name, t.id.Partition, next, len(recs))
+			listener.OnBatchRestored(st.spec.Name, t.id.Partition, b.next, b.recs)
 		}
+		return nil
+	}
+	apply := func(recs []changelog.Record, next int64) error {
+		if err := settle(); err != nil {
+			return err
+		}
+		// The records with the local index entries they imply, which the
+		// changelog does not hold (see storeIndex). They keep pointing
+		// into the fetch's buffers, which the batch keeps alive.
+		entries, err := changelog.RestoreEntries(bufs[cur][:0], recs, idx)
+		if err != nil {
+			return err
+		}
+		bufs[cur] = entries
+		cur ^= 1
+		b := &restoreBatch{recs: len(recs), next: next, done: make(chan error, 1)}
+		at := since
+		go func() { b.done <- sh.DB.Restore(st.space, entries, next, at) }()
+		inflight = b
 		return nil
 	}
 	var next int64
@@ -153,6 +176,9 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		}
 		pass = 0
 		next, err = r.ReadTo(ctx, from, end, apply)
+		if serr := settle(); serr != nil && err == nil {
+			err = serr
+		}
 		var oor *changelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) {
 			break
@@ -205,6 +231,13 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)
 	}
 	return nil
+}
+
+// restoreBatch is a batch of changelog records being written to Badger.
+type restoreBatch struct {
+	recs int
+	next int64
+	done chan error
 }
 
 // checkpointSince returns when the state behind checkpoint c was last known
