@@ -25,7 +25,14 @@ INTEGRATION_TIMEOUT ?= 30m
 # with -race; `make test-integration INTEGRATION_RACE=-race` runs these too.
 INTEGRATION_RACE ?=
 
-.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench
+.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench fuzz
+
+# Every fuzz target of the root module, as package:Target.
+FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
+	xargs -r grep -ho '^func Fuzz[A-Za-z0-9_]*' | sed 's/^func //' | sort -u)
+# How long each fuzz target runs: briefly in `make test`, longer in `make fuzz`.
+FUZZ_TIME_SHORT ?= 2s
+FUZZ_TIME ?= 60s
 
 ## test: unit tests, then integration tests on a cluster started and stopped here.
 test: test-unit
@@ -33,11 +40,21 @@ test: test-unit
 	$(MAKE) --no-print-directory test-integration || rc=$$?; \
 	$(MAKE) --no-print-directory kafka-down; exit $$rc
 
-## test-unit: every module's unit tests, with the race detector.
+## test-unit: every module's unit tests, with the race detector, then
+## every fuzz target briefly (FUZZ_TIME_SHORT).
 test-unit:
 	@set -e; for m in $(UNIT_MODULES); do \
 		echo "== unit tests: $$m"; \
 		(cd $$m && go test -race -count=1 $(GO_TEST_FLAGS) ./...); \
+	done
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_TIME_SHORT)
+
+## fuzz: every fuzz target of the root module for FUZZ_TIME each (default 60s).
+fuzz:
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		pkg=$$(grep -rl --include='*_test.go' "^func $$target(" . | grep -v '^./\(integration\|examples\|bench\)/' | head -1 | xargs dirname); \
+		echo "== fuzz $$target in $$pkg for $(FUZZ_TIME)"; \
+		go test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_TIME) $$pkg; \
 	done
 
 ## test-integration: integration/ against WEIR_BOOTSTRAP_SERVERS and
