@@ -87,7 +87,7 @@ func (t *Task) Schedule(node string, interval time.Duration, typ graph.Punctuati
 	s := &schedule{node: node, interval: interval, typ: typ, fn: fn}
 	switch typ {
 	case graph.WallClockTime:
-		s.next = time.Now().Add(interval)
+		s.next = t.now().Add(interval)
 	case graph.StreamTime:
 		// Due at the first record when stream time is still unknown.
 		if !t.streamTime.IsZero() {

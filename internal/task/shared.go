@@ -34,6 +34,9 @@ type Config struct {
 	// written without a time (see checkpointSince).
 	CleanupDelay    time.Duration
 	RestoreListener RestoreListener // nil: none
+	// Clock is the wall clock of wall-clock punctuators; nil is the
+	// system clock. weirtest sets it to its controlled time.
+	Clock func() time.Time
 }
 
 // Shared is what the tasks of an instance share. It is set up once,

@@ -241,7 +241,9 @@ func (t *Task) Close() error {
 	if t.restoreDone != nil {
 		<-t.restoreDone
 	}
-	defer t.sh.Local.Release(t.id, t.idx, t.storeNames())
+	if t.sh.Local != nil { // nil for a task made by NewInMemory
+		defer t.sh.Local.Release(t.id, t.idx, t.storeNames())
+	}
 	var errs []error
 	if t.initialized {
 		for _, inst := range t.insts {

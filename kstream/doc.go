@@ -1,0 +1,70 @@
+// Package kstream is weir's DSL: a fluent, fully typed way to describe a
+// stream processing topology, in the style of Kafka Streams' DSL. A
+// program compiles to a [processor.Topology] and runs on the same runtime
+// as one built with the Processor API.
+//
+//	b := kstream.NewBuilder()
+//	b.Stream("lines", "text-input", serde.Bytes(), serde.String()).
+//		FlatMapValues(strings.Fields).
+//		GroupBy("by-word", func(_ []byte, w string) string { return w }, serde.String(), serde.String()).
+//		Count("counts").
+//		ToStream().
+//		To("word-counts", serde.String(), serde.Int64())
+//	app, err := weir.New(b, cfg) // or: topology, err := b.Build()
+//
+// Every step is a method whose type arguments are inferred from the
+// functions passed, so a Stream[K, V] becomes a Stream[K, V2] with
+// MapValues and the compiler checks each step against the one before.
+//
+// # Names
+//
+// A name is a node's, a store's or an internal topic's identity across
+// deployments, so weir never derives one from the position of an
+// operation in the program (Kafka Streams' generated names, which change
+// when an operation is added before them, are what stops its users from
+// changing a topology).
+//
+//   - Operations that create state or an internal topic take a name as
+//     their first argument: [Builder.Stream] (the source), [Stream.GroupBy]
+//     and [Stream.Repartition] (the topic "<application id>-<name>-repartition"),
+//     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] (the store and
+//     its changelog "<application id>-<name>-changelog"), [Stream.Process].
+//   - Stateless operations are named after the stream they read: the
+//     stream's name, a dash and the operation in lower case
+//     ("lines-flatmapvalues"), and the stream they return carries that
+//     name on. [Named] gives one a name of its own. Two stateless steps
+//     of the same kind on one stream (two branches filtering "lines")
+//     would get the same name: Build reports it, and Named settles it.
+//   - [Table.ToStream] adds no node; its stream has the table's name.
+//
+// [Builder.Build] reports every empty or duplicate name at once, with
+// every other problem it finds.
+//
+// # Repartitioning
+//
+// Records with equal keys must meet in one task to be aggregated. Steps
+// that may change the key ([Stream.Map], [Stream.FlatMap],
+// [Stream.SelectKey], [Stream.Process]) mark the stream they return; a
+// [Stream.GroupByKey] of a marked stream is a Build error naming the step,
+// since the repartition it needs would have no name. [Stream.GroupBy]
+// always repartitions through its named topic, and [Stream.Repartition]
+// clears the mark. Steps that keep the key ([Stream.Filter],
+// [Stream.MapValues], [Stream.FlatMapValues], [Stream.Peek]) keep the mark
+// as they found it, and [Stream.Merge] is marked when either input is.
+//
+// # Aggregations and null keys
+//
+// [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] keep their
+// result in a key-value store and return a [Table] whose
+// [Table.ToStream] emits every update (there is no record cache yet). A
+// record whose Kafka key is null is skipped by an aggregation, as in
+// Kafka Streams: it changes no state, emits nothing, and is counted in
+// weir_records_dropped_total{reason="null_key"}. A record that a GroupBy
+// gives a key of its own is aggregated under that key whatever its input
+// key was.
+//
+// # Testing
+//
+// Package weirtest runs a Builder in memory, record by record, with no
+// broker.
+package kstream

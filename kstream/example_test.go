@@ -1,0 +1,89 @@
+package kstream_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest"
+)
+
+// A stream of login results: keep the failures, change their value and
+// write them to a topic.
+// The example runs on weirtest, which needs no broker.
+func ExampleStream() {
+	b := kstream.NewBuilder()
+	b.Stream("logins", "logins", serde.String(), serde.String()).
+		Filter(func(user, result string) bool { return result == "failed" }).
+		MapValues(func(result string) string { return "alert: " + result }).
+		To("alerts", serde.String(), serde.String())
+
+	d, err := weirtest.New(b, weirtest.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	in := weirtest.Input(d, "logins", serde.String(), serde.String())
+	for i, l := range []struct{ user, result string }{{"ann", "ok"}, {"bob", "failed"}, {"ann", "failed"}} {
+		if err := in.Pipe(l.user, l.result, time.UnixMilli(int64(i))); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	alerts, err := weirtest.Output(d, "alerts", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range alerts {
+		fmt.Printf("%s: %s\n", a.Key, a.Value)
+	}
+	// Output:
+	// bob: alert: failed
+	// ann: alert: failed
+}
+
+// Word count: split lines into words, group them by word through the
+// repartition topic "<application id>-by-word-repartition" and count
+// them in the store "counts". Every update of a count is emitted.
+func ExampleGrouped_Count() {
+	b := kstream.NewBuilder()
+	b.Stream("lines", "text-input", serde.Bytes(), serde.String()).
+		FlatMapValues(strings.Fields).
+		GroupBy("by-word", func(_ []byte, word string) string { return word }, serde.String(), serde.String()).
+		Count("counts").
+		ToStream().
+		To("word-counts", serde.String(), serde.Int64())
+
+	d, err := weirtest.New(b, weirtest.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	if err := weirtest.Input(d, "text-input", serde.Bytes(), serde.String()).Pipe(nil, "to be or not to be", time.UnixMilli(0)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	counts, err := weirtest.Output(d, "word-counts", serde.String(), serde.Int64()).ReadAll()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, c := range counts {
+		fmt.Println(c.Key, c.Value)
+	}
+	n, _, _ := weirtest.KeyValueStore(d, "counts", serde.String(), serde.Int64()).Get("be")
+	fmt.Println("store: be =", n)
+	// Output:
+	// to 1
+	// be 1
+	// or 1
+	// not 1
+	// to 2
+	// be 2
+	// store: be = 2
+}

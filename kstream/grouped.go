@@ -1,0 +1,184 @@
+package kstream
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+// Grouped is a stream grouped by key, ready for an aggregation: every
+// record of a key reaches the same task. Kafka Streams' KGroupedStream.
+type Grouped[K, V any] struct {
+	b    *Builder
+	node processor.Node[K, V]
+	name string
+	keys serde.Serde[K]
+}
+
+// GroupByKey groups the stream by its current key. The stream must be
+// partitioned by that key: when a step since the last repartition changed
+// the key (Map, FlatMap, SelectKey, Process), Build fails and names that
+// step; repartition it first with [Stream.Repartition], or use
+// [Stream.GroupBy], which does. weir never creates an unnamed repartition
+// topic (Kafka Streams names it after the operator's position). Kafka
+// Streams' KStream.groupByKey.
+func (s *Stream[K, V]) GroupByKey() *Grouped[K, V] {
+	if s.rekeyedBy != "" {
+		s.b.fail("GroupByKey of %q: the key was changed by %q and the stream is not partitioned by it; "+
+			"add a named repartition with Repartition(name, keySerde, valueSerde) or group with GroupBy(name, ...)", s.name, s.rekeyedBy)
+	}
+	return &Grouped[K, V]{b: s.b, node: s.node, name: s.name, keys: s.keys}
+}
+
+// GroupBy groups the stream by the key fn selects. It always repartitions,
+// through the internal topic "<application id>-<name>-repartition" written
+// with keys and values, as Kafka Streams' groupBy does. name is required
+// and names the key selector's node and the topic (whose nodes are
+// name+"-sink" and name+"-source"). A record whose input key was null and
+// whose selected key serializes to nothing is dropped at the repartition
+// and counted (see "Records with a null key" in package processor). Kafka
+// Streams' KStream.groupBy.
+func (s *Stream[K, V]) GroupBy[K2 any](name string, fn func(key K, value V) K2, keys serde.Serde[K2], values serde.Serde[V]) *Grouped[K2, V] {
+	if fn == nil {
+		s.b.fail("GroupBy %q of %q: nil key selector", name, s.name)
+	}
+	sel := s.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K2, V], rec processor.Record[K, V]) error {
+		return ctx.Forward(processor.Record[K2, V]{Key: fn(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), s.node)
+	n := s.b.t.AddRepartition(name, keys, values, sel)
+	return &Grouped[K2, V]{b: s.b, node: n, name: name, keys: keys}
+}
+
+// Table is a changelog stream of a materialized key-value store: the
+// latest value per key. Tables come from aggregations. Kafka Streams'
+// KTable.
+type Table[K, V any] struct {
+	b    *Builder
+	node processor.Node[K, V]
+	name string
+	keys serde.Serde[K]
+}
+
+// Name returns the table's name, which is also its store's name.
+func (t *Table[K, V]) Name() string { return t.name }
+
+// ToStream returns the stream of the table's updates: one record per
+// update, with the key, the new value, and the timestamp and headers of
+// the input record that caused it. There is no record cache yet, so
+// every update is emitted. The stream is named as the table and is
+// partitioned by its key. Kafka Streams' KTable.toStream.
+func (t *Table[K, V]) ToStream() *Stream[K, V] {
+	return &Stream[K, V]{b: t.b, node: t.node, name: t.name, keys: t.keys}
+}
+
+// Count counts the records of each key into the key-value store name
+// (changelog "<application id>-<name>-changelog"), whose values are
+// serde.Int64. name is required: it names the store and the aggregation's
+// node. Records with a null key are skipped: not counted, not forwarded,
+// and counted in weir_records_dropped_total{reason="null_key"}. Kafka
+// Streams' KGroupedStream.count.
+func (g *Grouped[K, V]) Count(name string) *Table[K, int64] {
+	return aggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
+}
+
+// Reduce combines the values of each key into the key-value store name
+// with the given value serde: the first value of a key is stored as it
+// is, every later one as fn(aggregate, value). name is required: it names
+// the store and the aggregation's node. Records with a null key are
+// skipped, as in [Grouped.Count]. Kafka Streams' KGroupedStream.reduce.
+func (g *Grouped[K, V]) Reduce(name string, fn func(aggregate, value V) V, values serde.Serde[V]) *Table[K, V] {
+	if fn == nil {
+		g.b.fail("Reduce %q of %q: nil reducer", name, g.name)
+	}
+	return aggregate(g, name, values, func(_ K, v V, agg V, found bool) V {
+		if !found {
+			return v
+		}
+		return fn(agg, v)
+	})
+}
+
+// Aggregate folds the values of each key into the key-value store name
+// with the given serde: a key's aggregate starts as init() and becomes
+// fn(key, value, aggregate) with every record. name is required: it names
+// the store and the aggregation's node. Records with a null key are
+// skipped, as in [Grouped.Count]. Kafka Streams' KGroupedStream.aggregate.
+func (g *Grouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key K, value V, aggregate A) A, aggregates serde.Serde[A]) *Table[K, A] {
+	if init == nil || fn == nil {
+		g.b.fail("Aggregate %q of %q: nil initializer or aggregator", name, g.name)
+	}
+	return aggregate(g, name, aggregates, func(k K, v V, agg A, found bool) A {
+		if !found {
+			agg = init()
+		}
+		return fn(k, v, agg)
+	})
+}
+
+// aggregate adds the node and store of an aggregation whose step gives a
+// key's new aggregate from a record and the key's aggregate (the zero A
+// and found false for a new key).
+func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A) *Table[K, A] {
+	// A nil g.keys is a re-keyed stream's, which GroupByKey has reported.
+	if values == nil {
+		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
+	}
+	spec := processor.KeyValue(name, g.keys, values)
+	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, K, A] {
+		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step}
+	}, g.node)
+	g.b.t.AddStore(spec, n)
+	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys}
+}
+
+// aggregator is the processor of Count, Reduce and Aggregate.
+type aggregator[K, V, A any] struct {
+	spec  *processor.KeyValueSpec[K, A]
+	keys  serde.Serde[K]
+	name  string
+	store processor.KeyValueStore[K, A]
+	step  func(key K, value V, agg A, found bool) A
+}
+
+func (a *aggregator[K, V, A]) Init(ctx processor.Context[K, A]) (err error) {
+	a.store, err = a.spec.Open(ctx)
+	return err
+}
+
+func (a *aggregator[K, V, A]) Close() error { return nil }
+
+func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, A], rec processor.Record[K, V]) error {
+	old, found, err := a.store.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	agg := a.step(rec.Key, rec.Value, old, found)
+	if err := a.store.Put(rec.Key, agg); err != nil {
+		return err
+	}
+	skip, err := a.nullKey(rec.Key)
+	if err != nil || skip {
+		return err
+	}
+	return ctx.Forward(processor.Record[K, A]{Key: rec.Key, Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers})
+}
+
+// nullKey reports whether the runtime dropped the write of key because
+// the input record's Kafka key is null (package processor, "Records with a
+// null key"): such a record is skipped, as Kafka Streams' aggregations
+// skip null keys, so nothing is forwarded either. Only a key that
+// serializes to nothing can be one; for it, a read-back that misses means
+// the write was dropped (and counted). A present but empty key was stored
+// and is aggregated as any other.
+func (a *aggregator[K, V, A]) nullKey(key K) (bool, error) {
+	kb, err := a.keys.Serialize(a.name, key)
+	if err != nil {
+		return false, fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+	}
+	if len(kb) > 0 {
+		return false, nil
+	}
+	_, found, err := a.store.Get(key)
+	return !found, err
+}

@@ -1,0 +1,81 @@
+package weirtest
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/serde"
+)
+
+// KeyValueView reads a key-value store of the topology (one declared with
+// processor.KeyValue, or the store of a kstream aggregation) as its
+// processors see it. Take one with [KeyValueStore].
+type KeyValueView[K, V any] struct {
+	d      *Driver
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+}
+
+// KeyValue is an entry of a key-value store.
+type KeyValue[K, V any] struct {
+	Key   K
+	Value V
+}
+
+// KeyValueStore returns a reader of the key-value store name with the
+// store's serdes.
+func KeyValueStore[K, V any](d *Driver, name string, keys serde.Serde[K], values serde.Serde[V]) *KeyValueView[K, V] {
+	return &KeyValueView[K, V]{d: d, name: name, keys: keys, values: values}
+}
+
+func (s *KeyValueView[K, V]) bytes() (changelog.Bytes, error) {
+	for _, tk := range s.d.tasks {
+		if b, ok := tk.StoreBytes(s.name); ok {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("weirtest: no store %q", s.name)
+}
+
+// Get returns the value of key and whether the store has it.
+func (s *KeyValueView[K, V]) Get(key K) (value V, found bool, err error) {
+	b, err := s.bytes()
+	if err != nil {
+		return value, false, err
+	}
+	kb, err := s.keys.Serialize(s.name, key)
+	if err != nil {
+		return value, false, fmt.Errorf("weirtest: store %s: key: %w", s.name, err)
+	}
+	vb, err := b.Get(kb)
+	if err != nil || vb == nil {
+		return value, false, err
+	}
+	if value, err = s.values.Deserialize(s.name, vb); err != nil {
+		return value, false, fmt.Errorf("weirtest: store %s: value: %w", s.name, err)
+	}
+	return value, true, nil
+}
+
+// All returns every entry of the store, in the order of the serialized
+// keys.
+func (s *KeyValueView[K, V]) All() ([]KeyValue[K, V], error) {
+	b, err := s.bytes()
+	if err != nil {
+		return nil, err
+	}
+	var out []KeyValue[K, V]
+	for kb, vb := range b.Range(nil, nil) {
+		k, err := s.keys.Deserialize(s.name, kb)
+		if err != nil {
+			return nil, fmt.Errorf("weirtest: store %s: key: %w", s.name, err)
+		}
+		v, err := s.values.Deserialize(s.name, vb)
+		if err != nil {
+			return nil, fmt.Errorf("weirtest: store %s: value: %w", s.name, err)
+		}
+		out = append(out, KeyValue[K, V]{Key: k, Value: v})
+	}
+	return out, b.Err()
+}
