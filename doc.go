@@ -2,7 +2,7 @@
 // Kafka, in the style of Kafka Streams.
 //
 // An application describes a topology with the Processor API (package
-// processor; a DSL, package kstream, is planned) and runs it with an
+// processor) or the typed DSL (package kstream) and runs it with an
 // [App]. Any number of instances of the application share its input
 // partitions through a Kafka consumer group: each instance runs
 // Config.Threads stream threads, each thread is one group member that
