@@ -22,18 +22,8 @@ import (
 // then call Next and Process; FlushInMemory stands for a commit.
 func NewInMemory(ctx context.Context, sh *Shared, host Host, log *slog.Logger, sub *graph.Subtopology, partition int32) (*Task, error) {
 	id := assign.TaskID{Subtopology: sub.ID, Partition: partition}
-	ctx, cancel := context.WithCancel(ctx)
-	t := &Task{id: id, name: id.String(), sh: sh, host: host, thread: "0", ctx: ctx, stop: cancel, byTP: map[TP]*Input{}}
-	t.log = log.With("task", t.name)
-	m := sh.Metrics
-	t.processed = m.RecordsProcessed.WithLabelValues(t.thread, t.name)
-	t.bytes = m.BytesProcessed.WithLabelValues(t.thread, t.name)
-	t.punctuations = m.Punctuations.WithLabelValues(t.thread, t.name)
-	t.skipped = m.RecordsSkipped.WithLabelValues(t.thread, t.name, "deserialization")
-	t.dropped = m.RecordsDropped.WithLabelValues(t.thread, t.name, "null_key")
-	t.latency = m.EndToEndLatency.WithLabelValues(t.name)
-	if err := t.build(sub); err != nil {
-		cancel()
+	t, err := newTask(ctx, sh, host, 0, log, id, sub)
+	if err != nil {
 		return nil, err
 	}
 	t.stores = map[string]*taskStore{}
@@ -52,7 +42,7 @@ func NewInMemory(ctx context.Context, sh *Shared, host Host, log *slog.Logger, s
 		t.stores[s.Name] = st
 	}
 	if err := t.init(); err != nil {
-		cancel()
+		t.stop()
 		return nil, err
 	}
 	return t, nil

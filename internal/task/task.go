@@ -69,11 +69,9 @@ type Task struct {
 	sendFailed bool
 }
 
-// New creates a task's node instances, children first; Init runs, parents
-// first, once its stores are restored (at once when it has none: see
-// Restored). ctx is the thread's; thread is its index.
-func New(ctx context.Context, sh *Shared, host Host, thread int, log *slog.Logger, id assign.TaskID) (*Task, error) {
-	sub := sh.Layout.Subs[id.Subtopology]
+// newTask creates the task shell (its context, logger and metrics) and its
+// node instances.
+func newTask(ctx context.Context, sh *Shared, host Host, thread int, log *slog.Logger, id assign.TaskID, sub *graph.Subtopology) (*Task, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &Task{
 		id:     id,
@@ -98,6 +96,19 @@ func New(ctx context.Context, sh *Shared, host Host, thread int, log *slog.Logge
 		cancel()
 		return nil, err
 	}
+	return t, nil
+}
+
+// New creates a task's node instances, children first; Init runs, parents
+// first, once its stores are restored (at once when it has none: see
+// Restored). ctx is the thread's; thread is its index.
+func New(ctx context.Context, sh *Shared, host Host, thread int, log *slog.Logger, id assign.TaskID) (*Task, error) {
+	sub := sh.Layout.Subs[id.Subtopology]
+	t, err := newTask(ctx, sh, host, thread, log, id, sub)
+	if err != nil {
+		return nil, err
+	}
+	cancel := t.stop
 	sh.Local.Acquire(id, thread)
 	t.openStores(sub)
 	if len(t.stores) == 0 {
