@@ -99,10 +99,15 @@ func (c *Client) Register(ctx context.Context, subject, schema string) (Register
 	if err != nil {
 		return Registered{}, err
 	}
+	return c.remember(subject, schema, s), nil
+}
+
+// remember caches what the registry said of schema under subject.
+func (c *Client) remember(subject, schema string, s *srclient.Schema) Registered {
 	r := Registered{ID: s.ID(), Version: s.Version(), Schema: s.Schema()}
 	c.byID.Add(r.ID, r.Schema)
 	c.bySchema.Add(subjectSchema{subject, schema}, r)
-	return r, nil
+	return r
 }
 
 // Lookup finds the Avro schema under subject without registering it; a
@@ -120,10 +125,7 @@ func (c *Client) Lookup(ctx context.Context, subject, schema string) (Registered
 	if err != nil {
 		return Registered{}, err
 	}
-	r := Registered{ID: s.ID(), Version: s.Version(), Schema: s.Schema()}
-	c.byID.Add(r.ID, r.Schema)
-	c.bySchema.Add(subjectSchema{subject, schema}, r)
-	return r, nil
+	return c.remember(subject, schema, s), nil
 }
 
 // Latest returns the latest version registered under subject; a subject
