@@ -248,7 +248,7 @@ func readLimits(admin sarama.ClusterAdmin, topics []string) (map[string]Limit, e
 		if _, ok := out[topic]; ok {
 			continue
 		}
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{
+		entries, err := describe(admin, sarama.ConfigResource{
 			Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes", "cleanup.policy"},
 		})
 		if err != nil {
@@ -309,7 +309,7 @@ func ensure(client sarama.Client, admin sarama.ClusterAdmin, c *Options, s spec,
 	if len(s.describe) == 0 {
 		return nil, nil
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.name, ConfigNames: s.describe})
+	entries, err := describe(admin, sarama.ConfigResource{Type: sarama.TopicResource, Name: s.name, ConfigNames: s.describe})
 	if err != nil {
 		return nil, fmt.Errorf("weir: describing %s: %w", s.name, err)
 	}
@@ -392,4 +392,24 @@ func (l *Layout) AllTopics() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// describeWait bounds how long describe waits for a broker to know a topic
+// that the cluster's metadata already lists.
+const describeWait = 15 * time.Second
+
+// describe reads a topic's configurations. A topic just created, by this
+// instance or by another one starting at the same time, can be listed in
+// the metadata before the broker answering knows it
+// (UNKNOWN_TOPIC_OR_PARTITION): describe retries that for up to
+// describeWait.
+func describe(admin sarama.ClusterAdmin, r sarama.ConfigResource) ([]sarama.ConfigEntry, error) {
+	deadline := time.Now().Add(describeWait)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		entries, err := admin.DescribeConfig(r)
+		if err == nil || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || time.Now().After(deadline) {
+			return entries, err
+		}
+		time.Sleep(backoff)
+	}
 }
