@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
+	"github.com/weirstream/weir/schema"
 )
 
 // Topology is what an App runs: a *processor.Topology (or, once the
@@ -37,8 +38,10 @@ type Topology interface {
 // cleanly; Close stops a running App and waits for it. Run may be called
 // once.
 type App struct {
-	cfg   Config
-	graph *graph.Graph
+	cfg      Config
+	graph    *graph.Graph
+	schemas  []schemaUse    // the registry serdes' schemas, checked at start
+	registry *schema.Client // nil without Config.Registry
 
 	mu      sync.Mutex
 	ran     bool
@@ -80,10 +83,24 @@ func New(t Topology, cfg Config) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	var uses []schemaUse
+	if g != nil {
+		uses = schemaUses(cfg.ApplicationID, g)
+		if len(uses) > 0 && cfg.Registry == (schema.Config{}) {
+			errs = append(errs, fmt.Errorf("weir: Config.Registry: required: %s has a schema registry serde (subject %s)", uses[0].where(), uses[0].subject))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg.withDefaults(), graph: g, stopped: make(chan struct{}), ready: make(chan struct{})}
+	a := &App{cfg: cfg.withDefaults(), graph: g, schemas: uses, stopped: make(chan struct{}), ready: make(chan struct{})}
+	if cfg.Registry != (schema.Config{}) {
+		reg, err := schema.New(cfg.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("weir: Config.Registry: %w", err)
+		}
+		a.registry = reg
+	}
 	m, err := metrics.New(a.cfg.Metrics, a.cfg.ApplicationID, a)
 	if err != nil {
 		return nil, fmt.Errorf("weir: registering metrics: %w", err)
@@ -105,6 +122,10 @@ func New(t Topology, cfg Config) (*App, error) {
 // out it commits what was processed, closes the tasks, leaves the group
 // (unless static membership is on) and releases the state directory. It
 // returns nil after a clean stop, otherwise the first error.
+//
+// Before anything else (the state directory, a broker, a topic) Run checks
+// and registers the topology's registry schemas (see Config.Registry); a
+// refused schema is a [*SchemaError] and leaves everything as it was.
 func (a *App) Run(ctx context.Context) error {
 	a.mu.Lock()
 	if a.ran || a.closed {
@@ -137,6 +158,15 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		}
 		a.life.mu.Unlock()
 	}()
+
+	// The schemas first: a refused schema must leave everything as it was,
+	// in Kafka and on disk, and the registry needs neither.
+	if len(a.schemas) > 0 {
+		if err := checkSchemas(ctx, a.registry, a.schemas); err != nil {
+			return err
+		}
+		a.cfg.Logger.Info("schemas registered", "application", a.cfg.ApplicationID, "schemas", len(a.schemas))
+	}
 
 	dir, err := statedir.Open(a.cfg.StateDir, a.cfg.ApplicationID)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/schema"
 )
 
 // Guarantee is the processing guarantee of an application.
@@ -166,6 +167,27 @@ type Config struct {
 	// be recognised in a replay: the punctuator runs again and may produce
 	// it again).
 	ProductionErrors ErrorPolicy
+
+	// Registry is the schema registry that checks the schemas of the
+	// topology's registry serdes ([github.com/weirstream/weir/serde.Avro]) before Run touches
+	// anything; the zero value means no registry, and then a topology
+	// with such a serde fails in New. Use the registry the serdes use:
+	// weir registers their schemas and they write the ids it gets.
+	//
+	// At start, before any topic is created, offset committed or state
+	// touched, Run registers (or finds) every schema: a store's value
+	// schema under "<application id>-<store>-value", whose compatibility
+	// level it sets to BACKWARD_TRANSITIVE first (state written by every
+	// earlier version must stay readable); a store's key schema under
+	// "<application id>-<store>-key", refused if it differs from the
+	// latest registered one, since keys are compared as bytes; a sink's
+	// schemas under the serde's subject for the topic (TopicNameStrategy
+	// by default, "<topic>-key|value"; a key serde left with the default
+	// Part gets "<topic>-key"), under the level the registry has for it,
+	// and the same rule for keys. A refusal stops Run with a
+	// [*SchemaError] and registers nothing. Confluent's
+	// schema.registry.url and auto.register.schemas, checked at start.
+	Registry schema.Config
 
 	// Logger receives weir's logs and the lines processors log through
 	// processor.Context.Logger. weir itself never logs record keys or
@@ -342,6 +364,11 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("Net.SASL.Mechanism", "%q is not supported (use PLAIN)", c.Net.SASL.Mechanism)
+	}
+	if c.Registry != (schema.Config{}) {
+		if err := c.Registry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("weir: Config.Registry: %w", err))
+		}
 	}
 	if c.DeserializationErrors != Fail && c.DeserializationErrors != Skip {
 		bad("DeserializationErrors", "unknown policy %d", int(c.DeserializationErrors))

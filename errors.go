@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
+	"github.com/weirstream/weir/schema"
 )
 
 // ErrStateDirLocked is returned by Run when another instance holds the
@@ -23,6 +24,57 @@ var ErrFenced = stream.ErrFenced
 
 // ErrClosed is returned by Run on an App that was closed or already ran.
 var ErrClosed = errors.New("weir: app closed")
+
+// ErrKeySchemaChanged is the Err of a [*SchemaError] for a key schema that
+// differs from the latest one registered under its subject.
+var ErrKeySchemaChanged = errors.New("weir: key schema changed")
+
+// SchemaError is a schema that the start-time check refused (see
+// Config.Registry): a store's or a sink's value schema that the
+// subject's compatibility level does not accept, or a key schema that
+// differs from the latest registered one. Run returns it before it creates
+// a topic, commits an offset or touches local state. Every schema is
+// checked before any is registered, so a refusal registers none of the
+// topology's schemas (only the stores' value subjects may have been set
+// to BACKWARD_TRANSITIVE); a schema that passed its check and is refused
+// at registration, because another instance registered one in between,
+// is reported the same way. Fix the schema (a new field needs a default; a
+// field's type cannot change) or, for an intended break, use a new store
+// name or a new application id.
+type SchemaError struct {
+	// Store is the state store whose serde has the schema; empty for a
+	// sink's.
+	Store string
+	// Topic is the topic a sink writes with the schema; empty for a store.
+	Topic string
+	// Part says whether the key or the value schema was refused.
+	Part schema.Part
+	// Subject is the registry subject that refused it:
+	// "<application id>-<store>-key|value" for a store, the serde's
+	// subject of Topic for a sink.
+	Subject string
+	// Reason says why: the registry's reason, or weir's Avro check of the
+	// schema against the version that refuses it when the registry gives
+	// none. It names fields and types, never data.
+	Reason string
+	// Err is the cause: a *schema.IncompatibleError for a value schema,
+	// [ErrKeySchemaChanged] for a key schema.
+	Err error
+}
+
+// Error names the store or the topic, the part, the subject and the
+// reason: "weir: store counts: value schema refused by subject
+// app-counts-value: <reason>".
+func (e *SchemaError) Error() string {
+	what := "store " + e.Store
+	if e.Store == "" {
+		what = "sink topic " + e.Topic
+	}
+	return fmt.Sprintf("weir: %s: %s schema refused by subject %s: %s", what, e.Part, e.Subject, e.Reason)
+}
+
+// Unwrap returns the cause.
+func (e *SchemaError) Unwrap() error { return e.Err }
 
 // RecordError is a record that stopped the application: it could not be
 // decoded, or a processor or sink failed on it. weir_node_failures_total

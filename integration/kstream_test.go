@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
@@ -134,4 +136,181 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 			t.Errorf("word %q: broker updates %v, want 1..%d (weirtest's final count)", w, seq, n)
 		}
 	}
+}
+
+// dslWindowedCount counts the records of in per key in 1 s tumbling
+// windows with 300 ms of grace into the window store "window-counts",
+// every update written to out, and each window's final count, held back
+// in the store "final-counts", to final; keys in Kafka Streams' windowed
+// key format.
+func dslWindowedCount(in, out, final string) *kstream.Builder {
+	w := kstream.Tumbling(time.Second).Grace(300 * time.Millisecond)
+	b := kstream.NewBuilder()
+	counts := b.Stream("events", in, serde.String(), serde.String()).
+		GroupByKey().
+		WindowedBy(w).
+		Count("window-counts")
+	counts.ToStream(kstream.WindowedKey).
+		To(out, kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+	counts.Suppress("final-counts", kstream.UntilWindowCloses()).
+		ToStream(kstream.WindowedKey, kstream.Named("final-tostream")).
+		To(final, kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+	return b
+}
+
+// TestDSLWindowedCountMatchesWeirtest runs a tumbling windowed count
+// with and without suppression on the broker under exactly once, with
+// records out of order within the grace period and late ones past it.
+// Halfway, the instance stops and a new one takes over with an empty
+// state directory, so both stores (window store and suppression buffer)
+// are restored from their changelogs. The committed output of both
+// topics must be weirtest's on the same input, record by record (key,
+// window, count, timestamp): every update once, every final count once,
+// none lost or repeated across the restart; and both must count the same
+// late records. One partition, so that the broker's task sees the records
+// in weirtest's order. The second half starts with a record in order,
+// since a restarted task's stream time starts at its first record.
+func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	in, out, final, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "final"), c.Name(t, "app")
+	for _, topic := range []string{in, out, final} {
+		c.CreateTopic(t, topic, 1, nil)
+	}
+
+	// Recent timestamps (the broker keeps them), aligned to a second.
+	base := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	type event struct {
+		key string
+		ts  time.Time
+	}
+	var events []event
+	for i := range 400 {
+		ts := base.Add(time.Duration(i*25) * time.Millisecond)
+		switch {
+		case i%11 == 5:
+			ts = ts.Add(-200 * time.Millisecond) // out of order, mostly within grace
+		case i%13 == 7:
+			ts = ts.Add(-2 * time.Second) // late
+		}
+		events = append(events, event{fmt.Sprintf("user-%d", i%5), ts})
+	}
+	const split = 200 // in order: 200%11 == 2, 200%13 == 5
+
+	// What weirtest computes.
+	reg := prometheus.NewRegistry()
+	d, err := weirtest.New(dslWindowedCount(in, out, final), weirtest.Config{ApplicationID: app, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := weirtest.Input(d, in, serde.String(), serde.String())
+	for i, e := range events {
+		if err := pipe.Pipe(e.key, strconv.Itoa(i), e.ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	format := func(key []byte, n int64, ts time.Time) string {
+		w, err := kstream.WindowedSerde(serde.String(), time.Second).Deserialize(out, key)
+		if err != nil {
+			t.Fatalf("key % x: %v", key, err)
+		}
+		return fmt.Sprintf("%s[%d,%d)=%d@%d", w.Key, w.Start.UnixMilli(), w.End.UnixMilli(), n, ts.UnixMilli())
+	}
+	want := map[string][]string{}
+	for _, topic := range []string{out, final} {
+		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Int64()).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			want[topic] = append(want[topic], format(r.Key, r.Value, r.Timestamp))
+		}
+	}
+	wantLate := lateDropped(t, reg)
+	if wantLate == 0 || len(want[out]) == 0 || len(want[final]) == 0 {
+		t.Fatalf("weirtest: %d updates, %d final counts, %v late records; the input should have all three", len(want[out]), len(want[final]), wantLate)
+	}
+
+	// The same on the broker, in two instances one after the other.
+	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var late float64
+	for _, part := range [][2]int{{0, split}, {split, len(events)}} {
+		var msgs []*sarama.ProducerMessage
+		for i := part[0]; i < part[1]; i++ {
+			e := events[i]
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(e.key), Value: sarama.StringEncoder(strconv.Itoa(i)), Timestamp: e.ts})
+		}
+		harness.Produce(t, c, msgs...)
+		cfg := eosFailureConfig(c, app, t) // a new, empty state directory
+		a := start(t, dslWindowedCount(in, out, final), cfg)
+		harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+			lag := inputLag(t, c, admin, app, in)
+			return lag == 0, fmt.Sprintf("input lag %d", lag)
+		})
+		if err := a.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		late += lateDropped(t, cfg.Metrics.(*prometheus.Registry))
+	}
+	for _, topic := range []string{out, final} {
+		writeSentinels(t, c, topic, 1)
+		var have []string
+		for _, m := range readToSentinels(t, c, topic, 1, sarama.ReadCommitted) {
+			n, err := serde.Int64().Deserialize(topic, m.Value)
+			if err != nil {
+				t.Fatalf("%s/%d@%d: %v", topic, m.Partition, m.Offset, err)
+			}
+			have = append(have, format(m.Key, n, m.Timestamp))
+		}
+		t.Logf("%s: weirtest %d records, broker %d", topic, len(want[topic]), len(have))
+		if !slices.Equal(have, want[topic]) {
+			i := firstDiff(have, want[topic])
+			t.Errorf("%s: broker wrote %d records, weirtest %d; first difference at %d: %q, want %q",
+				topic, len(have), len(want[topic]), i, at(have, i), at(want[topic], i))
+		}
+	}
+	if late != wantLate {
+		t.Errorf("broker dropped %v late records, weirtest %v", late, wantLate)
+	}
+}
+
+// at returns s[i], or "(none)" past its end.
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "(none)"
+}
+
+// lateDropped returns weir_late_records_dropped_total summed over tasks.
+func lateDropped(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "weir_late_records_dropped_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// firstDiff returns the first index at which a and b differ.
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

@@ -27,8 +27,10 @@
 //   - Operations that create state or an internal topic take a name as
 //     their first argument: [Builder.Stream] (the source), [Stream.GroupBy]
 //     and [Stream.Repartition] (the topic "<application id>-<name>-repartition"),
-//     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] (the store and
-//     its changelog "<application id>-<name>-changelog"), [Stream.Process].
+//     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] and their
+//     windowed forms on [WindowedGrouped], [WindowedTable.Suppress] (the
+//     store and its changelog "<application id>-<name>-changelog"),
+//     [Stream.Process].
 //   - Stateless operations are named after the stream they read: the
 //     stream's name, a dash and the operation in lower case
 //     ("lines-flatmapvalues"), and the stream they return carries that
@@ -36,6 +38,8 @@
 //     of the same kind on one stream (two branches filtering "lines")
 //     would get the same name: Build reports it, and Named settles it.
 //   - [Table.ToStream] adds no node; its stream has the table's name.
+//     [WindowedTable.ToStream] maps the keys in a node of its own, named
+//     as a stateless step.
 //
 // [Builder.Build] reports every empty or duplicate name at once, with
 // every other problem it finds.
@@ -44,11 +48,11 @@
 //
 // Records with equal keys must meet in one task to be aggregated. Steps
 // that may change the key ([Stream.Map], [Stream.FlatMap],
-// [Stream.SelectKey], [Stream.Process]) mark the stream they return; a
-// [Stream.GroupByKey] of a marked stream is a Build error naming the step,
-// since the repartition it needs would have no name. [Stream.GroupBy]
-// always repartitions through its named topic, and [Stream.Repartition]
-// clears the mark. Steps that keep the key ([Stream.Filter],
+// [Stream.SelectKey], [Stream.Process], [WindowedTable.ToStream]) mark
+// the stream they return; a [Stream.GroupByKey] of a marked stream is a
+// Build error naming the step, since the repartition it needs would have
+// no name. [Stream.GroupBy] always repartitions through its named topic,
+// and [Stream.Repartition] clears the mark. Steps that keep the key ([Stream.Filter],
 // [Stream.MapValues], [Stream.FlatMapValues], [Stream.Peek]) keep the mark
 // as they found it, and [Stream.Merge] is marked when either input is.
 //
@@ -62,6 +66,42 @@
 // weir_records_dropped_total{reason="null_key"}. A record that a GroupBy
 // gives a key of its own is aggregated under that key whatever its input
 // key was.
+//
+// # Windows
+//
+// [Grouped.WindowedBy] cuts a grouped stream into [Tumbling] or
+// [Hopping] windows, aligned to the Unix epoch, start included and end
+// excluded; [WindowedGrouped.Count], [WindowedGrouped.Reduce] and
+// [WindowedGrouped.Aggregate] keep one aggregate per key and window in a
+// window store (see processor.Window) and return a [WindowedTable],
+// whose [WindowedTable.ToStream] emits every update keyed by the key and
+// its window ([Windowed]; [WindowedSerde] writes it in Kafka Streams'
+// format). The semantics are Kafka Streams':
+//
+//   - A record updates every window that contains its timestamp: one
+//     tumbling window, up to size/advance (rounded up) hopping ones.
+//   - Time is the task's stream time: the largest record timestamp it has
+//     processed, this record's included. A window closes when the stream
+//     time reaches its end plus the grace period ([TimeWindows.Grace],
+//     default 0). Records may arrive out of order: one for a window still
+//     open updates it.
+//   - A record for a closed window is late: that window is not updated
+//     and nothing is emitted for it. A record that missed at least one
+//     window is counted once in weir_late_records_dropped_total
+//     (labelled by thread and task) and logged at debug level with its
+//     topic, partition, offset, timestamp and the windows it missed. A
+//     hopping record may be late for its older windows and still update
+//     the newer ones.
+//   - The window store keeps a window for its retention after the window
+//     starts, size + grace by default ([TimeWindows.Retention]); its
+//     changelog is compacted and deleted after the retention plus a day.
+//   - Records with a null key are skipped, as by the key-value
+//     aggregations; records with a negative timestamp belong to no window
+//     and are skipped.
+//
+// [WindowedTable.Suppress] with [UntilWindowCloses] holds a window's
+// updates back in a store of its own and emits the final aggregate once,
+// when the window closes.
 //
 // # Testing
 //

@@ -87,3 +87,63 @@ func ExampleGrouped_Count() {
 	// be 2
 	// store: be = 2
 }
+
+// Failed logins per user in one-minute windows, with ten seconds of
+// grace for records out of order: each window's final count is emitted
+// once, when it closes, and only counts of 3 or more become alerts. The
+// login at 0:30, arriving after stream time reached 1:10, is late and
+// dropped.
+func ExampleWindowedTable_Suppress() {
+	w := kstream.Tumbling(time.Minute).Grace(10 * time.Second)
+	b := kstream.NewBuilder()
+	b.Stream("logins", "logins", serde.String(), serde.String()).
+		Filter(func(user, result string) bool { return result == "failed" }).
+		GroupByKey().
+		WindowedBy(w).
+		Count("failed-logins-per-minute").
+		Suppress("failed-logins-final", kstream.UntilWindowCloses()).
+		ToStream(kstream.WindowedKey).
+		Filter(func(_ kstream.Windowed[string], n int64) bool { return n >= 3 }).
+		MapValues(func(n int64) string { return fmt.Sprintf("%d failed logins", n) }).
+		To("alerts", kstream.WindowedSerde(serde.String(), w.Size()), serde.String())
+
+	d, err := weirtest.New(b, weirtest.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	in := weirtest.Input(d, "logins", serde.String(), serde.String())
+	for _, l := range []struct {
+		user, result string
+		at           time.Duration
+	}{
+		{"ann", "failed", 5 * time.Second},
+		{"bob", "failed", 10 * time.Second},
+		{"ann", "failed", 20 * time.Second},
+		{"ann", "ok", 25 * time.Second},
+		{"ann", "failed", 65 * time.Second},
+		{"ann", "failed", 55 * time.Second}, // out of order, within grace
+		{"bob", "failed", 70 * time.Second}, // stream time 1:10 closes [0:00, 1:00)
+		{"bob", "failed", 30 * time.Second}, // late
+		{"bob", "failed", 80 * time.Second},
+		{"bob", "failed", 90 * time.Second},
+		{"ann", "ok", 130 * time.Second}, // closes [1:00, 2:00)
+	} {
+		if err := in.Pipe(l.user, l.result, time.Unix(0, 0).Add(l.at)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	alerts, err := weirtest.Output(d, "alerts", kstream.WindowedSerde(serde.String(), w.Size()), serde.String()).ReadAll()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range alerts {
+		fmt.Printf("%s %s-%s: %s\n", a.Key.Key, a.Key.Start.Format("15:04"), a.Key.End.Format("15:04"), a.Value)
+	}
+	// Output:
+	// ann 00:00-00:01: 3 failed logins
+	// bob 00:01-00:02: 3 failed logins
+}

@@ -54,6 +54,7 @@ func (e *fakeEnv) Logger() *slog.Logger {
 	return e.log
 }
 func (e *fakeEnv) PartitionCount(string, bool) (int32, error) { return 4, nil }
+func (e *fakeEnv) CountLate()                                 {}
 func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
 	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
 	return func() {}, nil

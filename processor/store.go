@@ -19,6 +19,12 @@ import (
 // which weir creates (compacted) and restores from when a task moves or an
 // instance restarts. The name is the store's identity across deployments:
 // renaming a store starts it empty.
+//
+// A store whose key or value serde is a registry serde (serde.Avro) has
+// its schemas checked and registered by the App before it starts, under
+// the subjects "<application id>-<name>-key" and "-value" (see
+// weir.Config.Registry): the value schema must read every earlier
+// version's state, the key schema must not change.
 type StoreSpec interface {
 	// Name returns the store's name.
 	Name() string
@@ -94,6 +100,10 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 		t.fail("store %q is not attached to any processor", g.Name)
 	}
 	st := &graph.Store{Name: g.Name, Kind: g.Kind, Retention: g.Retention}
+	if sd, ok := spec.(storeSerdes); ok {
+		keys, values := sd.serdes()
+		st.Keys, st.Values = graph.SchemaSerdeOf(keys), graph.SchemaSerdeOf(values)
+	}
 	for _, u := range users {
 		n := u.graphNode()
 		switch {

@@ -288,7 +288,7 @@ func (t *Topology) AddSink[K, V any](name, topic string, keys serde.Serde[K], va
 		t.fail("sink %q: nil serde", name)
 	}
 	t.checkTopic("sink "+name, topic)
-	n := &graph.Node{Name: name, Kind: graph.KindSink, Topic: topic}
+	n := &graph.Node{Name: name, Kind: graph.KindSink, Topic: topic, Keys: graph.SchemaSerdeOf(keys), Values: graph.SchemaSerdeOf(values)}
 	n.New = newSink(n, keys, values, cfg.partitioner)
 	t.add(n, parentsOf(t, name, []Node[K, V]{parent}))
 }
@@ -328,7 +328,8 @@ func (t *Topology) AddRepartition[K, V any](name string, keys serde.Serde[K], va
 	t.checkTopic("repartition "+name, "x-"+name+graph.RepartitionSuffix)
 	t.g.Repartitions = append(t.g.Repartitions, r)
 
-	sink := &graph.Node{Name: name + "-sink", Kind: graph.KindSink, Topic: name, Internal: true}
+	sink := &graph.Node{Name: name + "-sink", Kind: graph.KindSink, Topic: name, Internal: true,
+		Keys: graph.SchemaSerdeOf(keys), Values: graph.SchemaSerdeOf(values)}
 	sink.New = newSink[K, V](sink, keys, values, nil)
 	t.add(sink, parentsOf(t, name, []Node[K, V]{parent}))
 

@@ -45,8 +45,10 @@ type AvroConfig struct {
 
 	// Subject names the subject that Serialize registers the schema under
 	// for a topic. Default: TopicNameStrategy, [schema.TopicSubject](topic,
-	// Part), as Confluent's serializers do. A state store's serde returns
-	// [schema.StoreSubject] whatever the (changelog) topic.
+	// Part), as Confluent's serializers do. A state store's serde needs
+	// none: a weir App registers the store's schema under
+	// [schema.StoreSubject] at start and gives the serde that id
+	// ([AvroSerde.UseID]), whatever Subject says.
 	Subject func(topic string) string
 
 	// CacheSize is the number of writer schemas (by id) whose resolution
@@ -71,9 +73,10 @@ type AvroConfig struct {
 //
 // Serialize registers cfg.Schema under the topic's subject at its first use
 // for that topic (or finds it registered), then writes that id. A weir
-// application registers every serde's schema before its tasks start
-// ([AvroSerde.Register]), so the first record does not wait for the
-// registry and a refused schema stops the start, not a running task.
+// App with weir.Config.Registry registers the schema of every store and
+// sink serde before its tasks start and hands the ids over
+// ([AvroSerde.UseID]), so the first record does not wait for the registry
+// and a refused schema stops the start, not a running task.
 //
 // Deserialize reads the writer id, fetches that schema (cached) and
 // resolves the data into cfg.Schema by Avro's schema resolution: a record
@@ -165,6 +168,18 @@ func (s *AvroSerde[T]) Register(ctx context.Context, topic string) (int, error) 
 	// Data written under the serde's own id needs no resolution.
 	s.resolved.Add(r.ID, resolution{schema: s.reader})
 	return r.ID, nil
+}
+
+// UseID makes Serialize write id for topic from now on, without asking
+// the registry. id must be the id of the serde's own schema in the serde's
+// registry, registered under whatever subject the caller chose: weir's
+// start-time check registers a state store's schema under the store's
+// subject ([schema.StoreSubject]) and gives the serde that id for the
+// store, whose serde sees the store's name as its topic. Safe for
+// concurrent use.
+func (s *AvroSerde[T]) UseID(topic string, id int) {
+	s.ids.Store(topic, id)
+	s.resolved.Add(id, resolution{schema: s.reader})
 }
 
 // headerLen is the wire format's header: magic byte and schema id.

@@ -3,6 +3,7 @@ package serde
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -150,6 +151,36 @@ func TestAvroSubjects(t *testing.T) {
 	}
 	if n := len(reg.subjects["app-users-value"]); n != 1 {
 		t.Errorf("Serialize registered again after Register (%d registrations)", n)
+	}
+}
+
+// UseID makes Serialize write the given id for the topic without asking
+// the registry (weir's start-time check registers a store's schema under
+// the store's subject and hands the id over), and only for that topic.
+func TestAvroUseID(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry()
+	s := newAvro[userV1Go](t, reg, userV1)
+	id, err := reg.Register(context.Background(), "app-users-value", userV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseID("users", id.ID)
+	b, err := s.Serialize("users", userV1Go{Name: "ada", Age: 36})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int(binary.BigEndian.Uint32(b[1:5])); got != id.ID {
+		t.Errorf("Serialize wrote id %d, want %d", got, id.ID)
+	}
+	if n := len(reg.subjects["users-value"]); n != 0 {
+		t.Errorf("Serialize registered under users-value (%d) after UseID", n)
+	}
+	if v, err := s.Deserialize("users", b); err != nil || v.Name != "ada" || reg.byIDs != 0 {
+		t.Errorf("Deserialize = %+v, %v after %d SchemaByID calls; want ada without a call", v, err, reg.byIDs)
+	}
+	if _, err := s.Serialize("other", userV1Go{}); err != nil || len(reg.subjects["other-value"]) != 1 {
+		t.Errorf("another topic: %v, registrations %v; want it registered under its own subject", err, reg.subjects["other-value"])
 	}
 }
 

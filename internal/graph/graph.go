@@ -58,6 +58,10 @@ type Node struct {
 	// Stores names the state stores a processor uses.
 	Stores []string
 
+	// Keys and Values are a sink's serdes when their bytes carry a schema
+	// registry id (see [SchemaSerde]); nil otherwise and for other kinds.
+	Keys, Values SchemaSerde
+
 	// New creates the node's instance for one task. children holds the
 	// instances of n.Children in the same order; each implements the typed
 	// input interface that n forwards to. Called children first.
@@ -93,6 +97,32 @@ type Store struct {
 	// Retention bounds window and session stores; 0 for key-value and
 	// TTL stores.
 	Retention time.Duration
+	// Keys and Values are the store's serdes when their bytes carry a
+	// schema registry id (see [SchemaSerde]); nil otherwise.
+	Keys, Values SchemaSerde
+}
+
+// SchemaSerde is what the runtime needs of a serde whose bytes carry the
+// id of a schema in a schema registry, such as serde.AvroSerde: before any
+// task starts, the runtime registers the serde's schema under the right
+// subject and tells the serde the id to write. The graph holds serdes as
+// this interface only, so nothing here depends on a serde package.
+type SchemaSerde interface {
+	// Schema returns the schema's text.
+	Schema() string
+	// Subject returns the subject the serde registers under for topic.
+	Subject(topic string) string
+	// UseID makes the serde write id for topic from now on, without
+	// asking its registry.
+	UseID(topic string, id int)
+}
+
+// SchemaSerdeOf returns s as a SchemaSerde, or nil if it is not one.
+func SchemaSerdeOf(s any) SchemaSerde {
+	if ss, ok := s.(SchemaSerde); ok {
+		return ss
+	}
+	return nil
 }
 
 // Graph is a whole topology, nodes in the order they were added.
@@ -213,6 +243,10 @@ type TaskEnv interface {
 	// which the caller reports as a TopologyError.
 	Store(node, name string) (changelog.Bytes, error)
 	Logger() *slog.Logger
+	// CountLate counts one input record dropped because it arrived after
+	// its window had closed (weir_late_records_dropped_total{thread,task}).
+	// Windowed operators call it once per dropped record; the caller logs.
+	CountLate()
 }
 
 // NullKeyGuard applies the runtime's rule for records with a null Kafka

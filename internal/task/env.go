@@ -79,6 +79,15 @@ func (t *Task) StreamTime() time.Time { return t.streamTime }
 // Logger implements graph.TaskEnv.
 func (t *Task) Logger() *slog.Logger { return t.log }
 
+// CountLate implements graph.TaskEnv. The counter is resolved at the first
+// late record, so tasks without windows never create the series.
+func (t *Task) CountLate() {
+	if t.late == nil {
+		t.late = t.sh.Metrics.LateRecords.WithLabelValues(t.thread, t.name)
+	}
+	t.late.Inc()
+}
+
 // Metadata implements graph.TaskEnv.
 func (t *Task) Metadata() (graph.Metadata, bool) { return t.meta, t.inRecord }
 

@@ -59,6 +59,7 @@ type Task struct {
 	// Metrics of the task, resolved once.
 	processed, bytes, punctuations prometheus.Counter
 	skipped, dropped               prometheus.Counter
+	late                           prometheus.Counter // see CountLate
 	latency                        prometheus.Observer
 	// outputs are the topics the task's sinks write, each with its
 	// counter, resolved at its first record (see output).

@@ -1,0 +1,203 @@
+package kstream
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+// Suppression says which updates of a table [WindowedTable.Suppress]
+// holds back. The zero Suppression is invalid; create one with
+// [UntilWindowCloses]. Kafka Streams' Suppressed.
+type Suppression struct {
+	untilWindowCloses bool
+}
+
+// UntilWindowCloses holds every update of a window back until the window
+// closes, then emits the window's final aggregate, once: Kafka Streams'
+// Suppressed.untilWindowCloses.
+//
+// The buffer holds one entry per key and open window (the latest
+// aggregate), in a key-value store on disk with a changelog, not in
+// memory; so it is bounded by the keys and windows open at once, as the
+// window store is, and not by a memory limit (Kafka Streams'
+// BufferConfig.unbounded, which keeps its buffer in memory).
+func UntilWindowCloses() Suppression { return Suppression{untilWindowCloses: true} }
+
+// Suppress returns the table of the updates of t that s lets through.
+// With [UntilWindowCloses], a window's updates are kept in the key-value
+// store name (changelog "<application id>-<name>-changelog") and its
+// final aggregate is emitted when the task's stream time reaches the
+// window's end plus the grace period of t's windows: at the first record
+// that takes the stream time there, whatever its key and even if it is
+// late, after that record is processed. Windows closed by one record are
+// emitted in order of end, then start, then serialized key. Each final
+// result keeps the timestamp of the window's last update and carries no
+// headers. name is required: it names the store and the node.
+//
+// Under exactly once the buffer's writes and deletes commit in the same
+// transaction as the results they hold back or emit, so a crash neither
+// loses a final result nor emits one twice. A window whose task's stream
+// time stops advancing (a partition that receives no more records) is
+// not emitted until it moves on, as in Kafka Streams. Kafka Streams'
+// KTable.suppress.
+func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTable[K, V] {
+	if !s.untilWindowCloses {
+		t.b.fail("Suppress %q of %q: the zero Suppression; use UntilWindowCloses()", name, t.name)
+	}
+	var spec *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
+	if t.keys != nil && t.values != nil {
+		spec = processor.KeyValue(name, serde.Serde[bufferKey[K]](bufferKeySerde[K]{t.keys}), serde.Serde[bufferValue[V]](bufferValueSerde[V]{t.values}))
+	} else {
+		// The aggregation reported its nil serde; Build fails.
+		spec = processor.KeyValue[bufferKey[K], bufferValue[V]](name, nil, nil)
+	}
+	w := t.windows
+	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
+		return &suppressor[K, V]{spec: spec, windows: w, name: name}
+	}, t.node)
+	t.b.t.AddStore(spec, n)
+	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w}
+}
+
+// suppressor is the processor of Suppress(UntilWindowCloses()): Kafka
+// Streams' KTableSuppressProcessor with a final-results buffer.
+type suppressor[K, V any] struct {
+	spec    *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
+	windows TimeWindows
+	name    string
+	buf     processor.KeyValueStore[bufferKey[K], bufferValue[V]]
+	ctx     processor.Context[Windowed[K], V]
+}
+
+func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err error) {
+	if s.buf, err = s.spec.Open(ctx); err != nil {
+		return err
+	}
+	s.ctx = ctx
+	// A stream-time punctuator fires after every record that advances
+	// the stream time (times are whole milliseconds), which is when
+	// windows close.
+	_, err = ctx.Schedule(time.Millisecond, processor.StreamTime, s.emit)
+	return err
+}
+
+func (s *suppressor[K, V]) Close() error { return nil }
+
+func (s *suppressor[K, V]) Process(_ processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
+	// The aggregation forwards updates of open windows only, so the
+	// entry waits for a later advance of the stream time.
+	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	return s.buf.Put(k, bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()})
+}
+
+// emit forwards and deletes the buffered windows that stream time now
+// has closed. The buffer is ordered by window end, so they are its first
+// entries.
+func (s *suppressor[K, V]) emit(now time.Time) error {
+	closeAt := now.UnixMilli() - s.windows.grace.Milliseconds()
+	type entry struct {
+		k bufferKey[K]
+		v bufferValue[V]
+	}
+	var closed []entry
+	for k, v := range s.buf.All() {
+		if k.end > closeAt {
+			break
+		}
+		closed = append(closed, entry{k, v})
+	}
+	if err := s.buf.Err(); err != nil {
+		return err
+	}
+	for _, e := range closed {
+		if err := s.buf.Delete(e.k); err != nil {
+			return err
+		}
+		out := processor.Record[Windowed[K], V]{
+			Key:       Windowed[K]{Key: e.k.key, Start: time.UnixMilli(e.k.start).UTC(), End: time.UnixMilli(e.k.end).UTC()},
+			Value:     e.v.value,
+			Timestamp: time.UnixMilli(e.v.ts),
+		}
+		if err := s.ctx.Forward(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bufferKey is a suppression buffer's key: a window and a record key,
+// serialized as the window end and start in ms (big-endian, so that the
+// store orders entries by end: windows start at the epoch or later) and
+// the key's bytes.
+type bufferKey[K any] struct {
+	end, start int64
+	key        K
+}
+
+type bufferKeySerde[K any] struct{ keys serde.Serde[K] }
+
+func (s bufferKeySerde[K]) Serialize(topic string, k bufferKey[K]) ([]byte, error) {
+	kb, err := s.keys.Serialize(topic, k.key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 16, 16+len(kb))
+	binary.BigEndian.PutUint64(out, uint64(k.end))
+	binary.BigEndian.PutUint64(out[8:], uint64(k.start))
+	return append(out, kb...), nil
+}
+
+func (s bufferKeySerde[K]) Deserialize(topic string, data []byte) (bufferKey[K], error) {
+	if len(data) < 16 {
+		return bufferKey[K]{}, errors.New("kstream: suppression buffer key: fewer than 16 bytes")
+	}
+	k, err := s.keys.Deserialize(topic, data[16:])
+	if err != nil {
+		return bufferKey[K]{}, err
+	}
+	return bufferKey[K]{end: int64(binary.BigEndian.Uint64(data)), start: int64(binary.BigEndian.Uint64(data[8:])), key: k}, nil
+}
+
+// bufferValue is a suppression buffer's value: the latest aggregate of a
+// window and the timestamp of its update, serialized as the timestamp in
+// ms (big-endian), a byte that is 1 when the aggregate serialized to nil,
+// and the aggregate's bytes.
+type bufferValue[V any] struct {
+	value V
+	ts    int64
+}
+
+type bufferValueSerde[V any] struct{ values serde.Serde[V] }
+
+func (s bufferValueSerde[V]) Serialize(topic string, v bufferValue[V]) ([]byte, error) {
+	vb, err := s.values.Serialize(topic, v.value)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 9, 9+len(vb))
+	binary.BigEndian.PutUint64(out, uint64(v.ts))
+	if vb == nil {
+		out[8] = 1
+	}
+	return append(out, vb...), nil
+}
+
+func (s bufferValueSerde[V]) Deserialize(topic string, data []byte) (bufferValue[V], error) {
+	if len(data) < 9 {
+		return bufferValue[V]{}, fmt.Errorf("kstream: suppression buffer value: %d bytes, fewer than 9", len(data))
+	}
+	body := data[9:]
+	if data[8] == 1 {
+		body = nil
+	}
+	v, err := s.values.Deserialize(topic, body)
+	if err != nil {
+		return bufferValue[V]{}, err
+	}
+	return bufferValue[V]{value: v, ts: int64(binary.BigEndian.Uint64(data))}, nil
+}

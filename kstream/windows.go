@@ -1,0 +1,380 @@
+package kstream
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+// Windowed is the key of a windowed aggregation's result: the record key
+// and the window, Start included and End excluded, whole milliseconds in
+// UTC. It is [processor.Windowed], so the results and the window store
+// that holds them name windows alike. Kafka Streams' Windowed.
+type Windowed[K any] = processor.Windowed[K]
+
+// TimeWindows are fixed-size windows aligned to the Unix epoch: the
+// windows start at every multiple of the advance since the epoch, and
+// each is Size long, its start included and its end excluded. A record
+// belongs to every window whose span contains its timestamp: one for
+// [Tumbling] windows, up to Size/Advance (rounded up) for [Hopping]
+// ones. Windows starting before the epoch are not created, as in Kafka
+// Streams, so a record with a timestamp below Size belongs to fewer
+// hopping windows, and a record with a negative timestamp belongs to
+// none and is skipped. Kafka Streams' TimeWindows.
+//
+// TimeWindows is a value: Grace and Retention return a modified copy.
+// Durations must be whole milliseconds; [Grouped.WindowedBy] checks them
+// and Build reports what is wrong.
+type TimeWindows struct {
+	size, advance, grace, retention time.Duration
+}
+
+// Tumbling returns windows size long that do not overlap: [0, size),
+// [size, 2*size), ... since the epoch. size must be at least 1 ms. The
+// grace period is 0 until [TimeWindows.Grace] sets it (Kafka Streams'
+// TimeWindows.ofSizeWithNoGrace).
+func Tumbling(size time.Duration) TimeWindows {
+	return TimeWindows{size: size, advance: size}
+}
+
+// Hopping returns windows size long that start every advance since the
+// epoch, so that they overlap and a record belongs to size/advance of
+// them (rounded down or up, by its timestamp, when advance does not
+// divide size). advance must be at least 1 ms and at most size;
+// Hopping(size, size) is Tumbling(size). The grace period is 0 until
+// [TimeWindows.Grace] sets it (Kafka Streams'
+// TimeWindows.ofSizeWithNoGrace(size).advanceBy(advance)).
+func Hopping(size, advance time.Duration) TimeWindows {
+	return TimeWindows{size: size, advance: advance}
+}
+
+// Grace returns w with grace period d, at least 0: how long after a
+// window's end, in stream time, records for it are still admitted. A
+// window closes when the task's stream time reaches its end plus d
+// (end + d <= stream time, as in Kafka Streams); a record that arrives
+// for a closed window is dropped from it, counted in
+// weir_late_records_dropped_total and logged at debug level. Default 0:
+// a record older than the latest window end seen is late. Kafka Streams'
+// TimeWindows.ofSizeAndGrace.
+func (w TimeWindows) Grace(d time.Duration) TimeWindows {
+	w.grace = d
+	return w
+}
+
+// Retention returns w with retention d for the aggregation's window
+// store: how long after it starts, in stream time, a window is kept and
+// readable. d must be at least size + grace, so that no window is
+// deleted before it closes. Default (or 0): size + grace, the least that
+// is safe (Kafka Streams' default when Materialized sets no retention).
+// Keep windows longer only to read closed windows from the store.
+func (w TimeWindows) Retention(d time.Duration) TimeWindows {
+	w.retention = d
+	return w
+}
+
+// Size returns the window size.
+func (w TimeWindows) Size() time.Duration { return w.size }
+
+// Advance returns the time between the starts of consecutive windows:
+// the size for tumbling windows.
+func (w TimeWindows) Advance() time.Duration { return w.advance }
+
+// GracePeriod returns the grace period set with [TimeWindows.Grace].
+func (w TimeWindows) GracePeriod() time.Duration { return w.grace }
+
+// RetentionPeriod returns the window store's retention: the one set with
+// [TimeWindows.Retention], else size + grace.
+func (w TimeWindows) RetentionPeriod() time.Duration {
+	if w.retention == 0 {
+		return w.size + w.grace
+	}
+	return w.retention
+}
+
+// problems returns what is wrong with w, each as a phrase.
+func (w TimeWindows) problems() []string {
+	var p []string
+	wholeMS := func(d time.Duration) bool { return d%time.Millisecond == 0 }
+	if w.size < time.Millisecond || !wholeMS(w.size) {
+		p = append(p, fmt.Sprintf("window size %v is not a positive whole number of milliseconds", w.size))
+	}
+	if w.advance < time.Millisecond || !wholeMS(w.advance) || w.advance > w.size {
+		p = append(p, fmt.Sprintf("advance %v is not a whole number of milliseconds between 1ms and the size %v", w.advance, w.size))
+	}
+	if w.grace < 0 || !wholeMS(w.grace) {
+		p = append(p, fmt.Sprintf("grace %v is not a whole number of milliseconds, 0 or more", w.grace))
+	}
+	if w.retention != 0 && (w.retention < w.size+w.grace || !wholeMS(w.retention)) {
+		p = append(p, fmt.Sprintf("retention %v is not a whole number of milliseconds of at least size + grace (%v)", w.retention, w.size+w.grace))
+	}
+	return p
+}
+
+// firstStart returns the start, in ms since the epoch, of the earliest
+// window that holds ts: Kafka Streams' TimeWindows.windowsFor. The
+// windows holding ts start there and every advance after, up to ts.
+func (w TimeWindows) firstStart(ts int64) int64 {
+	size, adv := w.size.Milliseconds(), w.advance.Milliseconds()
+	return max(0, ts-size+adv) / adv * adv
+}
+
+// WindowedGrouped is a grouped stream cut into time windows, ready for a
+// windowed aggregation. Kafka Streams' TimeWindowedKStream.
+type WindowedGrouped[K, V any] struct {
+	b       *Builder
+	node    processor.Node[K, V]
+	name    string
+	keys    serde.Serde[K]
+	windows TimeWindows
+}
+
+// WindowedBy cuts the grouped stream into the windows w, for a windowed
+// [WindowedGrouped.Count], [WindowedGrouped.Reduce] or
+// [WindowedGrouped.Aggregate]. Invalid windows are reported by Build.
+// Kafka Streams' KGroupedStream.windowedBy(TimeWindows).
+func (g *Grouped[K, V]) WindowedBy(w TimeWindows) *WindowedGrouped[K, V] {
+	for _, p := range w.problems() {
+		g.b.fail("WindowedBy of %q: %s", g.name, p)
+	}
+	return &WindowedGrouped[K, V]{b: g.b, node: g.node, name: g.name, keys: g.keys, windows: w}
+}
+
+// WindowedTable is the result of a windowed aggregation: the latest
+// aggregate per key and window, kept in a window store. Kafka Streams'
+// KTable<Windowed<K>, V>.
+type WindowedTable[K, V any] struct {
+	b       *Builder
+	node    processor.Node[Windowed[K], V]
+	name    string
+	keys    serde.Serde[K]
+	values  serde.Serde[V]
+	windows TimeWindows
+}
+
+// Name returns the table's name, which is also its store's name: the
+// window store of an aggregation, the buffer of a Suppress.
+func (t *WindowedTable[K, V]) Name() string { return t.name }
+
+// Windows returns the windows the table aggregates over.
+func (t *WindowedTable[K, V]) Windows() TimeWindows { return t.windows }
+
+// ToStream returns the stream of the table's updates: one record per
+// update of a window, keyed by key(window, aggregate), with the new
+// aggregate and the timestamp and headers of the input record that
+// caused it (Kafka Streams stamps the largest timestamp in the window
+// instead). Every update is emitted; a table from
+// [WindowedTable.Suppress] has one update per window, its final result,
+// stamped as Suppress says. Pass [WindowedKey] to keep the
+// windowed keys, and write them with [WindowedSerde]:
+//
+//	counts.ToStream(kstream.WindowedKey).To("out", kstream.WindowedSerde(serde.String(), time.Minute), serde.Int64())
+//
+// The mapper is in the signature because Go forbids a method of
+// WindowedTable[K, V] to return a Stream[Windowed[K], V]: a stream's
+// GroupByKey leads back to a WindowedTable[Windowed[K], ...], and the
+// compiler rejects the endless chain of types ("instantiation cycle").
+//
+// The step's node is named Name()+"-tostream" unless [Named]. The key
+// it gives is not the key the records are partitioned by, so the stream
+// is marked as re-keyed (see "Repartitioning" in the package
+// documentation). Kafka Streams' KTable.toStream(KeyValueMapper).
+func (t *WindowedTable[K, V]) ToStream[K2 any](key func(window Windowed[K], value V) K2, opts ...Option) *Stream[K2, V] {
+	if key == nil {
+		t.b.fail("tostream of %q: nil key mapper", t.name)
+	}
+	name := nameOf(t.name, "tostream", opts)
+	n := t.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K2, V], rec processor.Record[Windowed[K], V]) error {
+		return ctx.Forward(processor.Record[K2, V]{Key: key(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), t.node)
+	return rekeyed(t.b, n, name)
+}
+
+// WindowedKey is the key mapper for [WindowedTable.ToStream] that keeps
+// each update's windowed key as it is.
+func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window }
+
+// Count counts the records of each key and window into the window store
+// name (changelog "<application id>-<name>-changelog"), whose values are
+// serde.Int64. name is required: it names the store and the
+// aggregation's node. A record updates every window it belongs to that
+// is still open and emits each update; late records and records with a
+// null key are skipped (see "Windows" in the package documentation).
+// Kafka Streams' TimeWindowedKStream.count.
+func (g *WindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
+	return windowAggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
+}
+
+// Reduce combines the values of each key and window into the window
+// store name with the given value serde: a window's first value is
+// stored as it is, every later one as fn(aggregate, value). name is
+// required. Records are skipped as by [WindowedGrouped.Count]. Kafka
+// Streams' TimeWindowedKStream.reduce.
+func (g *WindowedGrouped[K, V]) Reduce(name string, fn func(aggregate, value V) V, values serde.Serde[V]) *WindowedTable[K, V] {
+	if fn == nil {
+		g.b.fail("Reduce %q of %q: nil reducer", name, g.name)
+	}
+	return windowAggregate(g, name, values, func(_ K, v V, agg V, found bool) V {
+		if !found {
+			return v
+		}
+		return fn(agg, v)
+	})
+}
+
+// Aggregate folds the values of each key and window into the window store
+// name with the given serde: a window's aggregate starts as init() and
+// becomes fn(key, value, aggregate) with every record. name is required.
+// Records are skipped as by [WindowedGrouped.Count]. Kafka Streams'
+// TimeWindowedKStream.aggregate.
+func (g *WindowedGrouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key K, value V, aggregate A) A, aggregates serde.Serde[A]) *WindowedTable[K, A] {
+	if init == nil || fn == nil {
+		g.b.fail("Aggregate %q of %q: nil initializer or aggregator", name, g.name)
+	}
+	return windowAggregate(g, name, aggregates, func(k K, v V, agg A, found bool) A {
+		if !found {
+			agg = init()
+		}
+		return fn(k, v, agg)
+	})
+}
+
+// windowAggregate adds the node and window store of a windowed
+// aggregation; step is as in aggregate.
+func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A) *WindowedTable[K, A] {
+	if values == nil {
+		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
+	}
+	w := g.windows
+	spec := processor.Window(name, w.size, w.RetentionPeriod(), g.keys, values)
+	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, Windowed[K], A] {
+		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step}
+	}, g.node)
+	g.b.t.AddStore(spec, n)
+	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, windows: w}
+}
+
+// windowAggregator is the processor of the windowed Count, Reduce and
+// Aggregate: Kafka Streams' KStreamWindowAggregate.
+type windowAggregator[K, V, A any] struct {
+	spec    *processor.WindowSpec[K, A]
+	keys    serde.Serde[K]
+	name    string
+	windows TimeWindows
+	store   processor.WindowStore[K, A]
+	step    func(key K, value V, agg A, found bool) A
+}
+
+func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) (err error) {
+	a.store, err = a.spec.Open(ctx)
+	return err
+}
+
+func (a *windowAggregator[K, V, A]) Close() error { return nil }
+
+func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A], rec processor.Record[K, V]) error {
+	ts := rec.Timestamp.UnixMilli()
+	if ts < 0 {
+		ctx.Logger().Debug("weir: record with a negative timestamp skipped by a windowed aggregation", "timestamp_ms", ts)
+		return nil
+	}
+	kb, err := a.keys.Serialize(a.name, rec.Key)
+	if err != nil {
+		return fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+	}
+	size, adv := a.windows.size.Milliseconds(), a.windows.advance.Milliseconds()
+	// The windows ending at or before closeAt are closed: the stream time
+	// (which already counts this record) has reached their end + grace.
+	closeAt := ctx.StreamTime().UnixMilli() - a.windows.grace.Milliseconds()
+	var late int
+	var lateFrom, lateTo int64 // the starts of the first and last closed windows
+	for start := a.windows.firstStart(ts); start <= ts; start += adv {
+		end := start + size
+		if end <= closeAt {
+			if late == 0 {
+				lateFrom = start
+			}
+			late, lateTo = late+1, start
+			continue
+		}
+		ws := time.UnixMilli(start).UTC()
+		old, found, err := a.store.Fetch(rec.Key, ws)
+		if err != nil {
+			return err
+		}
+		agg := a.step(rec.Key, rec.Value, old, found)
+		if err := a.store.Put(rec.Key, ws, agg); err != nil {
+			return err
+		}
+		if len(kb) == 0 {
+			// A null Kafka key's write was dropped (and counted) by the
+			// runtime, so the read-back misses: skip the record, as the
+			// key-value aggregations do (see aggregator.nullKey).
+			if _, found, err := a.store.Fetch(rec.Key, ws); err != nil || !found {
+				return err
+			}
+		}
+		out := processor.Record[Windowed[K], A]{
+			Key:   Windowed[K]{Key: rec.Key, Start: ws, End: time.UnixMilli(end).UTC()},
+			Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers,
+		}
+		if err := ctx.Forward(out); err != nil {
+			return err
+		}
+	}
+	if late > 0 {
+		processor.CountLate(ctx)
+		ctx.Logger().Debug("weir: late record dropped from closed windows",
+			"store", a.name, "timestamp_ms", ts, "stream_time_ms", ctx.StreamTime().UnixMilli(),
+			"grace", a.windows.grace, "windows", late,
+			"first_window_start_ms", lateFrom, "last_window_end_ms", lateTo+size)
+	}
+	return nil
+}
+
+// WindowedSerde returns a serde for the keys of a windowed aggregation's
+// stream, in Kafka Streams' format for time windows
+// (TimeWindowedSerializer and TimeWindowedDeserializer): the bytes of
+// the key serialized with keys, followed by the window start in
+// milliseconds since the epoch as a big-endian 8-byte integer. The end is
+// not written; Deserialize sets it to the start plus size, which must be
+// the windows' size. The serde keys sees the same topic.
+func WindowedSerde[K any](keys serde.Serde[K], size time.Duration) serde.Serde[Windowed[K]] {
+	return windowedSerde[K]{keys: keys, size: size}
+}
+
+type windowedSerde[K any] struct {
+	keys serde.Serde[K]
+	size time.Duration
+}
+
+func (s windowedSerde[K]) Serialize(topic string, w Windowed[K]) ([]byte, error) {
+	kb, err := s.keys.Serialize(topic, w.Key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(kb)+8)
+	copy(out, kb)
+	binary.BigEndian.PutUint64(out[len(kb):], uint64(w.Start.UnixMilli()))
+	return out, nil
+}
+
+func (s windowedSerde[K]) Deserialize(topic string, data []byte) (Windowed[K], error) {
+	var w Windowed[K]
+	if data == nil {
+		return w, fmt.Errorf("kstream: windowed key: %w", serde.ErrNull)
+	}
+	if len(data) < 8 {
+		return w, errors.New("kstream: windowed key: fewer than the 8 bytes of a window start")
+	}
+	n := len(data) - 8
+	k, err := s.keys.Deserialize(topic, data[:n:n])
+	if err != nil {
+		return w, err
+	}
+	start := time.UnixMilli(int64(binary.BigEndian.Uint64(data[n:]))).UTC()
+	return Windowed[K]{Key: k, Start: start, End: start.Add(s.size)}, nil
+}
