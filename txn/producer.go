@@ -311,6 +311,15 @@ func (p *Producer) flush(ctx context.Context) error {
 //
 // A closed producer returns [ErrClosed].
 func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int64, group *Group) error {
+	return p.CommitWithMetadata(ctx, offsets, nil, group)
+}
+
+// CommitWithMetadata is [Producer.Commit] with a metadata string committed
+// with each partition's offset (topic → partition → metadata; a partition
+// missing from it gets none), as Kafka's OffsetAndMetadata: it comes back
+// with the committed offset, for example to carry state that must move
+// with the offsets, such as a partition's stream time.
+func (p *Producer) CommitWithMetadata(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string, group *Group) error {
 	if p.closed {
 		return ErrClosed
 	}
@@ -334,7 +343,7 @@ func (p *Producer) Commit(ctx context.Context, offsets map[string]map[int32]int6
 		p.inTxn, p.began = true, time.Now()
 	}
 	if len(offsets) > 0 {
-		if err := p.ap.AddOffsetsToTxnWithGroupMetadata(toPartitionOffsets(offsets), group); err != nil {
+		if err := p.ap.AddOffsetsToTxnWithGroupMetadata(toPartitionOffsets(offsets, metadata), group); err != nil {
 			return p.fail(fmt.Errorf("adding offsets: %w", err))
 		}
 	}
@@ -468,11 +477,15 @@ func (p *Producer) Close() error {
 	return err
 }
 
-func toPartitionOffsets(offsets map[string]map[int32]int64) map[string][]*sarama.PartitionOffsetMetadata {
+func toPartitionOffsets(offsets map[string]map[int32]int64, metadata map[string]map[int32]string) map[string][]*sarama.PartitionOffsetMetadata {
 	out := make(map[string][]*sarama.PartitionOffsetMetadata, len(offsets))
 	for topic, parts := range offsets {
 		for p, off := range parts {
-			out[topic] = append(out[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off, LeaderEpoch: -1})
+			pom := &sarama.PartitionOffsetMetadata{Partition: p, Offset: off, LeaderEpoch: -1}
+			if m, ok := metadata[topic][p]; ok {
+				pom.Metadata = &m
+			}
+			out[topic] = append(out[topic], pom)
 		}
 	}
 	return out

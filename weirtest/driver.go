@@ -111,7 +111,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 			// One record at a time is queued: the driver processes each
 			// before it queues the next.
 			q := queue.New(queue.Limits{Items: 1, Bytes: 1}, task.RecordSize, nil)
-			tk.Attach(p.TP(), q, func() int64 { return d.offsets[p.TP().Topic] }, 0)
+			tk.Attach(p.TP(), q, func() int64 { return d.offsets[p.TP().Topic] }, 0, "")
 			d.inputs[p.TP().Topic] = &input{task: tk, q: q}
 		}
 	}

@@ -133,7 +133,7 @@ func (partitioner) RequiresConsistency() bool { return true }
 // group member of the given generation, retrying a moving coordinator until
 // ctx ends. A stale generation or unknown member means the partitions may
 // have moved: the error wraps ErrTasksMigrated.
-func CommitOffsets(ctx context.Context, client sarama.Client, group string, generation int32, member, instance string, offsets map[string]map[int32]int64) error {
+func CommitOffsets(ctx context.Context, client sarama.Client, group string, generation int32, member, instance string, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) error {
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func CommitOffsets(ctx context.Context, client sarama.Client, group string, gene
 	}
 	for topic, parts := range offsets {
 		for p, off := range parts {
-			req.AddBlock(topic, p, off, 0, "")
+			req.AddBlock(topic, p, off, 0, metadata[topic][p])
 		}
 	}
 	var lastErr error

@@ -19,7 +19,8 @@ type claim struct {
 	q         *task.Queue
 	hwm       func() int64
 	start     int64
-	committed int64 // the group's committed offset at the claim's start; -1 none
+	committed int64  // the group's committed offset at the claim's start; -1 none
+	meta      string // the metadata committed with it (the task's stream time)
 }
 
 // release is a claim goroutine waiting for the loop to commit and close
@@ -62,7 +63,7 @@ func (th *Thread) control() error {
 		if !ok {
 			continue // revoked already
 		}
-		if !t.Attach(p, c.q, c.hwm, c.start) {
+		if !t.Attach(p, c.q, c.hwm, c.start, c.meta) {
 			return fmt.Errorf("weir: internal error: task %s does not read %s/%d", t.Name(), p.Topic, p.Partition)
 		}
 		th.owner[p] = t
@@ -181,6 +182,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.
 		end = -1
 	}
 	hwm := claimHighWatermark(sc.HighWaterMarkOffset, end)
+	committedAt, meta, haveCommitted := th.committedOffset(p)
 	th.mu.Lock()
 	if th.stopped {
 		th.mu.Unlock()
@@ -189,12 +191,14 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.
 	if old := th.claims[p]; old != nil {
 		old.q.Close()
 	}
-	th.claims[p] = &claim{q: q, hwm: hwm, start: start, committed: committed}
+	th.claims[p] = &claim{q: q, hwm: hwm, start: start, committed: committed, meta: meta}
 	th.opened = append(th.opened, p)
 	th.mu.Unlock()
 	th.Wake()
 
-	th.checkLostRecords(p, start)
+	if haveCommitted {
+		th.checkLostRecords(p, start, committedAt)
+	}
 
 	// Until sarama revokes the claim (Messages closes) or the loop closes
 	// the queue (the task was closed, or the assignment dropped it).
@@ -223,21 +227,29 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, sc sarama.
 	return nil
 }
 
+// committedOffset reads the group's committed offset of p and the
+// metadata committed with it; ok is false when there is none (or it cannot
+// be read, which is logged).
+func (th *Thread) committedOffset(p task.TP) (offset int64, meta string, ok bool) {
+	resp, err := th.in.Admin.ListConsumerGroupOffsets(th.in.ApplicationID, map[string][]int32{p.Topic: {p.Partition}})
+	if err != nil {
+		th.log.Warn("reading the committed offset", "topic", p.Topic, "partition", p.Partition, "error", err)
+		return 0, "", false
+	}
+	b := resp.GetBlock(p.Topic, p.Partition)
+	if b == nil || b.Err != sarama.ErrNoError || b.Offset < 0 {
+		return 0, "", false
+	}
+	return b.Offset, b.Metadata, true
+}
+
 // checkLostRecords reports records lost to retention: when a partition's
 // committed offset is below the log start, sarama starts the claim at the
 // oldest record (Consumer.Group.ResetInvalidOffsets), and the records in
 // between were deleted unread. Processing goes on from the oldest record;
 // the loss is logged as an error and counted, never silent.
-func (th *Thread) checkLostRecords(p task.TP, start int64) {
-	resp, err := th.in.Admin.ListConsumerGroupOffsets(th.in.ApplicationID, map[string][]int32{p.Topic: {p.Partition}})
-	if err != nil {
-		th.log.Debug("reading the committed offset", "topic", p.Topic, "partition", p.Partition, "error", err)
-		return
-	}
-	b := resp.GetBlock(p.Topic, p.Partition)
-	if b == nil || b.Err != sarama.ErrNoError || b.Offset < 0 {
-		return
-	}
+func (th *Thread) checkLostRecords(p task.TP, start, committed int64) {
+	var err error
 	if start < 0 {
 		// sarama reset the claim: it reports the reset's sentinel
 		// (OffsetOldest), not an offset.
@@ -246,13 +258,13 @@ func (th *Thread) checkLostRecords(p task.TP, start int64) {
 			return
 		}
 	}
-	if b.Offset >= start {
+	if committed >= start {
 		return
 	}
-	lost := start - b.Offset
+	lost := start - committed
 	th.in.Metrics.RecordsLost.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Add(float64(lost))
 	th.log.Error("records lost to retention before they were processed: the committed offset is below the log start",
-		"topic", p.Topic, "partition", p.Partition, "committed", b.Offset, "log_start", start, "lost", lost)
+		"topic", p.Topic, "partition", p.Partition, "committed", committed, "log_start", start, "lost", lost)
 }
 
 // claimHighWatermark is a claim's log end: the claim's high watermark once

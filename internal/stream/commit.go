@@ -45,8 +45,9 @@ const (
 func (th *Thread) commit() (outcome, error) {
 	th.lastCommit = time.Now()
 	offsets := map[string]map[int32]int64{}
+	metadata := map[string]map[int32]string{}
 	for _, id := range th.order {
-		th.tasks[id].Offsets(offsets)
+		th.tasks[id].Offsets(offsets, metadata)
 	}
 	for _, id := range th.order {
 		if err := th.tasks[id].SendChangelog(); err != nil {
@@ -69,7 +70,7 @@ func (th *Thread) commit() (outcome, error) {
 		th.in.Metrics.CommitDuration.WithLabelValues(strconv.Itoa(th.idx)).Observe(time.Since(start).Seconds())
 	}()
 	if th.in.ExactlyOnce {
-		return th.commitTransaction(ctx, offsets)
+		return th.commitTransaction(ctx, offsets, metadata)
 	}
 	if err := th.producer.Commit(ctx, nil, nil); err != nil {
 		// Refused records that ProductionErrors=Skip drops leave the
@@ -94,7 +95,7 @@ func (th *Thread) commit() (outcome, error) {
 	if sess == nil {
 		return deferred, nil
 	}
-	err := client.CommitOffsets(ctx, th.client, th.in.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets)
+	err := client.CommitOffsets(ctx, th.client, th.in.ApplicationID, sess.GenerationID(), sess.MemberID(), th.instance, offsets, metadata)
 	if errors.Is(err, client.ErrTasksMigrated) {
 		// The group moved on to a new generation while the commit was
 		// under way (a cooperative rebalance changes it under a running
@@ -111,7 +112,7 @@ func (th *Thread) commit() (outcome, error) {
 }
 
 // commitTransaction commits the thread's transaction with offsets.
-func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64) (outcome, error) {
+func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) (outcome, error) {
 	sess := th.session()
 	if sess == nil {
 		return rewound, th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
@@ -122,7 +123,7 @@ func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	}
 	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.in.ApplicationID, instance)
 	start := time.Now()
-	if err := th.producer.Commit(ctx, offsets, group); err != nil {
+	if err := th.producer.CommitWithMetadata(ctx, offsets, metadata, group); err != nil {
 		return rewound, th.settle(err)
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()

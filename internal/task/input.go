@@ -2,6 +2,8 @@ package task
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -198,7 +200,12 @@ func (t *Task) nodeFailed(node string) {
 }
 
 // Offsets adds the task's uncommitted positions to out.
-func (t *Task) Offsets(out map[string]map[int32]int64) {
+//
+// meta, when not nil, gets the metadata to commit with each offset: the
+// task's stream time (EncodeStreamTime), so that the task's next owner
+// starts from it rather than from its first record's time.
+func (t *Task) Offsets(out map[string]map[int32]int64, meta map[string]map[int32]string) {
+	var st string
 	for _, p := range t.parts {
 		if p.consumed < 0 || p.consumed == p.committed {
 			continue
@@ -207,7 +214,41 @@ func (t *Task) Offsets(out map[string]map[int32]int64) {
 			out[p.tp.Topic] = map[int32]int64{}
 		}
 		out[p.tp.Topic][p.tp.Partition] = p.consumed
+		if meta == nil || t.streamTime.IsZero() {
+			continue
+		}
+		if st == "" {
+			st = EncodeStreamTime(t.streamTime)
+		}
+		if meta[p.tp.Topic] == nil {
+			meta[p.tp.Topic] = map[int32]string{}
+		}
+		meta[p.tp.Topic][p.tp.Partition] = st
 	}
+}
+
+// streamTimePrefix starts the offset metadata weir commits: the version
+// of its format, then the task's stream time in Unix milliseconds.
+const streamTimePrefix = "weir1:"
+
+// EncodeStreamTime is the offset metadata weir commits for a task whose
+// stream time is st.
+func EncodeStreamTime(st time.Time) string {
+	return streamTimePrefix + strconv.FormatInt(st.UnixMilli(), 10)
+}
+
+// DecodeStreamTime reads the stream time EncodeStreamTime wrote; false for
+// metadata of any other form (none, another client's, a later version).
+func DecodeStreamTime(meta string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(meta, streamTimePrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || ms < 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // committedAll records that the positions given by offsets are committed:
@@ -235,13 +276,20 @@ func (p *Input) Queue() *Queue { return p.q }
 // that starts at offset start, with the claim's high watermark: processing
 // restarts from what the claim delivers. It reports false when the task
 // does not read tp.
-func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64) bool {
+//
+// meta is the metadata committed with the partition's offset: the stream
+// time a previous owner reached (see Offsets), which the task's stream
+// time starts from, so that windows it closed stay closed.
+func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta string) bool {
 	p := t.byTP[tp]
 	if p == nil {
 		return false
 	}
 	p.q, p.hwm, p.start, p.head, p.consumed, p.committed = q, hwm, start, nil, -1, -1
 	p.done, p.redo = nil, nil
+	if st, ok := DecodeStreamTime(meta); ok && st.After(t.streamTime) {
+		t.streamTime, t.committedTime = st, st
+	}
 	return true
 }
 
