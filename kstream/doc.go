@@ -37,6 +37,8 @@
 //     name on. [Named] gives one a name of its own. Two stateless steps
 //     of the same kind on one stream (two branches filtering "lines")
 //     would get the same name: Build reports it, and Named settles it.
+//   - [Stream.Split] takes a name for its node; each branch's node is
+//     named after it and the branch ("<split>-<branch>", "<split>-default").
 //   - [Table.ToStream] adds no node; its stream has the table's name.
 //     [WindowedTable.ToStream] maps the keys in a node of its own, named
 //     as a stateless step.
