@@ -279,7 +279,7 @@ func (p *countProcessor) Close() error { return nil }
 // and histograms can be gathered without the App's scrape-time collector.
 // That collector calls App.Snapshot, which after Close reads the closed
 // Badger stores' sizes and crashes the process (SIGSEGV in
-// badger.(*DB).EstimateSize via weir's local.go (*localState).sizes);
+// badger.(*DB).EstimateSize via weir's internal/local (*State).Sizes);
 // gathering the whole registry after Close is not safe.
 type recordingRegisterer struct {
 	*prometheus.Registry

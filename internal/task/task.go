@@ -115,6 +115,7 @@ func New(ctx context.Context, sh *Shared, host Host, thread int, log *slog.Logge
 	if len(t.stores) == 0 {
 		if err := t.init(); err != nil {
 			cancel()
+			sh.Local.Release(id, thread, nil)
 			return nil, err
 		}
 		return t, nil
