@@ -35,7 +35,7 @@ func NewInMemory(ctx context.Context, sh *Shared, host Host, log *slog.Logger, s
 		if len(s.Users) == 0 || !inSub[s.Users[0]] {
 			continue
 		}
-		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}}
+		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
 		for _, u := range s.Users {
 			st.users[u.Name] = true
 		}

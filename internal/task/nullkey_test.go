@@ -46,7 +46,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 		punctuations: m.Punctuations.WithLabelValues("0", "0_0"), skipped: m.RecordsSkipped.WithLabelValues("0", "0_0", "deserialization"),
 		dropped: m.RecordsDropped.WithLabelValues("0", "0_0", "null_key"), latency: m.EndToEndLatency.WithLabelValues("0_0")}
 	for _, s := range g.Stores {
-		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}}
+		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
 		for _, u := range s.Users {
 			st.users[u.Name] = true
 		}

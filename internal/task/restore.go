@@ -222,6 +222,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	if err := st.space.SetCheckpointAt(next, start); err != nil {
 		return err
 	}
+	st.ckpt, st.ckptAt = next, start
 	sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
 	took := time.Since(start)
 	st.remaining.Store(0)

@@ -1,12 +1,15 @@
 package task
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/local"
 )
 
 // A checkpoint is trusted only while every tombstone written after it must
@@ -92,5 +95,46 @@ func TestCheckpointSince(t *testing.T) {
 	tk = &Task{sh: &Shared{DB: mem}}
 	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1}); !got.IsZero() {
 		t.Errorf("checkpointSince without a time or a last write = %v, want zero", got)
+	}
+}
+
+// An idle store's checkpoint is written again, with the commit's time, at
+// most once a checkpointRefresh: a quiet store must not look too old to
+// trust after a short restart.
+func TestIdleCheckpointIsRefreshed(t *testing.T) {
+	t.Parallel()
+	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	space := db.Space("s", 0)
+	held, err := local.New(db, slog.New(slog.DiscardHandler), time.Hour, map[string]int{"s": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoredAt := time.UnixMilli(1_700_000_000_000)
+	st := &taskStore{spec: &graph.Store{Name: "s"}, space: space, buf: changelog.NewBuffer(space), ckpt: 40, ckptAt: restoredAt, staged: -1}
+	tk := &Task{sh: &Shared{Local: held}, stores: map[string]*taskStore{"s": st}}
+	commitAt := func(at time.Time) {
+		t.Helper()
+		c := db.NewCommit()
+		if err := tk.Stage(c, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		tk.Applied()
+	}
+	commitAt(restoredAt.Add(30 * time.Second))
+	if _, ok, _ := space.Checkpoint(); ok {
+		t.Fatal("a checkpoint was written for an idle store before checkpointRefresh passed")
+	}
+	later := restoredAt.Add(2 * time.Minute)
+	commitAt(later)
+	cp, ok, err := space.Checkpoint()
+	if err != nil || !ok || cp.Offset != 40 || !cp.Time.Equal(later) {
+		t.Fatalf("checkpoint %+v (%v, %v), want offset 40 at %v", cp, ok, err, later)
 	}
 }

@@ -35,9 +35,22 @@ type taskStore struct {
 	// last is the newest changelog record sent for this partition by the
 	// commit under way; after the flush its offset gives the checkpoint.
 	last *sarama.ProducerMessage
+	// ckpt and ckptAt are the partition's checkpoint as last written (-1
+	// before the restore ends); staged is the checkpoint the commit under
+	// way writes, -1 none.
+	ckpt, staged   int64
+	ckptAt, stagAt time.Time
 	// remaining is the restore's records left, for metrics.
 	remaining atomic.Int64
 }
+
+// checkpointRefresh is how often an idle store partition's checkpoint is
+// written again with the current time. Its state still holds everything
+// its changelog has below the checkpoint (the task owns the partition and
+// wrote nothing since), and a recent time keeps a restart from restoring
+// it in full for a checkpoint older than delete.retention.ms (see
+// checkpointTooOld) only because the store was quiet.
+const checkpointRefresh = time.Minute
 
 // storeNames returns the names of the task's stores.
 func (t *Task) storeNames() []string {
@@ -66,6 +79,7 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 			topic: graph.ChangelogTopic(sh.ApplicationID, s.Name),
 			space: space,
 			buf:   changelog.NewBuffer(space),
+			ckpt:  -1, staged: -1,
 			users: map[string]bool{},
 		}
 		for _, u := range s.Users {
@@ -144,8 +158,16 @@ func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
 		if err := c.Stage(st.space, st.buf.Changes()); err != nil {
 			return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
 		}
-		if st.last != nil {
-			c.Checkpoint(st.space, st.last.Offset+1, at)
+		st.staged = -1
+		switch {
+		case st.last != nil:
+			st.staged = st.last.Offset + 1
+		case st.ckpt >= 0 && at.Sub(st.ckptAt) >= checkpointRefresh:
+			st.staged = st.ckpt
+		}
+		if st.staged >= 0 {
+			c.Checkpoint(st.space, st.staged, at)
+			st.stagAt = at
 		}
 	}
 	return nil
@@ -156,10 +178,12 @@ func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
 func (t *Task) Applied() {
 	for _, st := range t.stores {
 		st.buf.Clear()
-		if st.last != nil {
-			t.sh.Local.Checkpointed(st.spec.Name, t.id.Partition, st.last.Offset+1)
-			st.last = nil
+		if st.staged >= 0 {
+			st.ckpt, st.ckptAt = st.staged, st.stagAt
+			t.sh.Local.Checkpointed(st.spec.Name, t.id.Partition, st.ckpt)
+			st.staged = -1
 		}
+		st.last = nil
 	}
 }
 
@@ -167,6 +191,6 @@ func (t *Task) Applied() {
 func (t *Task) DiscardState() {
 	for _, st := range t.stores {
 		st.buf.Clear()
-		st.last = nil
+		st.last, st.staged = nil, -1
 	}
 }
