@@ -48,7 +48,9 @@ func schemaUses(app string, g *graph.Graph) []schemaUse {
 		}
 	}
 	for _, n := range g.Nodes {
-		if n.Kind != graph.KindSink {
+		if n.Kind != graph.KindSink || n.Dynamic {
+			// A sink that chooses its topic per record: its subjects are
+			// known only at its records, where its serde registers.
 			continue
 		}
 		topic := n.Topic

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest"
 )
 
 // Each record goes to the first branch that accepts it, or to the default
@@ -49,5 +50,30 @@ func TestSplitBuildErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %q does not say %q", err, want)
 		}
+	}
+}
+
+// ToDynamic writes each record to the topic its function chooses.
+func TestToDynamicChoosesTheTopicPerRecord(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	b.Stream("in", "in", serde.String(), serde.String()).
+		ToDynamic(func(k, _ string) string { return "out-" + k }, serde.String(), serde.String())
+	d := driver(t, b)
+	pipe(t, d, "in", kv[string, string]{"a", "1", 1}, kv[string, string]{"b", "2", 2}, kv[string, string]{"a", "3", 3})
+	expect(t, d, "out-a", serde.String(), serde.String(), kv[string, string]{"a", "1", 1}, kv[string, string]{"a", "3", 3})
+	expect(t, d, "out-b", serde.String(), serde.String(), kv[string, string]{"b", "2", 2})
+}
+
+// An empty topic name fails the record's node instead of writing nowhere.
+func TestToDynamicEmptyTopicFails(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	b.Stream("in", "in", serde.String(), serde.String()).
+		ToDynamic(func(_, v string) string { return v }, serde.String(), serde.String())
+	d := driver(t, b)
+	err := weirtest.Input(d, "in", serde.String(), serde.String()).Pipe("k", "", at(1))
+	if err == nil || !strings.Contains(err.Error(), "empty topic name") {
+		t.Fatalf("Pipe = %v, want the empty topic name named", err)
 	}
 }

@@ -219,6 +219,16 @@ func (s *Stream[K, V]) To(topic string, keys serde.Serde[K], values serde.Serde[
 	s.b.t.AddSink(nameOf(s.name, "to-"+topic, opts), topic, keys, values, s.node)
 }
 
+// ToDynamic writes every record to the topic topicFor returns for it,
+// with the given serdes, partitioned by Kafka's murmur2 hash of the
+// serialized key. The topics must exist; weir cannot check them at start
+// (see [processor.Topology.AddDynamicSink] for what happens to a record
+// for a missing topic). The sink node is named Name()+"-to-dynamic"
+// unless [Named]. Kafka Streams' KStream.to(TopicNameExtractor).
+func (s *Stream[K, V]) ToDynamic(topicFor func(key K, value V) string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) {
+	s.b.t.AddDynamicSink(nameOf(s.name, "to-dynamic", opts), topicFor, keys, values, s.node)
+}
+
 // Repartition writes the stream to the internal topic
 // "<application id>-<name>-repartition", partitioned by key, and returns
 // the stream read back from it: records with equal keys then meet in one

@@ -225,6 +225,8 @@ type sinkInstance[K, V any] struct {
 	values      serde.Serde[V]
 	partitioner Partitioner[K, V]
 	partitions  int32
+	// topicFor, when set, chooses each record's topic (AddDynamicSink).
+	topicFor func(key K, value V) string
 }
 
 func (s *sinkInstance[K, V]) Init() error {
@@ -241,6 +243,13 @@ func (s *sinkInstance[K, V]) Init() error {
 func (s *sinkInstance[K, V]) Close() error { return nil }
 
 func (s *sinkInstance[K, V]) process(rec Record[K, V]) error {
+	if s.topicFor != nil {
+		topic := s.topicFor(rec.Key, rec.Value)
+		if topic == "" {
+			return nodeErr(s.node, errors.New("the topic function gave an empty topic name"))
+		}
+		s.topic, s.serdeTopic = topic, topic
+	}
 	k, err := s.keys.Serialize(s.serdeTopic, rec.Key)
 	if err != nil {
 		return nodeErr(s.node, fmt.Errorf("serialize key for %s: %w", s.serdeTopic, err))

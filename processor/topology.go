@@ -306,6 +306,28 @@ func newSink[K, V any](n *graph.Node, keys serde.Serde[K], values serde.Serde[V]
 	}
 }
 
+// AddDynamicSink adds a sink that writes each record to the topic topicFor
+// returns for it, with keys and values serialized for that topic and
+// partitioned by key (Kafka's murmur2). The topics must exist: they are
+// not known at start, so weir neither checks nor creates them, and a
+// record for a topic that does not exist makes its transaction abort
+// until Config.MaxConsecutiveAborts stops the application, naming the
+// topic. An empty topic name fails the record's node. Kafka Streams'
+// KStream.to(TopicNameExtractor).
+func (t *Topology) AddDynamicSink[K, V any](name string, topicFor func(key K, value V) string, keys serde.Serde[K], values serde.Serde[V], parent Node[K, V]) {
+	if keys == nil || values == nil {
+		t.fail("sink %q: nil serde", name)
+	}
+	if topicFor == nil {
+		t.fail("sink %q: nil topic function", name)
+	}
+	n := &graph.Node{Name: name, Kind: graph.KindSink, Dynamic: true, Keys: graph.SchemaSerdeOf(keys), Values: graph.SchemaSerdeOf(values)}
+	n.New = func(env graph.TaskEnv, _ []graph.Instance) (graph.Instance, error) {
+		return &sinkInstance[K, V]{env: env, node: n.Name, keys: keys, values: values, topicFor: topicFor}, nil
+	}
+	t.add(n, parentsOf(t, name, []Node[K, V]{parent}))
+}
+
 // AddRepartition routes parent's records through the internal topic
 // "<application id>-<name>-repartition", partitioned by key, and returns the
 // node that reads them back. The two sides land in different

@@ -131,3 +131,25 @@ func TestEmptyTopologyIsInvalid(t *testing.T) {
 		t.Fatalf("Validate() = %v, want an error about no nodes", err)
 	}
 }
+
+// A dynamic sink needs a topic function and serdes, and is described as
+// writing a topic chosen per record.
+func TestDynamicSinkValidation(t *testing.T) {
+	t.Parallel()
+	top := NewTopology()
+	src := top.AddSource("in", "in", serde.String(), serde.String())
+	top.AddDynamicSink[string, string]("routed", nil, serde.String(), nil, src)
+	err := top.Validate()
+	if err == nil || !strings.Contains(err.Error(), `sink "routed": nil topic function`) || !strings.Contains(err.Error(), `sink "routed": nil serde`) {
+		t.Fatalf("Validate = %v, want the nil topic function and serde reported", err)
+	}
+	ok := NewTopology()
+	src = ok.AddSource("in", "in", serde.String(), serde.String())
+	ok.AddDynamicSink("routed", func(k, _ string) string { return "out-" + k }, serde.String(), serde.String(), src)
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d := ok.Describe(); !strings.Contains(d, "a topic chosen per record") {
+		t.Errorf("Describe does not say the sink's topic is chosen per record:\n%s", d)
+	}
+}

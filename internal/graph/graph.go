@@ -54,6 +54,9 @@ type Node struct {
 	// InternalTopic(applicationID, Topic).
 	Topic    string
 	Internal bool
+	// Dynamic marks a sink that chooses its topic per record; its Topic
+	// is empty, and its topics are neither checked nor created at start.
+	Dynamic bool
 
 	// Stores names the state stores a processor uses.
 	Stores []string

@@ -110,6 +110,9 @@ func describeTopic(n *Node) string {
 	if n.Internal {
 		return fmt.Sprintf("repartition topic %q (<app>-%s%s)", n.Topic, n.Topic, RepartitionSuffix)
 	}
+	if n.Dynamic {
+		return "a topic chosen per record"
+	}
 	return fmt.Sprintf("topic %q", n.Topic)
 }
 

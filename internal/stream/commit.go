@@ -174,6 +174,7 @@ func (th *Thread) applyState() error {
 // or there was nothing to commit.
 func (th *Thread) committedNow() {
 	th.aborts.Store(0)
+	th.firstAbort = nil
 	th.in.Metrics.LastCommit.WithLabelValues(strconv.Itoa(th.idx)).SetToCurrentTime()
 }
 

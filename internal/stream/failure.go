@@ -259,9 +259,16 @@ func (th *Thread) handleTxnError(err error) error {
 	if txnEnded(err) {
 		// A thread whose transactions keep aborting makes no progress
 		// while it looks alive: past the bound it fails with the cause.
-		if n := th.aborts.Add(1); int(n) > th.in.MaxConsecutiveAborts {
-			return fmt.Errorf("weir: thread %d: %d transactions aborted in a row without one committing (Config.MaxConsecutiveAborts is %d); the last: %w",
-				th.idx, n, th.in.MaxConsecutiveAborts, err)
+		// The first cause of a streak is usually the telling one (a
+		// missing topic); later ones may be the client's reaction to it
+		// (an open circuit breaker).
+		n := th.aborts.Add(1)
+		if n == 1 {
+			th.firstAbort = err
+		}
+		if int(n) > th.in.MaxConsecutiveAborts {
+			return fmt.Errorf("weir: thread %d: %d transactions aborted in a row without one committing (Config.MaxConsecutiveAborts is %d); the first: %v; the last: %w",
+				th.idx, n, th.in.MaxConsecutiveAborts, th.firstAbort, err)
 		}
 	}
 	switch {

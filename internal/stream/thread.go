@@ -65,6 +65,8 @@ type Thread struct {
 	// aborts counts the transactions aborted in a row, since the last one
 	// that committed (see handleTxnError and committedNow).
 	aborts atomic.Int32
+	// firstAbort is the cause of the first abort of the current streak.
+	firstAbort error
 
 	mu     sync.Mutex
 	sess   sarama.ConsumerGroupSession

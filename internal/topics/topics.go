@@ -112,7 +112,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		if n.Kind == graph.KindSource {
 			l.SourceNode[name] = n
 		}
-		if n.Internal || n.Kind == graph.KindProcessor {
+		if n.Internal || n.Kind == graph.KindProcessor || n.Dynamic {
 			continue
 		}
 		if !exists[name] {
@@ -222,7 +222,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	}
 	var written []string
 	for _, n := range g.Nodes {
-		if n.Kind == graph.KindSink {
+		if n.Kind == graph.KindSink && !n.Dynamic {
 			name := TopicName(app, n)
 			if ps, err := client.Partitions(name); err == nil {
 				l.Counts[name] = int32(len(ps))
