@@ -30,7 +30,7 @@
 //     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] and their
 //     windowed forms on [WindowedGrouped], [WindowedTable.Suppress] (the
 //     store and its changelog "<application id>-<name>-changelog"),
-//     [Stream.Process].
+//     [Stream.Process] and [Stream.ProcessValues].
 //   - Stateless operations are named after the stream they read: the
 //     stream's name, a dash and the operation in lower case
 //     ("lines-flatmapvalues"), and the stream they return carries that
@@ -55,7 +55,8 @@
 // Build error naming the step, since the repartition it needs would have
 // no name. [Stream.GroupBy] always repartitions through its named topic,
 // and [Stream.Repartition] clears the mark. Steps that keep the key ([Stream.Filter],
-// [Stream.MapValues], [Stream.FlatMapValues], [Stream.Peek]) keep the mark
+// [Stream.MapValues], [Stream.FlatMapValues], [Stream.Peek],
+// [Stream.ProcessValues]) keep the mark
 // as they found it, and [Stream.Merge] is marked when either input is.
 //
 // # Aggregations and null keys
