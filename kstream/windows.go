@@ -57,7 +57,8 @@ func Hopping(size, advance time.Duration) TimeWindows {
 // window closes when the task's stream time reaches its end plus d
 // (end + d <= stream time, as in Kafka Streams); a record that arrives
 // for a closed window is dropped from it, counted in
-// weir_late_records_dropped_total and logged at debug level. Default 0:
+// weir_late_records_dropped_total, logged at debug level and, with
+// [WindowedGrouped.LateTo], written to a topic of late records. Default 0:
 // a record older than the latest window end seen is late. Kafka Streams'
 // TimeWindows.ofSizeAndGrace.
 func (w TimeWindows) Grace(d time.Duration) TimeWindows {
@@ -141,6 +142,41 @@ func (g *Grouped[K, V]) WindowedBy(w TimeWindows) *WindowedGrouped[K, V] {
 		g.b.fail("WindowedBy of %q: %s", g.name, p)
 	}
 	return &WindowedGrouped[K, V]{b: g.b, node: g.node, name: g.name, keys: g.keys, windows: w}
+}
+
+// LateTo also writes the late records of the aggregations that follow to
+// topic, with the grouping's key serde and values, as they arrived (key,
+// value, timestamp, headers): a record is written there when the
+// aggregations drop it from at least one of its windows, because stream
+// time has passed that window's end + grace. With hopping windows such a
+// record may still have updated its windows that were open. The records
+// are written once per LateTo, however many aggregations follow; they are
+// still counted in weir_late_records_dropped_total. topic must exist when
+// the application starts, like any sink's. The node that picks the late
+// records is named Name()+"-late" and its sink that name+"-to-"+topic,
+// unless [Named] names the first. Kafka Streams has no such output: it
+// only drops and counts late records.
+func (g *WindowedGrouped[K, V]) LateTo(topic string, values serde.Serde[V], opts ...Option) *WindowedGrouped[K, V] {
+	name := nameOf(g.name, "late", opts)
+	w := g.windows
+	n := g.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K, V], rec processor.Record[K, V]) error {
+		if !w.dropsAny(rec.Timestamp.UnixMilli(), ctx.StreamTime().UnixMilli()) {
+			return nil
+		}
+		return ctx.Forward(rec)
+	}), g.node)
+	late := &Stream[K, V]{b: g.b, node: n, name: name, keys: g.keys}
+	late.To(topic, g.keys, values)
+	return g
+}
+
+// dropsAny reports whether a windowed aggregation drops a record with
+// timestamp ts (ms) from at least one of its windows at stream time now
+// (ms): whether the earliest window holding it closed. It is the test of
+// windowAggregator.Process; records with negative timestamps belong to no
+// window and are not late.
+func (w TimeWindows) dropsAny(ts, now int64) bool {
+	return ts >= 0 && w.firstStart(ts)+w.size.Milliseconds() <= now-w.grace.Milliseconds()
 }
 
 // WindowedTable is the result of a windowed aggregation: the latest

@@ -49,6 +49,20 @@ func windowedOutput(t *testing.T, d *weirtest.Driver, topic string, size time.Du
 	return out
 }
 
+// lateOutput reads the string records of topic as "key=value@timestamp".
+func lateOutput(t *testing.T, d *weirtest.Driver, topic string) []string {
+	t.Helper()
+	recs, err := weirtest.Output(d, topic, serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, fmt.Sprintf("%s=%s@%d", r.Key, r.Value, r.Timestamp.UnixMilli()))
+	}
+	return out
+}
+
 // metric returns the counter name, summed over its series.
 func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
@@ -68,12 +82,14 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 // windowedCount counts the records of "in" per key in windows w into the
-// store "counts", every update written to "out".
+// store "counts", every update written to "out" and the late records to
+// "late".
 func windowedCount(w kstream.TimeWindows) *kstream.Builder {
 	b := kstream.NewBuilder()
 	b.Stream("in", "in", serde.String(), serde.String()).
 		GroupByKey().
 		WindowedBy(w).
+		LateTo("late", serde.String()).
 		Count("counts").
 		ToStream(kstream.WindowedKey).
 		To("out", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
@@ -84,8 +100,8 @@ func windowedCount(w kstream.TimeWindows) *kstream.Builder {
 // windows with 5 ms of grace, record by record: records out of order
 // within the grace period update their window; records for a window
 // whose end + grace the stream time has reached are dropped, emit
-// nothing and are counted as late, including one exactly at that
-// boundary.
+// nothing, are counted as late and are written to the late topic,
+// including one exactly at that boundary.
 func TestTumblingWindowedCount(t *testing.T) {
 	t.Parallel()
 	w := kstream.Tumbling(10 * time.Millisecond).Grace(5 * time.Millisecond)
@@ -137,11 +153,16 @@ func TestTumblingWindowedCount(t *testing.T) {
 		if err := in.Pipe(s.key, fmt.Sprint(i), at(s.ts)); err != nil {
 			t.Fatal(err)
 		}
+		var wantLate []string
 		if s.want == nil {
 			late++
+			wantLate = []string{fmt.Sprintf("%s=%d@%d", s.key, i, s.ts)}
 		}
 		if got := windowedOutput(t, d, "out", w.Size()); !slices.Equal(got, s.want) {
 			t.Errorf("record %d (%s@%d) emitted %q, want %q", i, s.key, s.ts, got, s.want)
+		}
+		if got := lateOutput(t, d, "late"); !slices.Equal(got, wantLate) {
+			t.Errorf("record %d (%s@%d) wrote %q to the late topic, want %q", i, s.key, s.ts, got, wantLate)
 		}
 	}
 	if n := metric(t, reg, "weir_late_records_dropped_total"); n != float64(late) || late != 7 {
@@ -153,7 +174,7 @@ func TestTumblingWindowedCount(t *testing.T) {
 // start every 5 ms, with 2 ms of grace: a record updates each window that
 // holds it (none starting before the epoch), and a record whose windows
 // have partly closed updates only the open ones and is counted as late
-// once.
+// and written to the late topic once.
 func TestHoppingWindowedCount(t *testing.T) {
 	t.Parallel()
 	w := kstream.Hopping(10*time.Millisecond, 5*time.Millisecond).Grace(2 * time.Millisecond)
@@ -183,11 +204,16 @@ func TestHoppingWindowedCount(t *testing.T) {
 		if err := in.Pipe(s.key, fmt.Sprint(i), at(s.ts)); err != nil {
 			t.Fatal(err)
 		}
+		var wantLate []string
 		if s.late {
 			late++
+			wantLate = []string{fmt.Sprintf("%s=%d@%d", s.key, i, s.ts)}
 		}
 		if got := windowedOutput(t, d, "out", w.Size()); !slices.Equal(got, s.want) {
 			t.Errorf("record %d (%s@%d) emitted %q, want %q", i, s.key, s.ts, got, s.want)
+		}
+		if got := lateOutput(t, d, "late"); !slices.Equal(got, wantLate) {
+			t.Errorf("record %d (%s@%d) wrote %q to the late topic, want %q", i, s.key, s.ts, got, wantLate)
 		}
 	}
 	if n := metric(t, reg, "weir_late_records_dropped_total"); n != float64(late) || late != 5 {
