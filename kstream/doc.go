@@ -104,7 +104,10 @@
 //
 // [WindowedTable.Suppress] with [UntilWindowCloses] holds a window's
 // updates back in a store of its own and emits the final aggregate once,
-// when the window closes.
+// when the window closes; with [UntilTimeLimit] it emits each key and
+// window's latest update at most once per time limit, from a bounded
+// buffer. [WindowedGrouped.LateTo] writes the records dropped as late to
+// a topic of their own.
 //
 // # Testing
 //

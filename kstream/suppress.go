@@ -12,9 +12,13 @@ import (
 
 // Suppression says which updates of a table [WindowedTable.Suppress]
 // holds back. The zero Suppression is invalid; create one with
-// [UntilWindowCloses]. Kafka Streams' Suppressed.
+// [UntilWindowCloses] or [UntilTimeLimit]. Kafka Streams' Suppressed.
 type Suppression struct {
 	untilWindowCloses bool
+	// timeLimit, limit and whenFull are UntilTimeLimit's.
+	timeLimit time.Duration
+	limit     BufferLimit
+	whenFull  WhenFull
 }
 
 // UntilWindowCloses holds every update of a window back until the window
@@ -28,7 +32,82 @@ type Suppression struct {
 // BufferConfig.unbounded, which keeps its buffer in memory).
 func UntilWindowCloses() Suppression { return Suppression{untilWindowCloses: true} }
 
+// BufferLimit bounds the buffer of an [UntilTimeLimit] suppression. At
+// least one field must be positive; 0 sets no limit of that kind. Kafka
+// Streams' BufferConfig.maxRecords and maxBytes.
+type BufferLimit struct {
+	// MaxRecords is the most entries the buffer holds: one per key and
+	// window with updates held back.
+	MaxRecords int
+	// MaxBytes is the most bytes the entries take serialized, keys and
+	// values as the buffer's store holds them.
+	MaxBytes int64
+}
+
+// WhenFull says what an [UntilTimeLimit] suppression does when an update
+// takes its buffer past its [BufferLimit].
+type WhenFull int
+
+const (
+	// EmitEarlyWhenFull emits the entries buffered longest, before their
+	// time limit, until the buffer is within its limit again: results
+	// may come more often than the limit says, never later. Kafka
+	// Streams' emitEarlyWhenFull.
+	EmitEarlyWhenFull WhenFull = iota
+	// FailWhenFull fails the task with [ErrSuppressionBufferFull]: the
+	// update is not committed (under exactly once) and the application
+	// stops rather than emit more often than the limit says. Kafka
+	// Streams' shutDownWhenFull.
+	FailWhenFull
+)
+
+// ErrSuppressionBufferFull is the error of a suppression with
+// [FailWhenFull] whose buffer an update took past its [BufferLimit].
+var ErrSuppressionBufferFull = errors.New("kstream: suppression buffer full")
+
+// UntilTimeLimit holds the updates of each key and window back for d of
+// stream time from the first update held, then emits the latest one:
+// the update of an entry buffered at time t is emitted once the task's
+// stream time reaches t + d, at a record of this table (an update that
+// arrives out of order, already past its limit, is emitted at once) or
+// at the first later record of the task that takes the stream time
+// there. Updates that follow an emission start a new entry. The buffer
+// is bounded by limit, and whenFull says what happens past it. d must be
+// a whole number of milliseconds, 0 or more. Kafka Streams'
+// Suppressed.untilTimeLimit.
+//
+// The buffer is a key-value store with a changelog, as for
+// [UntilWindowCloses], ordered by the time each entry was buffered; the
+// task also keeps an index of the entries in memory (a few dozen bytes
+// per entry plus the serialized key), rebuilt from the store when the
+// task starts.
+func UntilTimeLimit(d time.Duration, limit BufferLimit, whenFull WhenFull) Suppression {
+	return Suppression{timeLimit: d, limit: limit, whenFull: whenFull}
+}
+
+// problems returns what is wrong with s, for Build.
+func (s Suppression) problems() []string {
+	switch {
+	case s.untilWindowCloses:
+		return nil
+	case s == Suppression{}:
+		return []string{"the zero Suppression; use UntilWindowCloses() or UntilTimeLimit"}
+	}
+	var p []string
+	if s.timeLimit < 0 || !wholeMS(s.timeLimit) {
+		p = append(p, fmt.Sprintf("time limit %v is not a whole number of milliseconds, 0 or more", s.timeLimit))
+	}
+	if s.limit.MaxRecords < 0 || s.limit.MaxBytes < 0 || (s.limit.MaxRecords == 0 && s.limit.MaxBytes == 0) {
+		p = append(p, fmt.Sprintf("buffer limit %+v: set MaxRecords or MaxBytes, neither negative", s.limit))
+	}
+	if s.whenFull != EmitEarlyWhenFull && s.whenFull != FailWhenFull {
+		p = append(p, fmt.Sprintf("unknown WhenFull %d", s.whenFull))
+	}
+	return p
+}
+
 // Suppress returns the table of the updates of t that s lets through.
+//
 // With [UntilWindowCloses], a window's updates are kept in the key-value
 // store name (changelog "<application id>-<name>-changelog") and its
 // final aggregate is emitted when the task's stream time reaches the
@@ -37,17 +116,24 @@ func UntilWindowCloses() Suppression { return Suppression{untilWindowCloses: tru
 // late, after that record is processed. Windows closed by one record are
 // emitted in order of end, then start, then serialized key. Each final
 // result keeps the timestamp of the window's last update and carries no
-// headers. name is required: it names the store and the node.
+// headers. With [UntilTimeLimit], the store holds the entries of that
+// suppression, which are emitted as it says, in the order they were
+// buffered, with the same timestamps and no headers. name is required:
+// it names the store and the node.
 //
 // Under exactly once the buffer's writes and deletes commit in the same
 // transaction as the results they hold back or emit, so a crash neither
-// loses a final result nor emits one twice. A window whose task's stream
-// time stops advancing (a partition that receives no more records) is
-// not emitted until it moves on, as in Kafka Streams. Kafka Streams'
+// loses a result nor emits one twice. A window whose task's stream time
+// stops advancing (a partition that receives no more records) is not
+// emitted until it moves on, as in Kafka Streams. Kafka Streams'
 // KTable.suppress.
 func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTable[K, V] {
+	for _, p := range s.problems() {
+		t.b.fail("Suppress %q of %q: %s", name, t.name, p)
+	}
+	w := t.windows
 	if !s.untilWindowCloses {
-		t.b.fail("Suppress %q of %q: the zero Suppression; use UntilWindowCloses()", name, t.name)
+		return t.suppressTimeLimit(name, s)
 	}
 	var spec *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
 	if t.keys != nil && t.values != nil {
@@ -56,7 +142,6 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 		// The aggregation reported its nil serde; Build fails.
 		spec = processor.KeyValue[bufferKey[K], bufferValue[V]](name, nil, nil)
 	}
-	w := t.windows
 	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
 		return &suppressor[K, V]{spec: spec, windows: w, name: name}
 	}, t.node)

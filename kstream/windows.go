@@ -99,7 +99,6 @@ func (w TimeWindows) RetentionPeriod() time.Duration {
 // problems returns what is wrong with w, each as a phrase.
 func (w TimeWindows) problems() []string {
 	var p []string
-	wholeMS := func(d time.Duration) bool { return d%time.Millisecond == 0 }
 	if w.size < time.Millisecond || !wholeMS(w.size) {
 		p = append(p, fmt.Sprintf("window size %v is not a positive whole number of milliseconds", w.size))
 	}
@@ -114,6 +113,9 @@ func (w TimeWindows) problems() []string {
 	}
 	return p
 }
+
+// wholeMS reports whether d is a whole number of milliseconds.
+func wholeMS(d time.Duration) bool { return d%time.Millisecond == 0 }
 
 // firstStart returns the start, in ms since the epoch, of the earliest
 // window that holds ts: Kafka Streams' TimeWindows.windowsFor. The
