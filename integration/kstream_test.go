@@ -140,21 +140,28 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 
 // dslWindowedCount counts the records of in per key in 1 s tumbling
 // windows with 300 ms of grace into the window store "window-counts",
-// every update written to out, and each window's final count, held back
-// in the store "final-counts", to final; keys in Kafka Streams' windowed
-// key format.
-func dslWindowedCount(in, out, final string) *kstream.Builder {
+// every update written to out; each window's final count, held back in
+// the store "final-counts", to final; the updates held back for 400 ms
+// of stream time in a buffer of at most 3 entries (emitted early when
+// full), in the store "limited-counts", to limited; keys in Kafka
+// Streams' windowed key format. The records dropped as late go to late
+// as they came.
+func dslWindowedCount(in, out, final, limited, late string) *kstream.Builder {
 	w := kstream.Tumbling(time.Second).Grace(300 * time.Millisecond)
 	b := kstream.NewBuilder()
 	counts := b.Stream("events", in, serde.String(), serde.String()).
 		GroupByKey().
 		WindowedBy(w).
+		LateTo(late, serde.String()).
 		Count("window-counts")
 	counts.ToStream(kstream.WindowedKey).
 		To(out, kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
 	counts.Suppress("final-counts", kstream.UntilWindowCloses()).
 		ToStream(kstream.WindowedKey, kstream.Named("final-tostream")).
 		To(final, kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+	counts.Suppress("limited-counts", kstream.UntilTimeLimit(400*time.Millisecond, kstream.BufferLimit{MaxRecords: 3}, kstream.EmitEarlyWhenFull)).
+		ToStream(kstream.WindowedKey, kstream.Named("limited-tostream")).
+		To(limited, kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
 	return b
 }
 
@@ -162,19 +169,21 @@ func dslWindowedCount(in, out, final string) *kstream.Builder {
 // with and without suppression on the broker under exactly once, with
 // records out of order within the grace period and late ones past it.
 // Halfway, the instance stops and a new one takes over with an empty
-// state directory, so both stores (window store and suppression buffer)
-// are restored from their changelogs. The committed output of both
-// topics must be weirtest's on the same input, record by record (key,
-// window, count, timestamp): every update once, every final count once,
-// none lost or repeated across the restart; and both must count the same
-// late records. One partition, so that the broker's task sees the records
+// state directory, so the stores (window store and suppression buffers)
+// are restored from their changelogs. The committed output of every
+// topic must be weirtest's on the same input, record by record (key,
+// window, count, timestamp; the late records as they came): every update
+// once, every final and time-limited count once, none lost or repeated
+// across the restart; and both must count the same late records. One partition, so that the broker's task sees the records
 // in weirtest's order. The second half starts with a record in order,
 // since a restarted task's stream time starts at its first record.
 func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 	t.Parallel()
 	c := harness.Get(t)
 	in, out, final, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "final"), c.Name(t, "app")
-	for _, topic := range []string{in, out, final} {
+	limited, late := c.Name(t, "limited"), c.Name(t, "late")
+	outputs := []string{out, final, limited, late}
+	for _, topic := range append([]string{in}, outputs...) {
 		c.CreateTopic(t, topic, 1, nil)
 	}
 
@@ -199,7 +208,7 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 
 	// What weirtest computes.
 	reg := prometheus.NewRegistry()
-	d, err := weirtest.New(dslWindowedCount(in, out, final), weirtest.Config{ApplicationID: app, Metrics: reg})
+	d, err := weirtest.New(dslWindowedCount(in, out, final, limited, late), weirtest.Config{ApplicationID: app, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,26 +219,36 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	format := func(key []byte, n int64, ts time.Time) string {
-		w, err := kstream.WindowedSerde(serde.String(), time.Second).Deserialize(out, key)
+	// format renders a record of topic: a windowed count, or a late
+	// record as it came.
+	format := func(topic string, key, value []byte, ts time.Time) string {
+		if topic == late {
+			return fmt.Sprintf("%s=%s@%d", key, value, ts.UnixMilli())
+		}
+		w, err := kstream.WindowedSerde(serde.String(), time.Second).Deserialize(topic, key)
 		if err != nil {
-			t.Fatalf("key % x: %v", key, err)
+			t.Fatalf("%s: key % x: %v", topic, key, err)
+		}
+		n, err := serde.Int64().Deserialize(topic, value)
+		if err != nil {
+			t.Fatalf("%s: value % x: %v", topic, value, err)
 		}
 		return fmt.Sprintf("%s[%d,%d)=%d@%d", w.Key, w.Start.UnixMilli(), w.End.UnixMilli(), n, ts.UnixMilli())
 	}
 	want := map[string][]string{}
-	for _, topic := range []string{out, final} {
-		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Int64()).ReadAll()
+	for _, topic := range outputs {
+		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Bytes()).ReadAll()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			want[topic] = append(want[topic], format(r.Key, r.Value, r.Timestamp))
+			want[topic] = append(want[topic], format(topic, r.Key, r.Value, r.Timestamp))
 		}
 	}
 	wantLate := lateDropped(t, reg)
-	if wantLate == 0 || len(want[out]) == 0 || len(want[final]) == 0 {
-		t.Fatalf("weirtest: %d updates, %d final counts, %v late records; the input should have all three", len(want[out]), len(want[final]), wantLate)
+	if wantLate == 0 || len(want[out]) == 0 || len(want[final]) == 0 || len(want[limited]) == 0 || len(want[late]) == 0 {
+		t.Fatalf("weirtest: %d updates, %d final counts, %d limited counts, %v late records (%d written); the input should have all of them",
+			len(want[out]), len(want[final]), len(want[limited]), wantLate, len(want[late]))
 	}
 
 	// The same on the broker, in two instances one after the other.
@@ -238,7 +257,7 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	var late float64
+	var dropped float64
 	for _, part := range [][2]int{{0, split}, {split, len(events)}} {
 		var msgs []*sarama.ProducerMessage
 		for i := part[0]; i < part[1]; i++ {
@@ -247,7 +266,7 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 		}
 		harness.Produce(t, c, msgs...)
 		cfg := eosFailureConfig(c, app, t) // a new, empty state directory
-		a := start(t, dslWindowedCount(in, out, final), cfg)
+		a := start(t, dslWindowedCount(in, out, final, limited, late), cfg)
 		harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
 			lag := inputLag(t, c, admin, app, in)
 			return lag == 0, fmt.Sprintf("input lag %d", lag)
@@ -255,17 +274,13 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 		if err := a.stop(t); err != nil {
 			t.Fatal(err)
 		}
-		late += lateDropped(t, cfg.Metrics.(*prometheus.Registry))
+		dropped += lateDropped(t, cfg.Metrics.(*prometheus.Registry))
 	}
-	for _, topic := range []string{out, final} {
+	for _, topic := range outputs {
 		writeSentinels(t, c, topic, 1)
 		var have []string
 		for _, m := range readToSentinels(t, c, topic, 1, sarama.ReadCommitted) {
-			n, err := serde.Int64().Deserialize(topic, m.Value)
-			if err != nil {
-				t.Fatalf("%s/%d@%d: %v", topic, m.Partition, m.Offset, err)
-			}
-			have = append(have, format(m.Key, n, m.Timestamp))
+			have = append(have, format(topic, m.Key, m.Value, m.Timestamp))
 		}
 		t.Logf("%s: weirtest %d records, broker %d", topic, len(want[topic]), len(have))
 		if !slices.Equal(have, want[topic]) {
@@ -274,8 +289,8 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 				topic, len(have), len(want[topic]), i, at(have, i), at(want[topic], i))
 		}
 	}
-	if late != wantLate {
-		t.Errorf("broker dropped %v late records, weirtest %v", late, wantLate)
+	if dropped != wantLate {
+		t.Errorf("broker dropped %v late records, weirtest %v", dropped, wantLate)
 	}
 }
 
