@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -31,7 +32,10 @@ import (
 // complete only when the output's last count of every word equals the
 // count computed from the input: a run that loses or duplicates a word
 // fails. A timeline of input committed and output read per second shows
-// stalls.
+// stalls. The "DSL" variant runs the same job written with package
+// kstream (FlatMapValues, GroupBy, Count), against the Processor API
+// topology of the others: the DSL's cost is the ratio of the two
+// exactly-once rates.
 
 // wcVocabulary is how many distinct words the lines use.
 const wcVocabulary = 10_000
@@ -44,11 +48,14 @@ type wcVariant struct {
 	Label     string
 	Guarantee weir.Guarantee
 	Interval  time.Duration
+	// DSL runs dslWordcountTopology instead of wordcountTopology.
+	DSL bool
 }
 
 // wcVariants run in each round, in this order.
 var wcVariants = []wcVariant{
 	{Label: "EOS 100ms", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond},
+	{Label: "EOS 100ms DSL", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond, DSL: true},
 	{Label: "ALOS 100ms", Guarantee: weir.AtLeastOnce, Interval: 100 * time.Millisecond},
 }
 
@@ -150,6 +157,21 @@ func wordcountTopology(input, output string) *processor.Topology {
 	return t
 }
 
+// dslWordcountTopology is wordcountTopology written with package
+// kstream, with the same internal topics. As in Kafka Streams' word
+// count, the repartition topic carries the word as the value too, where
+// the Processor API topology sends an empty value: six bytes a record.
+func dslWordcountTopology(input, output string) weir.Topology {
+	b := kstream.NewBuilder()
+	b.Stream("lines", input, serde.Bytes(), serde.String()).
+		FlatMapValues(strings.Fields).
+		GroupBy("words", func(_ []byte, w string) string { return w }, serde.String(), serde.String()).
+		Count("counts").
+		ToStream().
+		To(output, serde.String(), serde.Int64())
+	return b
+}
+
 // wcCounter counts a word in the store and forwards its new count.
 type wcCounter struct {
 	spec  *processor.KeyValueSpec[string, int64]
@@ -225,7 +247,11 @@ func runWordcount(ctx context.Context, o *options, c *cluster, logger *slog.Logg
 			return nil, err
 		}
 		reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
-		app, err := weir.New(wordcountTopology(in.topic, output), weir.Config{
+		var top weir.Topology = wordcountTopology(in.topic, output)
+		if v.DSL {
+			top = dslWordcountTopology(in.topic, output)
+		}
+		app, err := weir.New(top, weir.Config{
 			ApplicationID: id, Brokers: o.brokers, StateDir: dir, Guarantee: v.Guarantee,
 			Threads: o.threads, CommitInterval: v.Interval, Logger: logger, Metrics: reg,
 		})
@@ -465,6 +491,18 @@ func (r *report) writeWordcountTable(w io.Writer) error {
 			pts = append(pts, fmt.Sprintf("%d:%d/%d", p.Second, p.InputCommitted, p.OutputRead))
 		}
 		fmt.Fprintf(w, "  timeline %s round %d (second:input lines committed/output records read): %s\n", res.Variant, res.Round, strings.Join(pts, " "))
+	}
+	// The DSL's cost: its rate over the Processor API's, per round, both
+	// exactly once with the same threads and instances.
+	for _, dsl := range r.Wordcounts {
+		if !strings.HasSuffix(dsl.Variant, " DSL") {
+			continue
+		}
+		for _, papi := range r.Wordcounts {
+			if papi.Variant == strings.TrimSuffix(dsl.Variant, " DSL") && papi.Round == dsl.Round {
+				fmt.Fprintf(w, "  %s / %s round %d: %.2f of the lines/s\n", dsl.Variant, papi.Variant, dsl.Round, dsl.LinesPerSecond/papi.LinesPerSecond)
+			}
+		}
 	}
 	return nil
 }
