@@ -147,3 +147,50 @@ func ExampleWindowedTable_Suppress() {
 	// ann 00:00-00:01: 3 failed logins
 	// bob 00:01-00:02: 3 failed logins
 }
+
+// Clicks per page in one-minute windows with no grace: the click stamped
+// 0:50 arrives after stream time reached 1:05, too late for its window,
+// so the count drops it and LateTo keeps it, as it came, in a topic of
+// its own for a later correction.
+func ExampleWindowedGrouped_LateTo() {
+	w := kstream.Tumbling(time.Minute)
+	b := kstream.NewBuilder()
+	b.Stream("clicks", "clicks", serde.String(), serde.String()).
+		GroupByKey().
+		WindowedBy(w).
+		LateTo("late-clicks", serde.String()).
+		Count("clicks-per-minute").
+		ToStream(kstream.WindowedKey).
+		To("click-counts", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+
+	d, err := weirtest.New(b, weirtest.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	in := weirtest.Input(d, "clicks", serde.String(), serde.String())
+	for _, c := range []struct {
+		page, user string
+		at         time.Duration
+	}{
+		{"/home", "ann", 10 * time.Second},
+		{"/home", "bob", 65 * time.Second}, // closes [0:00, 1:00)
+		{"/home", "cid", 50 * time.Second}, // late
+	} {
+		if err := in.Pipe(c.page, c.user, time.Unix(0, 0).Add(c.at)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	late, err := weirtest.Output(d, "late-clicks", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range late {
+		fmt.Printf("late: %s by %s at %s\n", r.Key, r.Value, r.Timestamp.UTC().Format("15:04:05"))
+	}
+	// Output:
+	// late: /home by cid at 00:00:50
+}
