@@ -302,7 +302,7 @@ func at(s []string, i int) string {
 	return "(none)"
 }
 
-// lateDropped returns weir_late_records_dropped_total summed over tasks.
+// lateDropped returns weir_records_late_total summed over tasks.
 func lateDropped(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -311,7 +311,7 @@ func lateDropped(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "weir_late_records_dropped_total" {
+		if mf.GetName() == "weir_records_late_total" {
 			for _, m := range mf.GetMetric() {
 				n += m.GetCounter().GetValue()
 			}

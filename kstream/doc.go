@@ -90,7 +90,7 @@
 //     open updates it.
 //   - A record for a closed window is late: that window is not updated
 //     and nothing is emitted for it. A record that missed at least one
-//     window is counted once in weir_late_records_dropped_total
+//     window is counted once in weir_records_late_total
 //     (labelled by thread and task) and logged at debug level with its
 //     topic, partition, offset, timestamp and the windows it missed. A
 //     hopping record may be late for its older windows and still update

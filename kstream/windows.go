@@ -57,7 +57,7 @@ func Hopping(size, advance time.Duration) TimeWindows {
 // window closes when the task's stream time reaches its end plus d
 // (end + d <= stream time, as in Kafka Streams); a record that arrives
 // for a closed window is dropped from it, counted in
-// weir_late_records_dropped_total, logged at debug level and, with
+// weir_records_late_total, logged at debug level and, with
 // [WindowedGrouped.LateTo], written to a topic of late records. Default 0:
 // a record older than the latest window end seen is late. Kafka Streams'
 // TimeWindows.ofSizeAndGrace.
@@ -153,7 +153,7 @@ func (g *Grouped[K, V]) WindowedBy(w TimeWindows) *WindowedGrouped[K, V] {
 // time has passed that window's end + grace. With hopping windows such a
 // record may still have updated its windows that were open. The records
 // are written once per LateTo, however many aggregations follow; they are
-// still counted in weir_late_records_dropped_total. topic must exist when
+// still counted in weir_records_late_total. topic must exist when
 // the application starts, like any sink's. The node that picks the late
 // records is named Name()+"-late" and its sink that name+"-to-"+topic,
 // unless [Named] names the first. Kafka Streams has no such output: it

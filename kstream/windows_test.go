@@ -165,8 +165,8 @@ func TestTumblingWindowedCount(t *testing.T) {
 			t.Errorf("record %d (%s@%d) wrote %q to the late topic, want %q", i, s.key, s.ts, got, wantLate)
 		}
 	}
-	if n := metric(t, reg, "weir_late_records_dropped_total"); n != float64(late) || late != 7 {
-		t.Errorf("weir_late_records_dropped_total = %v, want %d (7)", n, late)
+	if n := metric(t, reg, "weir_records_late_total"); n != float64(late) || late != 7 {
+		t.Errorf("weir_records_late_total = %v, want %d (7)", n, late)
 	}
 }
 
@@ -216,8 +216,8 @@ func TestHoppingWindowedCount(t *testing.T) {
 			t.Errorf("record %d (%s@%d) wrote %q to the late topic, want %q", i, s.key, s.ts, got, wantLate)
 		}
 	}
-	if n := metric(t, reg, "weir_late_records_dropped_total"); n != float64(late) || late != 5 {
-		t.Errorf("weir_late_records_dropped_total = %v, want %d (5)", n, late)
+	if n := metric(t, reg, "weir_records_late_total"); n != float64(late) || late != 5 {
+		t.Errorf("weir_records_late_total = %v, want %d (5)", n, late)
 	}
 }
 
@@ -253,8 +253,8 @@ func TestWindowedReduceAndAggregate(t *testing.T) {
 		kv[string, string]{"k@0", ">ab", 1}, kv[string, string]{"k@0", ">aba", 2}, kv[string, string]{"j@0", ">x", 3},
 		kv[string, string]{"k@10", ">abc", 12}, kv[string, string]{"k@10", ">abcy", 13})
 	// One late record, dropped by both aggregations: counted once by each.
-	if n := metric(t, reg, "weir_late_records_dropped_total"); n != 2 {
-		t.Errorf("weir_late_records_dropped_total = %v, want 2", n)
+	if n := metric(t, reg, "weir_records_late_total"); n != 2 {
+		t.Errorf("weir_records_late_total = %v, want 2", n)
 	}
 }
 
@@ -399,8 +399,8 @@ func TestSuppressUntilWindowCloses(t *testing.T) {
 			t.Errorf("record %d (%s@%d) emitted %q, want %q", i, s.key, s.ts, got, s.want)
 		}
 	}
-	if n := metric(t, reg, "weir_late_records_dropped_total"); n != 3 {
-		t.Errorf("weir_late_records_dropped_total = %v, want 3", n)
+	if n := metric(t, reg, "weir_records_late_total"); n != 3 {
+		t.Errorf("weir_records_late_total = %v, want 3", n)
 	}
 	// What is held back is in the buffer's store: A[100,110) only.
 	buf, err := weirtest.KeyValueStore(d, "final-counts", serde.Bytes(), serde.Bytes()).All()

@@ -1,7 +1,7 @@
 package processor
 
 // CountLate counts the input record being processed as dropped because it
-// arrived after its window had closed: weir_late_records_dropped_total,
+// arrived after its window had closed: weir_records_late_total,
 // labelled by thread and task (Kafka Streams' dropped-records sensor for
 // late records). ctx is the processor's [Context]. A windowed operator
 // of the Processor API calls it once per record it drops as late, and

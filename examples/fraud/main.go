@@ -10,7 +10,7 @@
 // excluded. A window closes when the stream time of the input partition
 // (the largest record timestamp read from it) reaches its end plus -grace;
 // a record for a closed window is late: dropped and counted in
-// weir_late_records_dropped_total. A value that is not JSON is skipped,
+// weir_records_late_total. A value that is not JSON is skipped,
 // logged with its coordinates and counted in weir_records_skipped_total.
 //
 // Output records: one per user and window with at least -threshold
@@ -146,7 +146,7 @@ func run() error {
 		o.input, o.output, o.threshold, o.window, o.grace)
 	err = app.Run(ctx)
 	fmt.Fprintf(os.Stderr, "fraud: stopped; since start, records skipped (not JSON): %d; late records dropped (window closed): %d\n",
-		counter(reg, "weir_records_skipped_total"), counter(reg, "weir_late_records_dropped_total"))
+		counter(reg, "weir_records_skipped_total"), counter(reg, "weir_records_late_total"))
 	return err
 }
 
@@ -251,7 +251,7 @@ func detectSample(brokers []string, o options, cfg weir.Config) (report, error) 
 		return report{}, err
 	}
 	r := report{produced: len(recs), read: want,
-		skipped: counter(reg, "weir_records_skipped_total"), late: counter(reg, "weir_late_records_dropped_total")}
+		skipped: counter(reg, "weir_records_skipped_total"), late: counter(reg, "weir_records_late_total")}
 	r.alerts, err = kafkaio.ReadCommitted("fraud", brokers, o.output, int(alerts.Load()), 30*time.Second)
 	return r, err
 }

@@ -76,7 +76,7 @@ func pipeLogins(t *testing.T, logins []login) (map[int][]Alert, int64) {
 			alerts[i] = append(alerts[i], r.Value)
 		}
 	}
-	return alerts, counter(reg, "weir_late_records_dropped_total")
+	return alerts, counter(reg, "weir_records_late_total")
 }
 
 func TestOneAlertPerUserAndWindowWhenItCloses(t *testing.T) {

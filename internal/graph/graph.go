@@ -247,7 +247,7 @@ type TaskEnv interface {
 	Store(node, name string) (changelog.Bytes, error)
 	Logger() *slog.Logger
 	// CountLate counts one input record dropped because it arrived after
-	// its window had closed (weir_late_records_dropped_total{thread,task}).
+	// its window had closed (weir_records_late_total{thread,task}).
 	// Windowed operators call it once per dropped record; the caller logs.
 	CountLate()
 }

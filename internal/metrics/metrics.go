@@ -122,7 +122,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		Punctuations:     counter("punctuations_total", "Punctuator calls, per task.", "thread", "task"),
 		RecordsSkipped:   counter("records_skipped_total", "Records skipped by an error policy, per task and reason: input records (deserialization, timestamp) and refused output records (production).", "thread", "task", "reason"),
 		RecordsDropped:   counter("records_dropped_total", "Input records whose state store writes or repartition records were dropped, per task and reason: null_key (the record's Kafka key was null and the writes were under the empty key). One per input record however many of its writes were dropped, each time it is processed.", "thread", "task", "reason"),
-		LateRecords:      counter("late_records_dropped_total", "Records dropped because their window had closed, per task.", "thread", "task"),
+		LateRecords:      counter("records_late_total", "Records dropped because their window had closed, per task.", "thread", "task"),
 		DeadLettered:     counter("records_dead_lettered_total", "Records sent to the dead-letter topic, per task. Planned: weir has no dead-letter topic yet, so this is never incremented.", "thread", "task"),
 		RecordsWritten: counter("records_written_total",
 			`Output records a task handed to its thread's producer, per topic: sink and repartition topics, not changelogs. Records of a transaction that aborts count, and count again when replayed; a record refused before it was sent and dropped under ProductionErrors=Skip counts too (and in weir_records_skipped_total{reason="production"}).`,
