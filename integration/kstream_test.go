@@ -174,82 +174,21 @@ func dslWindowedCount(in, out, final, limited, late string) *kstream.Builder {
 // topic must be weirtest's on the same input, record by record (key,
 // window, count, timestamp; the late records as they came): every update
 // once, every final and time-limited count once, none lost or repeated
-// across the restart; and both must count the same late records. One partition, so that the broker's task sees the records
-// in weirtest's order. The second half starts with a record in order,
-// since a restarted task's stream time starts at its first record.
+// across the restart; and both must count the same late records. One
+// partition, so that the broker's task sees the records in weirtest's
+// order. The second half starts with a record in order, so this test
+// does not depend on the stream time being restored (that has
+// TestStreamTimeSurvivesARestart).
 func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 	t.Parallel()
 	c := harness.Get(t)
-	in, out, final, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "final"), c.Name(t, "app")
-	limited, late := c.Name(t, "limited"), c.Name(t, "late")
+	in, out, final, limited, late, app := windowedTopics(t, c)
 	outputs := []string{out, final, limited, late}
-	for _, topic := range append([]string{in}, outputs...) {
-		c.CreateTopic(t, topic, 1, nil)
-	}
 
-	// Recent timestamps (the broker keeps them), aligned to a second.
-	base := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
-	type event struct {
-		key string
-		ts  time.Time
-	}
-	var events []event
-	for i := range 400 {
-		ts := base.Add(time.Duration(i*25) * time.Millisecond)
-		switch {
-		case i%11 == 5:
-			ts = ts.Add(-200 * time.Millisecond) // out of order, mostly within grace
-		case i%13 == 7:
-			ts = ts.Add(-2 * time.Second) // late
-		}
-		events = append(events, event{fmt.Sprintf("user-%d", i%5), ts})
-	}
+	events := windowedEvents(400)
 	const split = 200 // in order: 200%11 == 2, 200%13 == 5
-
-	// What weirtest computes.
-	reg := prometheus.NewRegistry()
-	d, err := weirtest.New(dslWindowedCount(in, out, final, limited, late), weirtest.Config{ApplicationID: app, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pipe := weirtest.Input(d, in, serde.String(), serde.String())
-	for i, e := range events {
-		if err := pipe.Pipe(e.key, strconv.Itoa(i), e.ts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// format renders a record of topic: a windowed count, or a late
-	// record as it came.
-	format := func(topic string, key, value []byte, ts time.Time) string {
-		if topic == late {
-			return fmt.Sprintf("%s=%s@%d", key, value, ts.UnixMilli())
-		}
-		w, err := kstream.WindowedSerde(serde.String(), time.Second).Deserialize(topic, key)
-		if err != nil {
-			t.Fatalf("%s: key % x: %v", topic, key, err)
-		}
-		n, err := serde.Int64().Deserialize(topic, value)
-		if err != nil {
-			t.Fatalf("%s: value % x: %v", topic, value, err)
-		}
-		return fmt.Sprintf("%s[%d,%d)=%d@%d", w.Key, w.Start.UnixMilli(), w.End.UnixMilli(), n, ts.UnixMilli())
-	}
-	want := map[string][]string{}
-	for _, topic := range outputs {
-		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Bytes()).ReadAll()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			want[topic] = append(want[topic], format(topic, r.Key, r.Value, r.Timestamp))
-		}
-	}
-	wantLate := lateDropped(t, reg)
-	if wantLate == 0 || len(want[out]) == 0 || len(want[final]) == 0 || len(want[limited]) == 0 || len(want[late]) == 0 {
-		t.Fatalf("weirtest: %d updates, %d final counts, %d limited counts, %v late records (%d written); the input should have all of them",
-			len(want[out]), len(want[final]), len(want[limited]), wantLate, len(want[late]))
-	}
+	format := windowedFormat(t, late)
+	want, wantLate := windowedWant(t, events, in, out, final, limited, late, app)
 
 	// The same on the broker, in two instances one after the other.
 	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
@@ -276,6 +215,111 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 		}
 		dropped += lateDropped(t, cfg.Metrics.(*prometheus.Registry))
 	}
+	compareWindowedOutputs(t, c, outputs, want, format)
+	if dropped != wantLate {
+		t.Errorf("broker dropped %v late records, weirtest %v", dropped, wantLate)
+	}
+}
+
+// windowedTopics creates the one-partition topics of dslWindowedCount
+// for test t and returns their names and an application id.
+func windowedTopics(t *testing.T, c *harness.Cluster) (in, out, final, limited, late, app string) {
+	in, out, final, app = c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "final"), c.Name(t, "app")
+	limited, late = c.Name(t, "limited"), c.Name(t, "late")
+	for _, topic := range []string{in, out, final, limited, late} {
+		c.CreateTopic(t, topic, 1, nil)
+	}
+	return in, out, final, limited, late, app
+}
+
+// windowedEvent is an input record of the windowed DSL tests: a key and
+// an event time; its value is its index.
+type windowedEvent struct {
+	key string
+	ts  time.Time
+}
+
+// windowedEvents returns n events for five keys, 25 ms apart from ten
+// minutes ago (the broker keeps such timestamps), aligned to a second:
+// every eleventh 200 ms out of order (mostly within the 300 ms grace),
+// every thirteenth 2 s late.
+func windowedEvents(n int) []windowedEvent {
+	base := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	var events []windowedEvent
+	for i := range n {
+		ts := base.Add(time.Duration(i*25) * time.Millisecond)
+		switch {
+		case i%11 == 5:
+			ts = ts.Add(-200 * time.Millisecond)
+		case i%13 == 7:
+			ts = ts.Add(-2 * time.Second)
+		}
+		events = append(events, windowedEvent{fmt.Sprintf("user-%d", i%5), ts})
+	}
+	return events
+}
+
+// windowedFormat returns a renderer of the records of dslWindowedCount's
+// outputs: a windowed count as "key[start,end)=count@ts", a record of the
+// late topic as it came, "key=value@ts".
+func windowedFormat(t *testing.T, late string) func(topic string, key, value []byte, ts time.Time) string {
+	return func(topic string, key, value []byte, ts time.Time) string {
+		if topic == late {
+			return fmt.Sprintf("%s=%s@%d", key, value, ts.UnixMilli())
+		}
+		w, err := kstream.WindowedSerde(serde.String(), time.Second).Deserialize(topic, key)
+		if err != nil {
+			t.Fatalf("%s: key % x: %v", topic, key, err)
+		}
+		n, err := serde.Int64().Deserialize(topic, value)
+		if err != nil {
+			t.Fatalf("%s: value % x: %v", topic, value, err)
+		}
+		return fmt.Sprintf("%s[%d,%d)=%d@%d", w.Key, w.Start.UnixMilli(), w.End.UnixMilli(), n, ts.UnixMilli())
+	}
+}
+
+// windowedWant runs dslWindowedCount on events in weirtest and returns
+// each output topic's records, rendered by windowedFormat, and the late
+// records it counted. It fails the test unless every output has records.
+func windowedWant(t *testing.T, events []windowedEvent, in, out, final, limited, late, app string) (map[string][]string, float64) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	d, err := weirtest.New(dslWindowedCount(in, out, final, limited, late), weirtest.Config{ApplicationID: app, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := weirtest.Input(d, in, serde.String(), serde.String())
+	for i, e := range events {
+		if err := pipe.Pipe(e.key, strconv.Itoa(i), e.ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	format := windowedFormat(t, late)
+	want := map[string][]string{}
+	for _, topic := range []string{out, final, limited, late} {
+		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Bytes()).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			want[topic] = append(want[topic], format(topic, r.Key, r.Value, r.Timestamp))
+		}
+	}
+	wantLate := lateDropped(t, reg)
+	if wantLate == 0 || len(want[out]) == 0 || len(want[final]) == 0 || len(want[limited]) == 0 || len(want[late]) == 0 {
+		t.Fatalf("weirtest: %d updates, %d final counts, %d limited counts, %v late records (%d written); the input should have all of them",
+			len(want[out]), len(want[final]), len(want[limited]), wantLate, len(want[late]))
+	}
+	return want, wantLate
+}
+
+// compareWindowedOutputs reads each of the one-partition topics outputs
+// (read_committed, up to a sentinel it writes), renders its records with
+// format and fails the test unless they are want[topic], in order.
+func compareWindowedOutputs(t *testing.T, c *harness.Cluster, outputs []string, want map[string][]string, format func(string, []byte, []byte, time.Time) string) {
+	t.Helper()
 	for _, topic := range outputs {
 		writeSentinels(t, c, topic, 1)
 		var have []string
@@ -288,9 +332,6 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 			t.Errorf("%s: broker wrote %d records, weirtest %d; first difference at %d: %q, want %q",
 				topic, len(have), len(want[topic]), i, at(have, i), at(want[topic], i))
 		}
-	}
-	if dropped != wantLate {
-		t.Errorf("broker dropped %v late records, weirtest %v", dropped, wantLate)
 	}
 }
 

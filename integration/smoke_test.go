@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	case os.Getenv(eosChildEnv) != "":
 		os.Exit(runEOSChild())
+	case os.Getenv(dslChildEnv) != "":
+		os.Exit(runDSLChild())
 	}
 	harness.Main(m)
 }
