@@ -22,16 +22,21 @@ import (
 // instance (runDSLChild) instead of the tests.
 const dslChildEnv = "WEIR_IT_DSL_CHILD"
 
-// runDSLChild runs dslWindowedCount under exactly once with the topics,
-// application id and state directory of its WEIR_IT_ environment, until
-// SIGTERM.
+// runDSLChild runs dslWindowedCount, or dslWordCount when WEIR_IT_TOPOLOGY
+// is "wordcount", under exactly once with the topics, application id and
+// state directory of its WEIR_IT_ environment, until SIGTERM.
 func runDSLChild() int {
 	get := func(k string) string { return os.Getenv("WEIR_IT_" + k) }
-	app, err := weir.New(dslWindowedCount(get("IN"), get("OUT"), get("FINAL"), get("LIMITED"), get("LATE")), weir.Config{
+	top := dslWindowedCount(get("IN"), get("OUT"), get("FINAL"), get("LIMITED"), get("LATE"))
+	if get("TOPOLOGY") == "wordcount" {
+		top = dslWordCount(get("IN"), get("OUT"))
+	}
+	app, err := weir.New(top, weir.Config{
 		ApplicationID:  get("APP"),
 		Brokers:        strings.Split(get("BROKERS"), ","),
 		StateDir:       get("STATE_DIR"),
 		Guarantee:      weir.ExactlyOnce,
+		Threads:        2,
 		CommitInterval: 100 * time.Millisecond,
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
 	})
@@ -108,42 +113,71 @@ func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 		}
 		harness.Produce(t, c, msgs...)
 	}
-	committed := func() int64 {
-		return harness.EndOffsets(t, c, in)[0] - inputLag(t, c, admin, app, in)
-	}
+	killMidStream(t, c, admin, env, app, in, len(events), produce)
+	finishAfterKill(t, env, func() { waitLagZero(t, c, admin, app, in) })
+	compareWindowedOutputs(t, c, outputs, want, format)
+}
 
-	// Write the input in batches while the first instance runs; kill it
-	// once it has committed a third, with more still arriving.
-	first, firstDone := startDSLChild(t, env)
-	next, killedAt := 0, int64(-1)
-	for next < len(events) {
-		produce(next, next+100)
-		next += 100
-		if n := committed(); killedAt < 0 && n >= int64(len(events)/3) {
-			if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-firstDone
-			killedAt = n
+// killMidStream starts a DSL child with env and writes the n input
+// records of application app to topic in, 100 at a time with produce,
+// while it runs, from its first commit on; it kills the child with
+// SIGKILL once a third of them are committed, with more still arriving
+// (or, if the child never got that far, once all are written).
+func killMidStream(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, env map[string]string, app, in string, n int, produce func(from, to int)) {
+	t.Helper()
+	committed := func() int64 {
+		var sum int64
+		for _, end := range harness.EndOffsets(t, c, in) {
+			sum += end
 		}
-		time.Sleep(20 * time.Millisecond) // a stream, not one burst
+		return sum - inputLag(t, c, admin, app, in)
 	}
-	if killedAt < 0 {
-		// The instance never got a third of the way while the input
-		// was written: kill it now, mid-stream or not.
+	first, firstDone := startDSLChild(t, env)
+	kill := func() {
 		if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		<-firstDone
-		killedAt = committed()
+		t.Logf("SIGKILL after %d of %d input records committed", committed(), n)
 	}
-	t.Logf("SIGKILL after %d of %d input records committed", killedAt, len(events))
+	// The first batch, then wait until the child commits: it must be
+	// processing before the stream goes on, or the kill could find it
+	// still joining the group, with nothing to lose.
+	produce(0, min(100, n))
+	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+		return committed() > 0, "the first instance has committed nothing yet"
+	})
+	killed := false
+	for next := 100; next < n; next += 100 {
+		produce(next, min(next+100, n))
+		if !killed && committed() >= int64(n/3) {
+			kill()
+			killed = true
+		}
+		time.Sleep(20 * time.Millisecond) // a stream, not one burst
+	}
+	if !killed {
+		kill()
+	}
+}
 
-	second, secondDone := startDSLChild(t, env)
+// waitLagZero waits until application app has committed all of
+// topic in.
+func waitLagZero(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, app, in string) {
+	t.Helper()
 	harness.Eventually(t, 120*time.Second, 100*time.Millisecond, func() (bool, string) {
 		lag := inputLag(t, c, admin, app, in)
 		return lag == 0, fmt.Sprintf("input lag %d", lag)
 	})
+}
+
+// finishAfterKill starts a second DSL child with env on the killed one's
+// state directory, calls wait, which returns once the child has done its
+// work, and stops the child with SIGTERM; it must exit cleanly.
+func finishAfterKill(t *testing.T, env map[string]string, wait func()) {
+	t.Helper()
+	second, secondDone := startDSLChild(t, env)
+	wait()
 	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +189,48 @@ func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 	if code := second.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("the second instance exited with %d", code)
 	}
-	compareWindowedOutputs(t, c, outputs, want, format)
+}
+
+// TestDSLWordCountSurvivesKill9 runs the DSL word count (a re-key through
+// the repartition topic and a count) in a process of its own, with two
+// threads on three partitions, under exactly once, kills it with SIGKILL
+// mid-stream and lets another instance finish on the same state
+// directory. Every word's committed updates must be 1, 2, ..., n with n
+// its count in the input: nothing lost or repeated, though the kill
+// leaves transactions open on both the repartition and the output topic.
+func TestDSLWordCountSurvivesKill9(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	const partitions = 3
+	c.CreateTopic(t, in, partitions, nil)
+	c.CreateTopic(t, out, partitions, nil)
+	words := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"}
+	base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var lines []*sarama.ProducerMessage
+	want := map[string]int64{}
+	for i := range 3000 {
+		ws := []string{words[i%len(words)], words[(i*7)%len(words)], words[(i*i)%len(words)]}
+		for _, w := range ws {
+			want[w]++
+		}
+		lines = append(lines, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("line-%d", i)),
+			Value: sarama.StringEncoder(strings.Join(ws, " ")), Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
+	}
+	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	env := map[string]string{
+		"BROKERS": strings.Join(c.Brokers, ","), "APP": app, "STATE_DIR": t.TempDir(),
+		"TOPOLOGY": "wordcount", "IN": in, "OUT": out,
+	}
+	killMidStream(t, c, admin, env, app, in, len(lines), func(from, to int) { harness.Produce(t, c, lines[from:to]...) })
+	// Done when every word has its count: the input's offsets are
+	// committed before the words they carry are counted from the
+	// repartition topic.
+	finishAfterKill(t, env, func() { waitWordCounts(t, c, out, want) })
+	writeSentinels(t, c, out, partitions)
+	checkWordUpdates(t, out, readToSentinels(t, c, out, partitions, sarama.ReadCommitted), want)
 }
