@@ -96,11 +96,7 @@ func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 	want, _ := windowedWant(t, events, in, out, final, limited, late, app)
 	format := windowedFormat(t, late)
 
-	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := c.Admin(t)
 	env := map[string]string{
 		"BROKERS": strings.Join(c.Brokers, ","), "APP": app, "STATE_DIR": t.TempDir(),
 		"IN": in, "OUT": out, "FINAL": final, "LIMITED": limited, "LATE": late,
@@ -217,11 +213,7 @@ func TestDSLWordCountSurvivesKill9(t *testing.T) {
 		lines = append(lines, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("line-%d", i)),
 			Value: sarama.StringEncoder(strings.Join(ws, " ")), Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
 	}
-	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := c.Admin(t)
 	env := map[string]string{
 		"BROKERS": strings.Join(c.Brokers, ","), "APP": app, "STATE_DIR": t.TempDir(),
 		"TOPOLOGY": "wordcount", "IN": in, "OUT": out,
