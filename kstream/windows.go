@@ -150,7 +150,7 @@ func (g *Grouped[K, V]) WindowedBy(w TimeWindows) *WindowedGrouped[K, V] {
 // topic, with the grouping's key serde and values, as they arrived (key,
 // value, timestamp, headers): a record is written there when the
 // aggregations drop it from at least one of its windows, because stream
-// time has passed that window's end + grace. With hopping windows such a
+// time had reached that window's end + grace. With hopping windows such a
 // record may still have updated its windows that were open. The records
 // are written once per LateTo, however many aggregations follow; they are
 // still counted in weir_records_late_total. topic must exist when
