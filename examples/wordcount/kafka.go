@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/examples/internal/embedded"
+	"github.com/weirstream/weir/examples/internal/kafkaio"
 )
 
 func saramaConfig() *sarama.Config {
@@ -69,51 +70,16 @@ func produceLines(brokers []string, topic string, lines []string) error {
 // count rather than up to the end offsets: under exactly once the log ends
 // with a transaction marker that no consumer ever delivers.
 func readCounts(brokers []string, topic string, records int) (map[string]int64, error) {
-	client, err := sarama.NewClient(brokers, saramaConfig())
+	recs, err := kafkaio.ReadCommitted("wordcount", brokers, topic, records, 30*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	defer client.Close()
-	consumer, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		return nil, err
-	}
-	defer consumer.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, err
-	}
-	msgs := make(chan *sarama.ConsumerMessage)
-	done := make(chan struct{})
-	defer close(done)
-	for _, p := range parts {
-		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			return nil, err
-		}
-		defer pc.Close()
-		go func() {
-			for m := range pc.Messages() {
-				select {
-				case msgs <- m:
-				case <-done:
-					return
-				}
-			}
-		}()
 	}
 	counts := map[string]int64{}
-	timeout := time.After(30 * time.Second)
-	for n := 0; n < records; n++ {
-		select {
-		case m := <-msgs:
-			if len(m.Value) == 8 {
-				// Partitions interleave, but one word's counts are in one
-				// partition, in order: the last one read is the highest.
-				counts[string(m.Key)] = int64(binary.BigEndian.Uint64(m.Value))
-			}
-		case <-timeout:
-			return nil, fmt.Errorf("read %d of %d records of %s in 30 s", n, records, topic)
+	for _, r := range recs {
+		if len(r.Value) == 8 {
+			// Partitions interleave, but one word's counts are in one
+			// partition, in order: the last one read is the highest.
+			counts[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
 		}
 	}
 	return counts, nil
