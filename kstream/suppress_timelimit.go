@@ -43,6 +43,9 @@ type timeLimitSuppressor[K, V any] struct {
 	// time and its size in the store; bytes is the sum of the sizes.
 	index map[string]bufferedEntry
 	bytes int64
+	// oldest is the earliest buffer time in the store when index is not
+	// empty, so that evict opens no iterator while nothing is due.
+	oldest int64
 }
 
 type bufferedEntry struct {
@@ -56,6 +59,9 @@ func (p *timeLimitSuppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) 
 	p.ctx = ctx
 	p.index, p.bytes = make(map[string]bufferedEntry), 0
 	for k, v := range p.buf.All() {
+		if len(p.index) == 0 {
+			p.oldest = k.time // the store is ordered by buffer time
+		}
 		wk, size, err := p.sizeOf(k.w, v)
 		if err != nil {
 			return err
@@ -98,6 +104,9 @@ func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V
 	e, found := p.index[string(wk)]
 	if !found {
 		e.time = v.ts
+		if len(p.index) == 0 || e.time < p.oldest {
+			p.oldest = e.time
+		}
 	}
 	if err := p.buf.Put(timedKey[K]{time: e.time, w: w}, v); err != nil {
 		return err
@@ -127,6 +136,9 @@ func (p *timeLimitSuppressor[K, V]) full() bool {
 func (p *timeLimitSuppressor[K, V]) evict(now int64) error {
 	expiry := now - p.s.timeLimit.Milliseconds()
 	early := p.s.whenFull == EmitEarlyWhenFull
+	if len(p.index) == 0 || (p.oldest > expiry && !(early && p.full())) {
+		return nil
+	}
 	for {
 		// One entry at a time: the iterator must be done before the
 		// store changes.
@@ -142,7 +154,11 @@ func (p *timeLimitSuppressor[K, V]) evict(now int64) error {
 		if err := p.buf.Err(); err != nil {
 			return err
 		}
-		if !found || (k.time > expiry && !(early && p.full())) {
+		if !found {
+			return nil
+		}
+		if k.time > expiry && !(early && p.full()) {
+			p.oldest = k.time
 			return nil
 		}
 		wk, _, err := p.sizeOf(k.w, v)
