@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,18 +54,50 @@ func (in *instance) stop(t *testing.T) error {
 	}
 }
 
-// testLogger collects an App's logs and prints them only if the test fails.
+// testLogger collects an App's logs. If the test fails, the whole log goes
+// to a file (its path is printed) and only its last warnings and errors
+// to the test output, so the failure's own message stays near the end of
+// the output, where CI shows it.
 func testLogger(t *testing.T) *slog.Logger {
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("weir logs:\n%s", buf.String())
-			mu.Unlock()
+		if !t.Failed() {
+			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("weir logs: %s\n%s", saveLog(t, buf.Bytes()), lastWarnings(buf.String(), 8))
 	})
 	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// saveLog writes a failed test's log under the system's temporary
+// directory (not t.TempDir, which is removed) and returns where.
+func saveLog(t *testing.T, log []byte) string {
+	f, err := os.CreateTemp("", "weir-it-"+strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())+"-*.log")
+	if err != nil {
+		return fmt.Sprintf("not saved (%v)", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(log); err != nil {
+		return fmt.Sprintf("not saved (%v)", err)
+	}
+	return f.Name()
+}
+
+// lastWarnings returns the last n lines of log at level WARN or ERROR.
+func lastWarnings(log string, n int) string {
+	var lines []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("(%d earlier warnings in the file)\n", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "")
 }
 
 type lockedWriter struct {

@@ -31,7 +31,31 @@ const (
 	rewound
 )
 
-// commit is the one place where a thread commits.
+// commitDue commits unless this member is between its JoinGroup and its
+// new assignment (inRebalance), when the commit would carry the
+// generation the group is leaving; done reports whether it committed.
+// The check and the commit hold the commit gate together, so userData
+// cannot mark a rebalance in between.
+func (th *Thread) commitDue() (done bool, err error) {
+	th.committing <- struct{}{}
+	defer func() { <-th.committing }()
+	if th.inRebalance() {
+		return false, nil
+	}
+	_, err = th.commitLocked()
+	return true, err
+}
+
+// commit commits whatever the rebalance state (a revocation, the last
+// commit of a stopping thread), holding the commit gate.
+func (th *Thread) commit() (outcome, error) {
+	th.committing <- struct{}{}
+	defer func() { <-th.committing }()
+	return th.commitLocked()
+}
+
+// commitLocked is the one place where a thread commits; the caller holds
+// the commit gate.
 //
 // At least once: produce the buffered state changes to the changelogs,
 // wait until every record is acknowledged, write the changes to Badger
@@ -42,7 +66,7 @@ const (
 // then are the changes written to Badger with their checkpoints. A failed
 // transaction is settled (see settle): the thread stops, or its tasks go
 // back to their last commit and the outcome is rewound.
-func (th *Thread) commit() (outcome, error) {
+func (th *Thread) commitLocked() (outcome, error) {
 	th.lastCommit = time.Now()
 	offsets := map[string]map[int32]int64{}
 	metadata := map[string]map[int32]string{}

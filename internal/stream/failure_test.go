@@ -45,7 +45,7 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 			"compacted":       {MaxBytes: 1 << 20, Compacted: true},
 			"app-s-changelog": {MaxBytes: 1000, Compacted: true},
 		}}}}
-	th := &Thread{in: in, log: cfg.Logger, ctx: context.Background(), maxBytes: 1 << 20,
+	th := &Thread{in: in, log: cfg.Logger, ctx: context.Background(), maxBytes: 1 << 20, committing: make(chan struct{}, 1),
 		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]struct{}{}, isolate: map[string]bool{}}
 	th.producer = txn.Wrap(fake)
 	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }

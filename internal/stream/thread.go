@@ -62,6 +62,11 @@ type Thread struct {
 	// assignment (assignedGen); 0 otherwise.
 	rebalancing atomic.Int64
 	assignedGen atomic.Int32
+	// committing (cap 1) is held by the loop for the whole of a commit
+	// and by userData while it marks a rebalance: a commit under way
+	// finishes before this member's JoinGroup goes out, and none starts
+	// after it until the new assignment (see commitDue).
+	committing chan struct{}
 	// aborts counts the transactions aborted in a row, since the last one
 	// that committed (see handleTxnError and committedNow).
 	aborts atomic.Int32
@@ -112,8 +117,9 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		idx:     idx,
 		log:     in.Logger.With("thread", idx),
 		ctx:     ctx,
-		wake:    make(chan struct{}, 1),
-		exited:  make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		exited:     make(chan struct{}),
+		committing: make(chan struct{}, 1),
 		claims:  map[task.TP]*claim{},
 		tasks:   map[assign.TaskID]*task.Task{},
 		owner:   map[task.TP]*task.Task{},
@@ -162,9 +168,29 @@ func (th *Thread) Abandon() {
 // userData is what this member tells the group leader about itself.
 // sarama calls it right before each JoinGroup: a rebalance starts.
 func (th *Thread) userData() assign.UserData {
+	th.markRebalance()
+	return assign.UserData{ProcessID: th.in.ProcessID, State: th.in.Local.Offsets()}
+}
+
+// markRebalance records that this member is about to send JoinGroup.
+//
+// A commit under way when it is called carries the generation the group
+// is leaving, which the group accepts until every member has rejoined:
+// markRebalance waits for that commit to end before this member rejoins,
+// so the commit cannot land after the group has moved on and abort. The
+// wait is bounded by half the transaction timeout, as the rebalance
+// window is.
+func (th *Thread) markRebalance() {
+	timer := time.NewTimer(th.in.TransactionTimeout / 2)
+	defer timer.Stop()
+	select {
+	case th.committing <- struct{}{}:
+		defer func() { <-th.committing }()
+	case <-timer.C:
+		th.log.Warn("rejoining the group while a commit is still under way; it may abort")
+	}
 	th.assignedGen.Store(0)
 	th.rebalancing.Store(time.Now().UnixNano())
-	return assign.UserData{ProcessID: th.in.ProcessID, State: th.in.Local.Offsets()}
 }
 
 // inRebalance reports whether this member is between its JoinGroup and its
@@ -328,8 +354,8 @@ func (th *Thread) loop() error {
 				}
 			}
 		}
-		if now.Sub(th.lastCommit) >= cfg.CommitInterval && !th.inRebalance() {
-			if _, err := th.commit(); err != nil {
+		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
+			if _, err := th.commitDue(); err != nil {
 				return th.shutdown(err)
 			}
 		}
@@ -413,17 +439,15 @@ func (th *Thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 			progressed = true
 		}
 		if th.buffered() >= th.in.MaxBufferBytes {
-			if th.inRebalance() {
+			done, err := th.commitDue()
+			if !done {
 				// The commit waits for the new generation; processing
 				// waits with it, so the buffer and the open transaction
 				// stay bounded. The loop looks again each commit interval.
 				return false, wait, nil
 			}
 			// The commit may close tasks: start the round over.
-			if _, err := th.commit(); err != nil {
-				return progressed, wait, err
-			}
-			return progressed, wait, nil
+			return progressed, wait, err
 		}
 	}
 	return progressed, wait, nil
