@@ -113,18 +113,18 @@ type Thread struct {
 // a client of its own. idx is its index in the instance; ctx ends it.
 func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	th := &Thread{
-		in:      in,
-		idx:     idx,
-		log:     in.Logger.With("thread", idx),
-		ctx:     ctx,
+		in:         in,
+		idx:        idx,
+		log:        in.Logger.With("thread", idx),
+		ctx:        ctx,
 		wake:       make(chan struct{}, 1),
 		exited:     make(chan struct{}),
 		committing: make(chan struct{}, 1),
-		claims:  map[task.TP]*claim{},
-		tasks:   map[assign.TaskID]*task.Task{},
-		owner:   map[task.TP]*task.Task{},
-		skips:   map[skipKey]struct{}{},
-		isolate: map[string]bool{},
+		claims:     map[task.TP]*claim{},
+		tasks:      map[assign.TaskID]*task.Task{},
+		owner:      map[task.TP]*task.Task{},
+		skips:      map[skipKey]struct{}{},
+		isolate:    map[string]bool{},
 	}
 	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(), th.userData, th.onAssignment)
 	sc := client.Thread(in.Client, in.ProcessID, idx, th.strategy)
