@@ -201,7 +201,8 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
-	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor, Logger: a.cfg.Logger}, a.graph)
+	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor,
+		DeadLetter: a.cfg.deadLetterTopics(), Logger: a.cfg.Logger}, a.graph)
 	if err != nil {
 		return publicError(err)
 	}

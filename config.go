@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,17 +57,36 @@ func ParseGuarantee(s string) (Guarantee, error) {
 
 // ErrorPolicy says what happens to a record that cannot be processed as it
 // is: one whose key or value does not deserialize, whose timestamp cannot
-// be extracted, or an output record Kafka refuses.
-type ErrorPolicy int
+// be extracted, on which a processor fails, or an output record Kafka
+// refuses. It is Fail, Skip or DeadLetter(topic); the zero value means
+// Fail.
+type ErrorPolicy string
 
 const (
 	// Fail stops the application with an error that names the record's
 	// topic, partition and offset (never its contents). The default: a
 	// record is never dropped unless the application says so.
-	Fail ErrorPolicy = iota
+	Fail ErrorPolicy = "fail"
 	// Skip logs the record's coordinates, counts it and goes on.
-	Skip
+	Skip ErrorPolicy = "skip"
 )
+
+// DeadLetter writes the input record that failed, with its raw key, value
+// and headers, to topic and goes on. The record gains headers that say
+// where it came from and why it failed (see [DeadLetterHeaders]); it is
+// counted in weir_records_dead_lettered_total. Under ExactlyOnce it is
+// written in the transaction that commits the input record's offset, so it
+// appears in the topic exactly once, for read_committed readers; at least
+// once it may appear more than once after a crash. The topic must exist
+// (Run fails at start with a *MissingTopicError otherwise); Kafka's
+// refusal of a dead-letter record stops the application, as nothing is
+// left to do with it. Kafka Streams' errors.dead.letter.queue.topic.name
+// (KIP-1034).
+func DeadLetter(topic string) ErrorPolicy { return ErrorPolicy(task.DeadLetter(topic)) }
+
+// DeadLetterTopic returns the topic of a DeadLetter policy, "" for Fail
+// and Skip.
+func (p ErrorPolicy) DeadLetterTopic() string { return task.Policy(p).DeadLetterTopic() }
 
 // Config configures an application. The zero value of every field means
 // its documented default; ApplicationID and Brokers are required.
@@ -131,13 +151,30 @@ type Config struct {
 	// Net secures connections to the brokers.
 	Net NetConfig
 
-	// DeserializationErrors is the policy for records whose key or value
-	// does not deserialize. Default Fail.
+	// DeserializationErrors is the policy for input records whose key or
+	// value does not deserialize: bad bytes, a wrong magic byte, an
+	// unknown schema id. Default Fail. Under Skip and DeadLetter the
+	// record never reaches the topology. Kafka Streams'
+	// default.deserialization.exception.handler.
 	DeserializationErrors ErrorPolicy
 
 	// TimestampErrors is the policy for records whose timestamp extractor
 	// fails or gives a negative time. Default Fail.
 	TimestampErrors ErrorPolicy
+
+	// ProcessingErrors is the policy for input records on which a
+	// processor (or a sink's serde) returns an error. Default Fail: Run
+	// returns a *RecordError naming the record and the node. Kafka
+	// Streams' processing.exception.handler (KIP-1033).
+	//
+	// Under ExactlyOnce, Skip and DeadLetter leave no trace of the failed
+	// record but the dead-letter record: the transaction is aborted, the
+	// tasks replay from their last commit, and the replay passes over the
+	// record (each such record costs one aborted transaction, which does
+	// not count towards MaxConsecutiveAborts). At least once, what the
+	// record did before the error stays (its output was sent, its state
+	// changes kept), as in Kafka Streams.
+	ProcessingErrors ErrorPolicy
 
 	// MaxConsecutiveAborts bounds the transactions a thread may abort in a
 	// row without one committing: a sink topic deleted at run time, or a
@@ -155,9 +192,12 @@ type Config struct {
 	// coordinates; nothing after that record is committed. Skip drops the
 	// refused record, logs its coordinates and counts it
 	// (weir_records_skipped_total{reason="production"}); the rest of the
-	// input record's effects stay. A refused changelog record always
-	// fails: state cannot skip a change. Kafka Streams'
-	// default.production.exception.handler.
+	// input record's effects stay. DeadLetter drops it too and writes the
+	// input record that produced it to the dead-letter topic, its headers
+	// naming the sink and the error; a punctuator's refused record has no
+	// input record, and its dead-letter record has headers only. A refused
+	// changelog record always fails: state cannot skip a change. Kafka
+	// Streams' default.production.exception.handler.
 	//
 	// Size and compaction are checked before a record is sent, from the
 	// topic configurations read at start, so a skipped record costs
@@ -370,17 +410,21 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("weir: Config.Registry: %w", err))
 		}
 	}
-	if c.DeserializationErrors != Fail && c.DeserializationErrors != Skip {
-		bad("DeserializationErrors", "unknown policy %d", int(c.DeserializationErrors))
-	}
-	if c.TimestampErrors != Fail && c.TimestampErrors != Skip {
-		bad("TimestampErrors", "unknown policy %d", int(c.TimestampErrors))
-	}
 	if c.MaxConsecutiveAborts < 0 {
 		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
 	}
-	if c.ProductionErrors != Fail && c.ProductionErrors != Skip {
-		bad("ProductionErrors", "unknown policy %d", int(c.ProductionErrors))
+	for _, p := range []struct {
+		field  string
+		policy ErrorPolicy
+	}{
+		{"DeserializationErrors", c.DeserializationErrors},
+		{"TimestampErrors", c.TimestampErrors},
+		{"ProcessingErrors", c.ProcessingErrors},
+		{"ProductionErrors", c.ProductionErrors},
+	} {
+		if !task.Policy(p.policy).Valid() {
+			bad(p.field, "unknown policy %q (want Fail, Skip or DeadLetter(topic))", string(p.policy))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -422,6 +466,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Topics.PurgeInterval == 0 {
 		c.Topics.PurgeInterval = defaultPurgeInterval
+	}
+	for _, p := range []*ErrorPolicy{&c.DeserializationErrors, &c.TimestampErrors, &c.ProcessingErrors, &c.ProductionErrors} {
+		if *p == "" {
+			*p = Fail
+		}
 	}
 	if c.State.MaxBufferBytes == 0 {
 		c.State.MaxBufferBytes = defaultMaxBufferBytes
@@ -469,6 +518,18 @@ func (c *Config) clientOptions() *client.Options {
 	return o
 }
 
+// deadLetterTopics returns the topics of c's DeadLetter policies, once
+// each.
+func (c *Config) deadLetterTopics() []string {
+	var topics []string
+	for _, p := range []ErrorPolicy{c.DeserializationErrors, c.TimestampErrors, c.ProcessingErrors, c.ProductionErrors} {
+		if t := p.DeadLetterTopic(); t != "" && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	return topics
+}
+
 // taskConfig returns what tasks need of c.
 func (c *Config) taskConfig() task.Config {
 	tc := task.Config{
@@ -476,6 +537,8 @@ func (c *Config) taskConfig() task.Config {
 		MaxTaskIdle:           c.MaxTaskIdle,
 		DeserializationErrors: task.Policy(c.DeserializationErrors),
 		TimestampErrors:       task.Policy(c.TimestampErrors),
+		ProcessingErrors:      task.Policy(c.ProcessingErrors),
+		ExactlyOnce:           c.Guarantee == ExactlyOnce,
 		CleanupDelay:          c.State.CleanupDelay,
 	}
 	if c.State.RestoreListener != nil {

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,11 +97,42 @@ func TestTransactionTimeoutAboveCommitInterval(t *testing.T) {
 
 // The runtime takes ErrorPolicy values as task.Policy by conversion.
 func TestErrorPolicyMatchesTheRuntimes(t *testing.T) {
-	if task.Policy(Fail) != task.Fail || task.Policy(Skip) != task.Skip {
-		t.Fatal("ErrorPolicy and task.Policy number Fail and Skip differently")
+	if task.Policy(Fail) != task.Fail || task.Policy(Skip) != task.Skip || task.Policy(DeadLetter("d")) != task.DeadLetter("d") {
+		t.Fatal("ErrorPolicy and task.Policy spell Fail, Skip and DeadLetter differently")
 	}
-	c := Config{ProductionErrors: Skip, DeserializationErrors: Skip}
-	if c.streamConfig().ProductionErrors != task.Skip || c.taskConfig().DeserializationErrors != task.Skip || c.taskConfig().TimestampErrors != task.Fail {
-		t.Fatal("the policies do not reach the runtime")
+	c := Config{ProductionErrors: Skip, DeserializationErrors: DeadLetter("dlq"), ProcessingErrors: DeadLetter("dlq2")}
+	tc := c.taskConfig()
+	if c.streamConfig().ProductionErrors != task.Skip || tc.DeserializationErrors.DeadLetterTopic() != "dlq" ||
+		tc.ProcessingErrors.DeadLetterTopic() != "dlq2" || !tc.TimestampErrors.Fails() || !tc.ExactlyOnce {
+		t.Fatalf("the policies do not reach the runtime: %+v", tc)
+	}
+	if got := c.deadLetterTopics(); !slices.Equal(got, []string{"dlq", "dlq2"}) {
+		t.Fatalf("dead-letter topics = %v, want [dlq dlq2]", got)
+	}
+	if d := (Config{}).withDefaults(); d.ProcessingErrors != Fail || d.DeserializationErrors != Fail {
+		t.Fatalf("default policies = %q, %q; want fail", d.ProcessingErrors, d.DeserializationErrors)
+	}
+}
+
+func TestErrorPolicyValidation(t *testing.T) {
+	for _, c := range []struct {
+		policy ErrorPolicy
+		ok     bool
+	}{
+		{"", true}, {Fail, true}, {Skip, true}, {DeadLetter("dlq"), true},
+		{DeadLetter(""), false}, {"retry", false}, {"dead-letter", false},
+	} {
+		cfg := Config{ApplicationID: "a", Brokers: []string{"h:1"}, ProcessingErrors: c.policy}
+		d := cfg.withDefaults()
+		err := d.Validate()
+		if (err == nil) != c.ok {
+			t.Errorf("ProcessingErrors %q: Validate = %v, want ok %v", c.policy, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "ProcessingErrors") {
+			t.Errorf("ProcessingErrors %q: the error does not name the field: %v", c.policy, err)
+		}
+	}
+	if DeadLetter("dlq").DeadLetterTopic() != "dlq" || Skip.DeadLetterTopic() != "" {
+		t.Error("DeadLetterTopic does not give the topic back")
 	}
 }

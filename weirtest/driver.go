@@ -34,6 +34,11 @@ type Config struct {
 	// ApplicationID (for example weir_records_dropped_total). Default: a
 	// registry of the Driver's own.
 	Metrics prometheus.Registerer
+	// DeserializationErrors and ProcessingErrors are the error policies,
+	// as in weir.Config (default weir.Fail). A dead-letter record appears
+	// in Output of its topic. The driver runs at least once: a record a
+	// processor fails on keeps what it did before the error.
+	DeserializationErrors, ProcessingErrors weir.ErrorPolicy
 }
 
 // Driver runs a topology in memory. It is not safe for concurrent use.
@@ -96,7 +101,8 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
 	}
 	sh := &task.Shared{
-		Config:  task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now }},
+		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
+			DeserializationErrors: task.Policy(cfg.DeserializationErrors), ProcessingErrors: task.Policy(cfg.ProcessingErrors)},
 		Graph:   g,
 		Metrics: m,
 	}
@@ -147,9 +153,10 @@ func (h host) Send(m *sarama.ProducerMessage) error {
 	return nil
 }
 
-func (host) Keep(int) bool                        { return false }
-func (host) Wake()                                {}
-func (host) PartitionCount(string) (int32, error) { return 1, nil }
+func (host) Keep(int) bool                            { return false }
+func (host) ReplayFailure(string, int32, int64) error { return nil }
+func (host) Wake()                                    {}
+func (host) PartitionCount(string) (int32, error)     { return 1, nil }
 
 // noSource is a metrics.Source with nothing to report.
 type noSource struct{}

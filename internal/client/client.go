@@ -107,6 +107,13 @@ type Origin struct {
 	Offset    int64
 	Node      string // the punctuator's node, when Offset is -1
 	Store     string // the store, for a changelog record
+	// Input is the input record itself (nil in a punctuator), for a
+	// dead-letter record of a refused output record. It shares the
+	// consumed record's bytes: nothing is copied.
+	Input *sarama.ConsumerMessage
+	// DeadLetter marks a dead-letter record: its refusal cannot be
+	// dead-lettered again.
+	DeadLetter bool
 }
 
 // partitioner routes by murmur2 of the key, as Java producers and Kafka

@@ -47,9 +47,13 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	}
 	o, _ := m.Metadata.(*client.Origin)
 	if o != nil && o.Offset >= 0 && len(th.skips) > 0 {
-		if _, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic}]; ok {
+		if cause, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic}]; ok {
 			th.log.Debug("dropping a refused record again in the replay", "task", o.Task,
 				"topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "sink", m.Topic)
+			var pe *task.ProductionError
+			if errors.As(cause, &pe) {
+				return th.deadLetterRefused(o, pe)
+			}
 			return nil
 		}
 	}
@@ -61,9 +65,9 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	}
 	switch {
 	case size > limit:
-		return th.refuse(newProductionError(o, m, size, limit, task.ErrRecordTooLarge))
+		return th.refuse(o, newProductionError(o, m, size, limit, task.ErrRecordTooLarge))
 	case lim.Compacted && m.Key == nil:
-		return th.refuse(newProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
+		return th.refuse(o, newProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
 	}
 	if err := th.producer.Send(m); err != nil {
 		return err
@@ -77,21 +81,81 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	return nil
 }
 
-// refuse applies ProductionErrors to a record refused before it was sent.
-func (th *Thread) refuse(pe *task.ProductionError) error {
-	if pe.Store != "" || th.in.ProductionErrors == task.Fail {
+// refuse applies ProductionErrors to a record refused before it was sent;
+// o is the record's origin.
+func (th *Thread) refuse(o *client.Origin, pe *task.ProductionError) error {
+	if th.mustFail(o, pe) {
 		th.failure = pe
 		return pe
 	}
 	th.skipped(pe)
-	return nil
+	return th.deadLetterRefused(o, pe)
 }
 
-// skipped counts and logs a refused record that ProductionErrors=Skip drops.
+// mustFail reports whether a refused record stops the thread: under
+// ProductionErrors=Fail, and always for a changelog record (state cannot
+// skip a change) and a dead-letter record (nothing is left to do with it).
+func (th *Thread) mustFail(o *client.Origin, pe *task.ProductionError) bool {
+	return pe.Store != "" || (o != nil && o.DeadLetter) || th.in.ProductionErrors.Fails()
+}
+
+// skipped counts and logs a refused record that ProductionErrors Skip or
+// DeadLetter drops.
 func (th *Thread) skipped(pe *task.ProductionError) {
 	th.in.Metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
-	th.log.Warn("skipping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
-		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit, "error", pe.Err)
+	th.log.Warn("dropping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
+		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit,
+		"dead_letter_topic", th.in.ProductionErrors.DeadLetterTopic(), "error", pe.Err)
+}
+
+// deadLetterRefused writes the dead-letter record of a refused record
+// under ProductionErrors=DeadLetter: the input record that produced it
+// (o.Input), or headers only for a punctuator's record.
+func (th *Thread) deadLetterRefused(o *client.Origin, pe *task.ProductionError) error {
+	topic := th.in.ProductionErrors.DeadLetterTopic()
+	if topic == "" {
+		return nil
+	}
+	var in *sarama.ConsumerMessage
+	if o != nil {
+		in = o.Input
+	}
+	m := task.DeadLetterRecord(topic, in, task.Failure{Application: th.in.ApplicationID, Task: pe.Task,
+		Kind: task.KindProduction, Node: pe.Punctuator, Sink: pe.Sink, Err: pe.Err})
+	th.in.Metrics.DeadLettered.WithLabelValues(strconv.Itoa(th.idx), pe.Task).Inc()
+	return th.Send(m)
+}
+
+// ReplayFailure implements task.Host: the error of an input record the
+// thread aborted a transaction for (replayWithout).
+func (th *Thread) ReplayFailure(topic string, partition int32, offset int64) error {
+	if len(th.skips) == 0 {
+		return nil
+	}
+	return th.skips[skipKey{topic, partition, offset, ""}]
+}
+
+// replayWithout aborts the transaction and rewinds the tasks to their last
+// commit, so that what re's record did before a processor failed on it is
+// undone; the replay passes over the record (ReplayFailure). The abort is
+// the policy at work, not a failure: it does not count towards
+// MaxConsecutiveAborts, and maxSkips bounds how many records it serves.
+func (th *Thread) replayWithout(re *task.RecordError) error {
+	if len(th.skips) >= maxSkips {
+		return fmt.Errorf("weir: thread %d: more than %d failed records to pass over before a commit: %w", th.idx, maxSkips, re)
+	}
+	th.skips[skipKey{re.Topic, re.Partition, re.Offset, ""}] = re
+	th.log.Warn("a processor failed on a record; aborting the transaction and replaying without the record",
+		"task", re.Task, "topic", re.Topic, "partition", re.Partition, "offset", re.Offset, "node", re.Node,
+		"policy", string(th.in.ProcessingErrors), "error", re.Err)
+	ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
+	err := th.producer.Abort(ctx)
+	cancel()
+	if err != nil {
+		return th.settle(err)
+	}
+	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
+	return th.rewind(re)
 }
 
 func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *task.ProductionError {
@@ -121,6 +185,10 @@ func (th *Thread) afterWork(err error) (rewound bool, _ error) {
 	}
 	if err != nil && (isTxnError(err) || errors.Is(err, txn.ErrClosed)) {
 		return true, th.settle(err)
+	}
+	var rw *task.ReplayWithoutError
+	if errors.As(err, &rw) {
+		return true, th.replayWithout(rw.Record)
 	}
 	return false, err
 }
@@ -174,26 +242,36 @@ func (th *Thread) settle(err error) error {
 				// Not wrapping re: no record of the batch is known to be bad.
 				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
 			}
-			if th.in.ProductionErrors == task.Skip {
+			if !th.in.ProductionErrors.Fails() {
 				return fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
 					th.idx, n, re)
 			}
 		}
 		errs := make([]*task.ProductionError, len(refused))
+		origins := make([]*client.Origin, len(refused))
 		for i, r := range refused {
-			o, _ := r.Msg.Metadata.(*client.Origin)
-			errs[i] = newProductionError(o, r.Msg, r.Msg.ByteSize(2), 0, r.Err)
-			if errs[i].Store != "" || th.in.ProductionErrors == task.Fail {
+			origins[i], _ = r.Msg.Metadata.(*client.Origin)
+			errs[i] = newProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
+			if th.mustFail(origins[i], errs[i]) {
 				return errs[i]
 			}
 		}
-		for _, pe := range errs {
+		for i, pe := range errs {
 			th.skipped(pe)
+			if !th.in.ExactlyOnce {
+				// Nothing is replayed: the dead-letter record goes now.
+				if err := th.deadLetterRefused(origins[i], pe); err != nil {
+					return err
+				}
+				continue
+			}
 			if pe.Offset >= 0 {
 				if len(th.skips) >= maxSkips {
 					return fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe)
 				}
-				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink}] = struct{}{}
+				// The replay drops the record, and dead-letters it then,
+				// in the transaction that commits the input record.
+				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink}] = pe
 			}
 		}
 		if n > len(refused) {

@@ -46,7 +46,7 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 			"app-s-changelog": {MaxBytes: 1000, Compacted: true},
 		}}}}
 	th := &Thread{in: in, log: cfg.Logger, ctx: context.Background(), maxBytes: 1 << 20, committing: make(chan struct{}, 1),
-		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]struct{}{}, isolate: map[string]bool{}}
+		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]error{}, isolate: map[string]bool{}}
 	th.producer = txn.Wrap(fake)
 	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }
 	t.Cleanup(func() { th.producer.Close() })

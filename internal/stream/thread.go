@@ -96,8 +96,11 @@ type Thread struct {
 	// failure is a record refused under ProductionErrors=Fail: sticky, so
 	// a processor that ignores Send's error cannot commit past it.
 	failure error
-	// skips are refused records to drop when the tasks replay them.
-	skips map[skipKey]struct{}
+	// skips are what the tasks' replay after an abort passes over, with
+	// the cause: refused records to drop (a *task.ProductionError) and
+	// input records a processor failed on (a *task.RecordError, with an
+	// empty sink in the key).
+	skips map[skipKey]error
 	// replayBytes counts the key and value bytes of the records the tasks
 	// keep for a rewind (task.Host.Keep); past MaxBufferBytes they are let
 	// go, replayLost is set, and a rewind before the next commit falls
@@ -123,7 +126,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		claims:     map[task.TP]*claim{},
 		tasks:      map[assign.TaskID]*task.Task{},
 		owner:      map[task.TP]*task.Task{},
-		skips:      map[skipKey]struct{}{},
+		skips:      map[skipKey]error{},
 		isolate:    map[string]bool{},
 	}
 	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(), th.userData, th.onAssignment)

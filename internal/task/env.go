@@ -184,6 +184,7 @@ func (t *Task) origin(explicit bool) *client.Origin {
 		t.cur = &client.Origin{Task: t.name, Offset: -1}
 		if t.inRecord {
 			t.cur.Topic, t.cur.Partition, t.cur.Offset = t.meta.Topic, t.meta.Partition, t.meta.Offset
+			t.cur.Input = t.curIn
 		} else {
 			t.cur.Node = t.punctNode
 		}

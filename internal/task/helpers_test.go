@@ -23,9 +23,10 @@ func (h *recordingHost) Send(m *sarama.ProducerMessage) error {
 	return nil
 }
 
-func (*recordingHost) Keep(int) bool                        { return false }
-func (*recordingHost) Wake()                                {}
-func (*recordingHost) PartitionCount(string) (int32, error) { return 1, nil }
+func (*recordingHost) Keep(int) bool                            { return false }
+func (*recordingHost) ReplayFailure(string, int32, int64) error { return nil }
+func (*recordingHost) Wake()                                    {}
+func (*recordingHost) PartitionCount(string) (int32, error)     { return 1, nil }
 
 // noSource is a metrics.Source with nothing to report.
 type noSource struct{}

@@ -108,23 +108,44 @@ func (t *Task) decodeHead(p *Input) error {
 			p.head, p.headTime = m, ts
 			return nil
 		}
-		policy := t.sh.DeserializationErrors
+		policy, kind := t.sh.DeserializationErrors, KindDeserialization
 		var de *graph.DecodeError
 		if errors.As(err, &de) && de.Stage == "timestamp" {
-			policy = t.sh.TimestampErrors
+			policy, kind = t.sh.TimestampErrors, KindTimestamp
 		}
-		if policy == Fail {
+		if policy.Fails() {
 			t.nodeFailed(p.node)
 			return &RecordError{Task: t.name, Node: p.node, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Err: err}
 		}
-		t.log.Warn("skipping record", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
-		if policy == t.sh.TimestampErrors && errors.As(err, &de) && de.Stage == "timestamp" {
-			t.sh.Metrics.RecordsSkipped.WithLabelValues(t.thread, t.name, "timestamp").Inc()
-		} else {
-			t.skipped.Inc()
+		if err := t.passOver(p, m, policy, Failure{Kind: kind, Node: p.node, Err: err}); err != nil {
+			return err
 		}
-		p.pop()
-		p.consumed = m.Offset + 1
+	}
+	return nil
+}
+
+// passOver skips or dead-letters m, the head of p, as policy says, and
+// consumes it. A dead-lettered record is kept for a replay like a
+// processed one: the dead-letter record belongs to the transaction of m's
+// offset, and a replay after an abort writes it again.
+func (t *Task) passOver(p *Input, m *sarama.ConsumerMessage, policy Policy, f Failure) error {
+	if topic := policy.DeadLetterTopic(); topic != "" {
+		f.Application, f.Task = t.sh.ApplicationID, t.name
+		if err := t.host.Send(DeadLetterRecord(topic, m, f)); err != nil {
+			return err
+		}
+		t.log.Warn("dead-lettered a record", "kind", f.Kind, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+			"node", f.Node, "dead_letter_topic", topic, "error", f.Err)
+		t.deadLettered.Inc()
+	} else {
+		t.log.Warn("skipping a record", "kind", f.Kind, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+			"node", f.Node, "error", f.Err)
+		t.sh.Metrics.RecordsSkipped.WithLabelValues(t.thread, t.name, f.Kind).Inc()
+	}
+	p.pop()
+	p.consumed = m.Offset + 1
+	if t.host.Keep(len(m.Key) + len(m.Value)) {
+		p.done = append(p.done, m)
 	}
 	return nil
 }
@@ -152,17 +173,34 @@ func (p *Input) pop() {
 func (t *Task) Process(p *Input) error {
 	m := p.head
 	p.head = nil
+	if cause := t.host.ReplayFailure(m.Topic, m.Partition, m.Offset); cause != nil {
+		// A replay after the transaction aborted for this record: it
+		// has no effect but its dead-letter record this time.
+		return t.passOver(p, m, t.sh.ProcessingErrors, processingFailure(cause))
+	}
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
-	t.inRecord, t.cur, t.sendFailed = true, nil, false
+	t.inRecord, t.cur, t.curIn, t.sendFailed = true, nil, m, false
 	t.nulls.begin(m.Key == nil)
 	if p.headTime.After(t.streamTime) {
 		t.streamTime = p.headTime
 	}
 	err := p.src.Process()
-	t.inRecord, t.nulls.active = false, false
+	t.inRecord, t.curIn, t.nulls.active = false, nil, false
 	if err != nil {
-		// The record stays unconsumed: a restart processes it again.
-		return t.recordError(m, err)
+		err = t.recordError(m, err)
+		var re *RecordError
+		if t.sendFailed || t.sh.ProcessingErrors.Fails() || !errors.As(err, &re) {
+			// The record stays unconsumed: a restart processes it again.
+			return err
+		}
+		if t.sh.ExactlyOnce {
+			// Undo what the record did before it failed: the thread
+			// aborts and replays without it.
+			return &ReplayWithoutError{Record: re}
+		}
+		// At least once what the record did stays; it is counted once,
+		// as failed at its node, and passed over.
+		return t.passOver(p, m, t.sh.ProcessingErrors, processingFailure(re))
 	}
 	p.pop()
 	p.consumed = m.Offset + 1
@@ -300,4 +338,15 @@ func (t *Task) ForgetKept() {
 		clear(p.done)
 		p.done = nil
 	}
+}
+
+// processingFailure is the Failure of a record a processor failed on:
+// err is its *RecordError, which names the node.
+func processingFailure(err error) Failure {
+	f := Failure{Kind: KindProcessing, Err: err}
+	var re *RecordError
+	if errors.As(err, &re) {
+		f.Node, f.Err = re.Node, re.Err
+	}
+	return f
 }

@@ -43,7 +43,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 	tk := &Task{sh: sh, host: host, thread: "0", id: assign.TaskID{}, name: "0_0", log: log, ctx: context.Background(), byTP: map[TP]*Input{},
 		stores:    map[string]*taskStore{},
 		processed: m.RecordsProcessed.WithLabelValues("0", "0_0"), bytes: m.BytesProcessed.WithLabelValues("0", "0_0"),
-		punctuations: m.Punctuations.WithLabelValues("0", "0_0"), skipped: m.RecordsSkipped.WithLabelValues("0", "0_0", "deserialization"),
+		punctuations: m.Punctuations.WithLabelValues("0", "0_0"), deadLettered: m.DeadLettered.WithLabelValues("0", "0_0"),
 		dropped: m.RecordsDropped.WithLabelValues("0", "0_0", "null_key"), latency: m.EndToEndLatency.WithLabelValues("0_0")}
 	for _, s := range g.Stores {
 		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}

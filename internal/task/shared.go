@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -14,15 +15,42 @@ import (
 	"github.com/weirstream/weir/internal/topics"
 )
 
-// Policy is what happens to a record that cannot be processed as it is.
-type Policy int
+// Policy is what happens to a record that cannot be processed as it is:
+// Fail, Skip or DeadLetter(topic). weir.ErrorPolicy converts to it and
+// uses the same strings.
+type Policy string
 
 const (
 	// Fail stops with the record's coordinates.
-	Fail Policy = iota
+	Fail Policy = "fail"
 	// Skip logs and counts the record and goes on.
-	Skip
+	Skip Policy = "skip"
+	// deadLetterPrefix starts a DeadLetter policy; the topic follows.
+	deadLetterPrefix = "dead-letter:"
 )
+
+// DeadLetter writes the record to topic and goes on.
+func DeadLetter(topic string) Policy { return Policy(deadLetterPrefix + topic) }
+
+// DeadLetterTopic returns the topic of a DeadLetter policy, "" for any
+// other.
+func (p Policy) DeadLetterTopic() string {
+	topic, ok := strings.CutPrefix(string(p), deadLetterPrefix)
+	if !ok {
+		return ""
+	}
+	return topic
+}
+
+// Fails reports whether p stops at a failed record: Fail, and the zero
+// value, which means the default.
+func (p Policy) Fails() bool { return p == Fail || p == "" }
+
+// Valid reports whether p is Fail, Skip, DeadLetter with a topic, or the
+// zero value.
+func (p Policy) Valid() bool {
+	return p.Fails() || p == Skip || p.DeadLetterTopic() != ""
+}
 
 // Config is what a task needs of the application's configuration.
 type Config struct {
@@ -30,6 +58,11 @@ type Config struct {
 	MaxTaskIdle           time.Duration
 	DeserializationErrors Policy
 	TimestampErrors       Policy
+	ProcessingErrors      Policy
+	// ExactlyOnce: a record a processor fails on under ProcessingErrors
+	// Skip or DeadLetter is passed over in a replay of the aborted
+	// transaction (see ErrReplayWithout), not where it failed.
+	ExactlyOnce bool
 	// CleanupDelay is State.CleanupDelay, which dates a checkpoint
 	// written without a time (see checkpointSince).
 	CleanupDelay    time.Duration
@@ -64,6 +97,10 @@ type Host interface {
 	Keep(size int) bool
 	// Wake tells the thread's loop to look at its tasks: a restore ended.
 	Wake()
+	// ReplayFailure returns the error an input record failed with in a
+	// transaction that was aborted for it (see ReplayWithoutError): its
+	// replay passes over it. nil means process the record.
+	ReplayFailure(topic string, partition int32, offset int64) error
 	// PartitionCount returns the partition count of a topic.
 	PartitionCount(topic string) (int32, error)
 }
@@ -89,6 +126,18 @@ func (e *RecordError) Error() string {
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// ReplayWithoutError asks the thread to abort its transaction and replay
+// its tasks from their last commit without Record, on which a processor
+// failed: under exactly once and ProcessingErrors Skip or DeadLetter, the
+// failed record then leaves no trace but its dead-letter record.
+type ReplayWithoutError struct{ Record *RecordError }
+
+func (e *ReplayWithoutError) Error() string {
+	return "replaying without the failed record: " + e.Record.Error()
+}
+
+func (e *ReplayWithoutError) Unwrap() error { return e.Record }
 
 // TopologyError is a mistake in the topology's wiring that a task ran
 // into: the topology's fault, never the record's, so it is not a

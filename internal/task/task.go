@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/assign"
@@ -53,12 +54,13 @@ type Task struct {
 	// cur is the origin of the records produced now (see origin), reset
 	// for every input record and punctuation.
 	cur, curExplicit *client.Origin
+	curIn            *sarama.ConsumerMessage // the input record being processed
 	punct            []*schedule
 	idleSince        time.Time // when the task first waited for an empty partition
 
 	// Metrics of the task, resolved once.
 	processed, bytes, punctuations prometheus.Counter
-	skipped, dropped               prometheus.Counter
+	deadLettered, dropped          prometheus.Counter
 	late                           prometheus.Counter // see CountLate
 	latency                        prometheus.Observer
 	// outputs are the topics the task's sinks write, each with its
@@ -90,7 +92,7 @@ func newTask(ctx context.Context, sh *Shared, host Host, thread int, log *slog.L
 	t.processed = m.RecordsProcessed.WithLabelValues(t.thread, t.name)
 	t.bytes = m.BytesProcessed.WithLabelValues(t.thread, t.name)
 	t.punctuations = m.Punctuations.WithLabelValues(t.thread, t.name)
-	t.skipped = m.RecordsSkipped.WithLabelValues(t.thread, t.name, "deserialization")
+	t.deadLettered = m.DeadLettered.WithLabelValues(t.thread, t.name)
 	t.dropped = m.RecordsDropped.WithLabelValues(t.thread, t.name, "null_key")
 	t.latency = m.EndToEndLatency.WithLabelValues(t.name)
 	if err := t.build(sub); err != nil {

@@ -39,7 +39,7 @@ func twoPartitionTask(idle time.Duration) (*Task, [2]*Queue, *[]int64) {
 	var qs [2]*Queue
 	t := &Task{sh: sh, host: &recordingHost{}, name: "0_0", log: slog.New(slog.DiscardHandler), ctx: context.Background(), running: true,
 		processed: prometheus.NewCounter(prometheus.CounterOpts{Name: "p"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
-		punctuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "u"}), skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "s"})}
+		punctuations: prometheus.NewCounter(prometheus.CounterOpts{Name: "u"}), deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "s"})}
 	for i := range qs {
 		qs[i] = queue.New(queue.Limits{Items: 10, Bytes: 1 << 20}, RecordSize, nil)
 		t.parts = append(t.parts, &Input{tp: TP{Topic: string(rune('a' + i))}, src: &stampSource{processed: processed}, q: qs[i], consumed: -1, committed: -1})

@@ -56,7 +56,10 @@ func TopicName(app string, n *graph.Node) string {
 type Options struct {
 	ApplicationID     string
 	ReplicationFactor int16 // 0: the broker's default
-	Logger            *slog.Logger
+	// DeadLetter are the dead-letter topics of the error policies: they
+	// must exist, like sink topics, and their limits are read.
+	DeadLetter []string
+	Logger     *slog.Logger
 }
 
 // MissingError reports source and sink topics that do not exist.
@@ -132,6 +135,11 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 			return nil, fmt.Errorf("weir: partitions of %s: %w", name, err)
 		}
 		l.Counts[name] = int32(len(ps))
+	}
+	for _, name := range c.DeadLetter {
+		if !exists[name] && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
@@ -233,6 +241,12 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	for _, st := range g.Stores {
 		if len(st.Users) > 0 {
 			written = append(written, graph.ChangelogTopic(app, st.Name))
+		}
+	}
+	for _, name := range c.DeadLetter {
+		if ps, err := client.Partitions(name); err == nil && !slices.Contains(written, name) {
+			l.Counts[name] = int32(len(ps))
+			written = append(written, name)
 		}
 	}
 	if l.Limits, err = readLimits(admin, written); err != nil {

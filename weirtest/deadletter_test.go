@@ -1,0 +1,112 @@
+package weirtest_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest"
+)
+
+type payment struct {
+	Account string `json:"account"`
+	Cents   int64  `json:"cents"`
+}
+
+// paymentTopology reads JSON payments, fails on negative amounts at
+// "check" and writes the accepted ones to "ok".
+func paymentTopology() *processor.Topology {
+	t := processor.NewTopology()
+	in := t.AddSource("payments", "payments", serde.String(), serde.JSON[payment]())
+	check := t.AddProcessor("check", processor.Func(func(ctx processor.Context[string, payment], rec processor.Record[string, payment]) error {
+		if rec.Value.Cents < 0 {
+			return errors.New("negative amount")
+		}
+		return ctx.Forward(rec)
+	}), in)
+	t.AddSink("ok", "ok", serde.String(), serde.JSON[payment](), check)
+	return t
+}
+
+func header(r processor.Record[[]byte, []byte], key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// TestDeadLetterKeepsTheRawRecord: under DeadLetter a record that does not
+// deserialize and a record a processor fails on go to the dead-letter
+// topic with their raw key, value and headers, and headers that say where
+// they came from and why; the good records around them are processed.
+func TestDeadLetterKeepsTheRawRecord(t *testing.T) {
+	t.Parallel()
+	d, err := weirtest.New(paymentTopology(), weirtest.Config{
+		DeserializationErrors: weir.DeadLetter("dlq"), ProcessingErrors: weir.DeadLetter("dlq"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	raw := weirtest.Input(d, "payments", serde.Bytes(), serde.Bytes())
+	ts := time.UnixMilli(1_700_000_000_000)
+	inputs := []struct{ key, value string }{
+		{"a", `{"account":"a","cents":5}`},
+		{"b", `{"account":"b",`}, // invalid JSON
+		{"c", `{"account":"c","cents":-1}`},
+		{"d", ``}, // 0 bytes
+		{"e", `{"account":"e","cents":7}`},
+	}
+	for i, in := range inputs {
+		if err := raw.Pipe([]byte(in.key), []byte(in.value), ts.Add(time.Duration(i)*time.Second), processor.Header{Key: "trace", Value: []byte(in.key)}); err != nil {
+			t.Fatalf("Pipe %s: %v", in.key, err)
+		}
+	}
+	ok, err := weirtest.Output(d, "ok", serde.String(), serde.JSON[payment]()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted []string
+	for _, r := range ok {
+		accepted = append(accepted, r.Key)
+	}
+	if !slices.Equal(accepted, []string{"a", "e"}) {
+		t.Fatalf("accepted %v, want [a e]", accepted)
+	}
+	dead, err := weirtest.Output(d, "dlq", serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ key, kind, node string }{{"b", "deserialization", "payments"}, {"c", "processing", "check"}, {"d", "deserialization", "payments"}}
+	if len(dead) != len(want) {
+		t.Fatalf("%d dead-letter records, want %d", len(dead), len(want))
+	}
+	for i, w := range want {
+		r := dead[i]
+		in := inputs[w.key[0]-'a']
+		if string(r.Key) != in.key || string(r.Value) != in.value {
+			t.Errorf("dead letter %d = %q/%q, want the raw record %q/%q", i, r.Key, r.Value, in.key, in.value)
+		}
+		offset := int64(w.key[0] - 'a')
+		for k, v := range map[string]string{
+			weir.DeadLetterHeaderKind: w.kind, weir.DeadLetterHeaderNode: w.node, weir.DeadLetterHeaderTopic: "payments",
+			weir.DeadLetterHeaderPartition: "0", weir.DeadLetterHeaderOffset: strconv.FormatInt(offset, 10),
+			weir.DeadLetterHeaderTimestamp:   strconv.FormatInt(ts.Add(time.Duration(offset)*time.Second).UnixMilli(), 10),
+			weir.DeadLetterHeaderApplication: "weirtest", "trace": in.key,
+		} {
+			if got, _ := header(r, k); got != v {
+				t.Errorf("dead letter %d (%s): header %s = %q, want %q", i, w.key, k, got, v)
+			}
+		}
+		if msg, _ := header(r, weir.DeadLetterHeaderMessage); msg == "" {
+			t.Errorf("dead letter %d (%s) has no error message", i, w.key)
+		}
+	}
+}
