@@ -23,23 +23,30 @@ import (
 const dslChildEnv = "WEIR_IT_DSL_CHILD"
 
 // runDSLChild runs dslWindowedCount, or dslWordCount when WEIR_IT_TOPOLOGY
-// is "wordcount", under exactly once with the topics, application id and
+// is "wordcount" (deadLetterTopology when "deadletter"), under exactly once with the topics, application id and
 // state directory of its WEIR_IT_ environment, until SIGTERM.
 func runDSLChild() int {
 	get := func(k string) string { return os.Getenv("WEIR_IT_" + k) }
-	top := dslWindowedCount(get("IN"), get("OUT"), get("FINAL"), get("LIMITED"), get("LATE"))
-	if get("TOPOLOGY") == "wordcount" {
+	var top weir.Topology = dslWindowedCount(get("IN"), get("OUT"), get("FINAL"), get("LIMITED"), get("LATE"))
+	var cfg weir.Config
+	switch get("TOPOLOGY") {
+	case "wordcount":
 		top = dslWordCount(get("IN"), get("OUT"))
+	case "deadletter":
+		var err error
+		if top, cfg, err = runDeadLetterChild(get); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
-	app, err := weir.New(top, weir.Config{
-		ApplicationID:  get("APP"),
-		Brokers:        strings.Split(get("BROKERS"), ","),
-		StateDir:       get("STATE_DIR"),
-		Guarantee:      weir.ExactlyOnce,
-		Threads:        2,
-		CommitInterval: 100 * time.Millisecond,
-		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
-	})
+	cfg.ApplicationID = get("APP")
+	cfg.Brokers = strings.Split(get("BROKERS"), ",")
+	cfg.StateDir = get("STATE_DIR")
+	cfg.Guarantee = weir.ExactlyOnce
+	cfg.Threads = 2
+	cfg.CommitInterval = 100 * time.Millisecond
+	cfg.Consumer = weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond}
+	app, err := weir.New(top, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

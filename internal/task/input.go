@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -128,18 +129,32 @@ func (t *Task) decodeHead(p *Input) error {
 // consumes it. A dead-lettered record is kept for a replay like a
 // processed one: the dead-letter record belongs to the transaction of m's
 // offset, and a replay after an abort writes it again.
+//
+// A replay in place logs at debug level and does not count again: the
+// record was logged and counted when it was first passed over.
 func (t *Task) passOver(p *Input, m *sarama.ConsumerMessage, policy Policy, f Failure) error {
-	if topic := policy.DeadLetterTopic(); topic != "" {
+	level, replay := slog.LevelWarn, len(p.redo) > 0
+	if replay {
+		level = slog.LevelDebug
+	}
+	topic := policy.DeadLetterTopic()
+	if topic != "" {
 		f.Application, f.Task = t.sh.ApplicationID, t.name
 		if err := t.host.Send(DeadLetterRecord(topic, m, f)); err != nil {
 			return err
 		}
-		t.log.Warn("dead-lettered a record", "kind", f.Kind, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
-			"node", f.Node, "dead_letter_topic", topic, "error", f.Err)
+	}
+	msg := "skipping a record"
+	if topic != "" {
+		msg = "dead-lettering a record"
+	}
+	t.log.Log(t.ctx, level, msg, "kind", f.Kind, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+		"node", f.Node, "dead_letter_topic", topic, "error", f.Err)
+	switch {
+	case replay:
+	case topic != "":
 		t.deadLettered.Inc()
-	} else {
-		t.log.Warn("skipping a record", "kind", f.Kind, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
-			"node", f.Node, "error", f.Err)
+	default:
 		t.sh.Metrics.RecordsSkipped.WithLabelValues(t.thread, t.name, f.Kind).Inc()
 	}
 	p.pop()
