@@ -73,7 +73,7 @@ const (
 
 // DeadLetter writes the input record that failed, with its raw key, value
 // and headers, to topic and goes on. The record gains headers that say
-// where it came from and why it failed (see [DeadLetterHeaders]); it is
+// where it came from and why it failed (the DeadLetterHeader* constants); it is
 // counted in weir_records_dead_lettered_total. Under ExactlyOnce it is
 // written in the transaction that commits the input record's offset, so it
 // appears in the topic exactly once, for read_committed readers; at least

@@ -303,3 +303,77 @@ func TestDeadLetterFailStopsAtTheRecord(t *testing.T) {
 		t.Errorf("Run = %v, want a *serde.FormatError inside", err)
 	}
 }
+
+// TestRefusedOutputIsDeadLettered: with ProductionErrors DeadLetter, an
+// output record Kafka refuses (too large, caught before it is sent; or
+// without key on a topic made compacted after start, refused by the
+// broker, which aborts the transaction) is dropped, and the input record
+// that produced it goes to the dead-letter topic exactly once, with
+// headers naming the sink; every other input record is echoed exactly
+// once and all are committed.
+func TestRefusedOutputIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		refuse func(processor.Record[[]byte, string]) processor.Record[[]byte, string]
+		broker bool
+	}{
+		{"too large", bigValue, false},
+		{"refused by the broker", noKey, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := harness.Get(t)
+			in, out, dlq, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "dlq"), c.Name(t, "app")
+			c.CreateTopic(t, in, 1, nil)
+			c.CreateTopic(t, out, 1, map[string]string{"cleanup.policy": "delete"})
+			c.CreateTopic(t, dlq, 1, nil)
+			cfg := eosFailureConfig(c, app, t)
+			cfg.ProductionErrors = weir.DeadLetter(dlq)
+			inst := start(t, offsetEcho(in, out, func(off int64) bool { return off == 50 }, tc.refuse, true), cfg)
+			if tc.broker {
+				produceFailureInput(t, c, in, 0, 50)
+				harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+					off := committedOffset(t, c, app, in)
+					return off == 50, fmt.Sprintf("committed offset %d", off)
+				})
+				compactLater(t, c, out)
+				produceFailureInput(t, c, in, 50, failureInput)
+			} else {
+				produceFailureInput(t, c, in, 0, failureInput)
+			}
+			harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+				off := committedOffset(t, c, app, in)
+				return off == failureInput, fmt.Sprintf("committed offset %d", off)
+			})
+			if err := inst.stop(t); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			checkEchoedUpTo(t, echoed(t, c, out), failureInput, map[int64]bool{50: true})
+
+			writeSentinels(t, c, dlq, 1)
+			dead := readToSentinels(t, c, dlq, 1, sarama.ReadCommitted)
+			if len(dead) != 1 {
+				t.Fatalf("%d dead-letter records, want 1 (input record 50)", len(dead))
+			}
+			got := map[string]string{}
+			for _, h := range dead[0].Headers {
+				got[string(h.Key)] = string(h.Value)
+			}
+			if string(dead[0].Key) != "in" || string(dead[0].Value) != "50" {
+				t.Errorf("dead-letter record %q/%q, want the input record in/50", dead[0].Key, dead[0].Value)
+			}
+			for k, v := range map[string]string{
+				weir.DeadLetterHeaderKind: "production", weir.DeadLetterHeaderSink: out, weir.DeadLetterHeaderTopic: in,
+				weir.DeadLetterHeaderPartition: "0", weir.DeadLetterHeaderOffset: "50", weir.DeadLetterHeaderTask: "0_0",
+			} {
+				if got[k] != v {
+					t.Errorf("header %s = %q, want %q", k, got[k], v)
+				}
+			}
+			if got[weir.DeadLetterHeaderMessage] == "" {
+				t.Error("no error message header")
+			}
+		})
+	}
+}
