@@ -71,6 +71,16 @@ const (
 	Skip ErrorPolicy = "skip"
 )
 
+// ErrorPolicies are the error policies of one topic, in
+// Config.TopicErrors; a zero field means the application's policy (the
+// Config field of the same name).
+type ErrorPolicies struct {
+	Deserialization ErrorPolicy // records read from the topic that do not deserialize
+	Timestamp       ErrorPolicy // records read from the topic whose timestamp fails
+	Processing      ErrorPolicy // records read from the topic that a processor fails on
+	Production      ErrorPolicy // records written to the topic that Kafka refuses
+}
+
 // DeadLetter writes the input record that failed, with its raw key, value
 // and headers, to topic and goes on. The record gains headers that say
 // where it came from and why it failed (the DeadLetterHeader* constants); it is
@@ -207,6 +217,18 @@ type Config struct {
 	// be recognised in a replay: the punctuator runs again and may produce
 	// it again).
 	ProductionErrors ErrorPolicy
+
+	// TopicErrors overrides the error policies above for the records of
+	// single topics, by topic name: the Deserialization, Timestamp and
+	// Processing policies apply to records read from a source topic, the
+	// Production policy to records written to a sink topic. A zero policy
+	// in ErrorPolicies keeps the application's. For example, dead-letter
+	// the poison records of one external feed and fail on the rest:
+	//
+	//	TopicErrors: map[string]weir.ErrorPolicies{
+	//		"partner-orders": {Deserialization: weir.DeadLetter("partner-orders-dlq")},
+	//	}
+	TopicErrors map[string]ErrorPolicies
 
 	// Registry is the schema registry that checks the schemas of the
 	// topology's registry serdes ([github.com/weirstream/weir/serde.Avro]) before Run touches
@@ -413,18 +435,30 @@ func (c *Config) Validate() error {
 	if c.MaxConsecutiveAborts < 0 {
 		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
 	}
-	for _, p := range []struct {
-		field  string
-		policy ErrorPolicy
-	}{
-		{"DeserializationErrors", c.DeserializationErrors},
-		{"TimestampErrors", c.TimestampErrors},
-		{"ProcessingErrors", c.ProcessingErrors},
-		{"ProductionErrors", c.ProductionErrors},
-	} {
-		if !task.Policy(p.policy).Valid() {
-			bad(p.field, "unknown policy %q (want Fail, Skip or DeadLetter(topic))", string(p.policy))
+	checkPolicies := func(field string, p ErrorPolicies) {
+		for _, f := range []struct {
+			field  string
+			policy ErrorPolicy
+		}{
+			{"DeserializationErrors", p.Deserialization},
+			{"TimestampErrors", p.Timestamp},
+			{"ProcessingErrors", p.Processing},
+			{"ProductionErrors", p.Production},
+		} {
+			if field != "" {
+				f.field = field + "." + strings.TrimSuffix(f.field, "Errors")
+			}
+			if !task.Policy(f.policy).Valid() {
+				bad(f.field, "unknown policy %q (want Fail, Skip or DeadLetter(topic))", string(f.policy))
+			}
 		}
+	}
+	checkPolicies("", c.defaultPolicies())
+	for topic, p := range c.TopicErrors {
+		if topic == "" {
+			bad("TopicErrors", "an empty topic name")
+		}
+		checkPolicies(fmt.Sprintf("TopicErrors[%q]", topic), p)
 	}
 	return errors.Join(errs...)
 }
@@ -518,15 +552,27 @@ func (c *Config) clientOptions() *client.Options {
 	return o
 }
 
+// defaultPolicies returns c's application-wide error policies.
+func (c *Config) defaultPolicies() ErrorPolicies {
+	return ErrorPolicies{c.DeserializationErrors, c.TimestampErrors, c.ProcessingErrors, c.ProductionErrors}
+}
+
 // deadLetterTopics returns the topics of c's DeadLetter policies, once
-// each.
+// each, sorted.
 func (c *Config) deadLetterTopics() []string {
 	var topics []string
-	for _, p := range []ErrorPolicy{c.DeserializationErrors, c.TimestampErrors, c.ProcessingErrors, c.ProductionErrors} {
-		if t := p.DeadLetterTopic(); t != "" && !slices.Contains(topics, t) {
-			topics = append(topics, t)
+	add := func(p ErrorPolicies) {
+		for _, p := range []ErrorPolicy{p.Deserialization, p.Timestamp, p.Processing, p.Production} {
+			if t := p.DeadLetterTopic(); t != "" && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
 		}
 	}
+	add(c.defaultPolicies())
+	for _, p := range c.TopicErrors {
+		add(p)
+	}
+	slices.Sort(topics)
 	return topics
 }
 
@@ -538,11 +584,19 @@ func (c *Config) taskConfig() task.Config {
 		DeserializationErrors: task.Policy(c.DeserializationErrors),
 		TimestampErrors:       task.Policy(c.TimestampErrors),
 		ProcessingErrors:      task.Policy(c.ProcessingErrors),
+		ProductionErrors:      task.Policy(c.ProductionErrors),
 		ExactlyOnce:           c.Guarantee == ExactlyOnce,
 		CleanupDelay:          c.State.CleanupDelay,
 	}
 	if c.State.RestoreListener != nil {
 		tc.RestoreListener = c.State.RestoreListener
+	}
+	if len(c.TopicErrors) > 0 {
+		tc.TopicErrors = make(map[string]task.Policies, len(c.TopicErrors))
+		for topic, p := range c.TopicErrors {
+			tc.TopicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
+				Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
+		}
 	}
 	return tc
 }
@@ -560,7 +614,6 @@ func (c *Config) streamConfig() stream.Config {
 		MaxBufferBytes:       c.State.MaxBufferBytes,
 		QueueRecords:         c.Queue.MaxRecords,
 		QueueBytes:           c.Queue.MaxBytes,
-		ProductionErrors:     task.Policy(c.ProductionErrors),
 		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
 		Logger:               c.Logger,
 	}

@@ -102,7 +102,7 @@ func TestErrorPolicyMatchesTheRuntimes(t *testing.T) {
 	}
 	c := Config{ProductionErrors: Skip, DeserializationErrors: DeadLetter("dlq"), ProcessingErrors: DeadLetter("dlq2")}
 	tc := c.taskConfig()
-	if c.streamConfig().ProductionErrors != task.Skip || tc.DeserializationErrors.DeadLetterTopic() != "dlq" ||
+	if tc.ProductionErrors != task.Skip || tc.DeserializationErrors.DeadLetterTopic() != "dlq" ||
 		tc.ProcessingErrors.DeadLetterTopic() != "dlq2" || !tc.TimestampErrors.Fails() || !tc.ExactlyOnce {
 		t.Fatalf("the policies do not reach the runtime: %+v", tc)
 	}
@@ -131,6 +131,19 @@ func TestErrorPolicyValidation(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "ProcessingErrors") {
 			t.Errorf("ProcessingErrors %q: the error does not name the field: %v", c.policy, err)
 		}
+	}
+	cfg := Config{ApplicationID: "a", Brokers: []string{"h:1"}, ProductionErrors: DeadLetter("b"),
+		TopicErrors: map[string]ErrorPolicies{"feed": {Processing: "retry", Deserialization: DeadLetter("a")}}}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `TopicErrors["feed"].Processing`) {
+		t.Errorf("Validate with a bad per-topic policy = %v, want an error naming TopicErrors[\"feed\"].Processing", err)
+	}
+	if got := cfg.deadLetterTopics(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("dead-letter topics = %v, want [a b] (the per-topic one too)", got)
+	}
+	tc := cfg.taskConfig()
+	if p := tc.PoliciesFor("feed"); p.Deserialization != task.DeadLetter("a") || p.Production != task.DeadLetter("b") {
+		t.Errorf("policies of feed = %+v, want its own deserialization policy and the default production one", p)
 	}
 	if DeadLetter("dlq").DeadLetterTopic() != "dlq" || Skip.DeadLetterTopic() != "" {
 		t.Error("DeadLetterTopic does not give the topic back")

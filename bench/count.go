@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -35,6 +36,10 @@ type countVariant struct {
 	// Interval is Config.CommitInterval; 0 is weir's default for the
 	// guarantee (100 ms exactly once, 30 s at least once).
 	Interval time.Duration
+	// AvroStore keeps the counts as Avro records (avroCount, its schema
+	// checked against the registry at start) instead of Int64: the cost
+	// of Avro state. It runs only with a registry (-registry).
+	AvroStore bool
 }
 
 // countVariants are the count workload's variants, in the order they run
@@ -43,6 +48,7 @@ var countVariants = []countVariant{
 	{Label: "EOS (default 100ms)", Guarantee: weir.ExactlyOnce},
 	{Label: "ALOS 100ms", Guarantee: weir.AtLeastOnce, Interval: 100 * time.Millisecond},
 	{Label: "ALOS (default 30s)", Guarantee: weir.AtLeastOnce},
+	{Label: "EOS Avro store", Guarantee: weir.ExactlyOnce, AvroStore: true},
 }
 
 // effectiveInterval is the commit interval weir uses for v.
@@ -97,7 +103,8 @@ type countResult struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// countRatio divides the EOS median rate by an ALOS variant's.
+// countRatio divides the EOS median rate by an ALOS variant's, or the
+// Avro store variant's by the EOS (Int64 store) one's.
 type countRatio struct {
 	Name     string  `json:"name"`
 	Steady   float64 `json:"steady"`
@@ -109,6 +116,9 @@ func runCounts(ctx context.Context, o *options, c *cluster, logger *slog.Logger,
 	for i, v := range countVariants {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
+		}
+		if v.AvroStore && o.registryURL == "" {
+			continue
 		}
 		id := fmt.Sprintf("%s-count%d-r%d", prefix, i, round)
 		output := id + "-out"
@@ -132,13 +142,34 @@ func runCount(ctx context.Context, o *options, c *cluster, logger *slog.Logger, 
 	name := "weir count " + v.Label
 	cnt := newCounter(o.records)
 
-	counts := processor.KeyValue(countStoreName, serde.String(), serde.Int64())
 	t := processor.NewTopology()
 	src := t.AddSource("in", input, serde.String(), serde.Bytes())
-	p := t.AddProcessor("count", func() processor.Processor[string, []byte, string, int64] {
-		return &countProcessor{spec: counts, cnt: cnt}
-	}, src)
-	t.AddStore(counts, p)
+	var p processor.Node[string, int64]
+	var registry schema.Config
+	if v.AvroStore {
+		registry = schema.Config{URL: o.registryURL, RetryTimeout: 20 * time.Second}
+		reg, err := schema.New(registry)
+		if err != nil {
+			return nil, err
+		}
+		values, err := serde.Avro[avroCount](serde.AvroConfig{Registry: reg, Schema: avroCountSchema})
+		if err != nil {
+			return nil, err
+		}
+		counts := processor.KeyValue(countStoreName, serde.String(), serde.Serde[avroCount](values))
+		p = t.AddProcessor("count", func() processor.Processor[string, []byte, string, int64] {
+			return &countProcessor[avroCount]{spec: counts, cnt: cnt,
+				count: func(c avroCount) int64 { return c.Count }, wrap: func(n int64) avroCount { return avroCount{Count: n} }}
+		}, src)
+		t.AddStore(counts, p)
+	} else {
+		counts := processor.KeyValue(countStoreName, serde.String(), serde.Int64())
+		p = t.AddProcessor("count", func() processor.Processor[string, []byte, string, int64] {
+			return &countProcessor[int64]{spec: counts, cnt: cnt,
+				count: func(n int64) int64 { return n }, wrap: func(n int64) int64 { return n }}
+		}, src)
+		t.AddStore(counts, p)
+	}
 	t.AddSink("out", output, serde.String(), serde.Int64(), p)
 
 	dir, err := c.stateDir()
@@ -155,6 +186,7 @@ func runCount(ctx context.Context, o *options, c *cluster, logger *slog.Logger, 
 		CommitInterval: v.Interval,
 		Logger:         logger,
 		Metrics:        reg,
+		Registry:       registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -242,27 +274,36 @@ func runCount(ctx context.Context, o *options, c *cluster, logger *slog.Logger, 
 	return r, nil
 }
 
-// countProcessor counts records per key in its store and forwards (key,
-// count).
-type countProcessor struct {
-	spec  *processor.KeyValueSpec[string, int64]
-	store processor.KeyValueStore[string, int64]
-	cnt   *counter
+// avroCount is the Avro store variant's stored value.
+type avroCount struct {
+	Count int64 `avro:"count"`
 }
 
-func (p *countProcessor) Init(ctx processor.Context[string, int64]) error {
+const avroCountSchema = `{"type":"record","name":"Count","namespace":"weir.bench","fields":[{"name":"count","type":"long"}]}`
+
+// countProcessor counts records per key in its store, whose values are V
+// (count and wrap convert), and forwards (key, count).
+type countProcessor[V any] struct {
+	spec  *processor.KeyValueSpec[string, V]
+	store processor.KeyValueStore[string, V]
+	cnt   *counter
+	count func(V) int64
+	wrap  func(int64) V
+}
+
+func (p *countProcessor[V]) Init(ctx processor.Context[string, int64]) error {
 	s, err := p.spec.Open(ctx)
 	p.store = s
 	return err
 }
 
-func (p *countProcessor) Process(ctx processor.Context[string, int64], rec processor.Record[string, []byte]) error {
-	n, _, err := p.store.Get(rec.Key)
+func (p *countProcessor[V]) Process(ctx processor.Context[string, int64], rec processor.Record[string, []byte]) error {
+	v, _, err := p.store.Get(rec.Key)
 	if err != nil {
 		return err
 	}
-	n++
-	if err := p.store.Put(rec.Key, n); err != nil {
+	n := p.count(v) + 1
+	if err := p.store.Put(rec.Key, p.wrap(n)); err != nil {
 		return err
 	}
 	if err := ctx.Forward(processor.Record[string, int64]{Key: rec.Key, Value: n, Timestamp: rec.Timestamp}); err != nil {
@@ -272,7 +313,7 @@ func (p *countProcessor) Process(ctx processor.Context[string, int64], rec proce
 	return nil
 }
 
-func (p *countProcessor) Close() error { return nil }
+func (p *countProcessor[V]) Close() error { return nil }
 
 // recordingRegisterer is the App's Config.Metrics: a registry that also
 // keeps the collectors registered on it, so that after Close the counters
@@ -470,7 +511,11 @@ func (r *report) computeCountRatios() {
 	}
 	for _, v := range countVariants[1:] {
 		as, ae, ok := r.countMedians(v.Label)
-		if !ok || as == 0 || ae == 0 {
+		if !ok || as == 0 || ae == 0 || es == 0 || ee == 0 {
+			continue
+		}
+		if v.AvroStore {
+			r.CountRatios = append(r.CountRatios, countRatio{Name: v.Label + " / " + eos.Label, Steady: as / es, EndToEnd: ae / ee})
 			continue
 		}
 		r.CountRatios = append(r.CountRatios, countRatio{Name: eos.Label + " / " + v.Label, Steady: es / as, EndToEnd: ee / ae})

@@ -74,6 +74,7 @@ var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore, wlAb
 
 // options are the parsed command-line flags.
 type options struct {
+	registryURL    string // "" leaves out the count workload's Avro store variant
 	brokers        []string
 	records        int64
 	valueSize      int
@@ -148,6 +149,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	jsonOut := fs.Bool("json", false, "print machine-readable JSON instead of the table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured workload to PREFIX-<workload>.pprof")
 	logLevel := fs.String("log", "off", "weir's logs on stderr: off, info or debug (debug adds sarama's)")
+	registryURL := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL (Confluent-compatible API) for the count workload's Avro store variant, which is left out without one (default: $WEIR_SCHEMA_REGISTRY_URL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -171,6 +173,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		aborts:         *aborts,
 		abortsWindow:   *abortsWindow,
 		wcInstances:    *wcInstances,
+		registryURL:    *registryURL,
 	}
 	fs.Visit(func(f *flag.Flag) { o.partitionsSet = o.partitionsSet || f.Name == "partitions" })
 	var errs []error

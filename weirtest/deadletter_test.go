@@ -110,3 +110,35 @@ func TestDeadLetterKeepsTheRawRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicErrorsOverrideTheDefault: a policy of Config.TopicErrors
+// applies to its topic's records only; the others keep the default.
+func TestTopicErrorsOverrideTheDefault(t *testing.T) {
+	t.Parallel()
+	top := processor.NewTopology()
+	for _, topic := range []string{"partner", "own"} {
+		src := top.AddSource(topic, topic, serde.String(), serde.JSON[payment]())
+		top.AddSink(topic+"-ok", topic+"-ok", serde.String(), serde.JSON[payment](), src)
+	}
+	d, err := weirtest.New(top, weirtest.Config{
+		TopicErrors: map[string]weir.ErrorPolicies{"partner": {Deserialization: weir.DeadLetter("partner-dlq")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	partner := weirtest.Input(d, "partner", serde.String(), serde.String())
+	own := weirtest.Input(d, "own", serde.String(), serde.String())
+	if err := partner.Pipe("p", "not json", time.Unix(1, 0)); err != nil {
+		t.Fatalf("a poison record of partner, dead-lettered: Pipe = %v", err)
+	}
+	dead, err := weirtest.Output(d, "partner-dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil || len(dead) != 1 || dead[0].Value != "not json" {
+		t.Fatalf("partner-dlq = %v, %v; want the poison record", dead, err)
+	}
+	err = own.Pipe("o", "not json", time.Unix(2, 0))
+	var re *weir.RecordError
+	if !errors.As(err, &re) || re.Topic != "own" || re.Node != "own" {
+		t.Fatalf("a poison record of own, under the default Fail: Pipe = %v, want a *weir.RecordError naming own", err)
+	}
+}

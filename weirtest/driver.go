@@ -34,11 +34,13 @@ type Config struct {
 	// ApplicationID (for example weir_records_dropped_total). Default: a
 	// registry of the Driver's own.
 	Metrics prometheus.Registerer
-	// DeserializationErrors and ProcessingErrors are the error policies,
-	// as in weir.Config (default weir.Fail). A dead-letter record appears
-	// in Output of its topic. The driver runs at least once: a record a
-	// processor fails on keeps what it did before the error.
+	// DeserializationErrors, ProcessingErrors and TopicErrors are the
+	// error policies, as in weir.Config (default weir.Fail). A
+	// dead-letter record appears in Output of its topic. The driver runs
+	// at least once: a record a processor fails on keeps what it did
+	// before the error.
 	DeserializationErrors, ProcessingErrors weir.ErrorPolicy
+	TopicErrors                             map[string]weir.ErrorPolicies
 }
 
 // Driver runs a topology in memory. It is not safe for concurrent use.
@@ -100,9 +102,15 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	for _, r := range g.Repartitions {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
 	}
+	topicErrors := map[string]task.Policies{}
+	for topic, p := range cfg.TopicErrors {
+		topicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
+			Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
+	}
 	sh := &task.Shared{
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
-			DeserializationErrors: task.Policy(cfg.DeserializationErrors), ProcessingErrors: task.Policy(cfg.ProcessingErrors)},
+			DeserializationErrors: task.Policy(cfg.DeserializationErrors), ProcessingErrors: task.Policy(cfg.ProcessingErrors),
+			TopicErrors: topicErrors},
 		Graph:   g,
 		Metrics: m,
 	}
@@ -223,8 +231,23 @@ func (d *Driver) drain() error {
 // fail makes err the driver's sticky error: a failed record is not
 // committed, and the driver, like an application, stops.
 func (d *Driver) fail(err error) error {
-	d.err = err
+	d.err = publicError(err)
 	d.pending = nil
+	return d.err
+}
+
+// publicError gives the runtime's record and topology errors the public
+// types weir.App.Run returns, so a test can errors.As them as a service
+// does. The runtime's types have the public ones' fields.
+func publicError(err error) error {
+	var te *task.TopologyError
+	if errors.As(err, &te) {
+		return (*weir.TopologyError)(te)
+	}
+	var re *task.RecordError
+	if errors.As(err, &re) {
+		return (*weir.RecordError)(re)
+	}
 	return err
 }
 

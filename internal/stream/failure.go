@@ -96,7 +96,7 @@ func (th *Thread) refuse(o *client.Origin, pe *task.ProductionError) error {
 // ProductionErrors=Fail, and always for a changelog record (state cannot
 // skip a change) and a dead-letter record (nothing is left to do with it).
 func (th *Thread) mustFail(o *client.Origin, pe *task.ProductionError) bool {
-	return pe.Store != "" || (o != nil && o.DeadLetter) || th.in.ProductionErrors.Fails()
+	return pe.Store != "" || (o != nil && o.DeadLetter) || th.in.PoliciesFor(pe.Sink).Production.Fails()
 }
 
 // skipped counts and logs a refused record that ProductionErrors Skip or
@@ -105,14 +105,14 @@ func (th *Thread) skipped(pe *task.ProductionError) {
 	th.in.Metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
 	th.log.Warn("dropping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
 		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit,
-		"dead_letter_topic", th.in.ProductionErrors.DeadLetterTopic(), "error", pe.Err)
+		"dead_letter_topic", th.in.PoliciesFor(pe.Sink).Production.DeadLetterTopic(), "error", pe.Err)
 }
 
 // deadLetterRefused writes the dead-letter record of a refused record
 // under ProductionErrors=DeadLetter: the input record that produced it
 // (o.Input), or headers only for a punctuator's record.
 func (th *Thread) deadLetterRefused(o *client.Origin, pe *task.ProductionError) error {
-	topic := th.in.ProductionErrors.DeadLetterTopic()
+	topic := th.in.PoliciesFor(pe.Sink).Production.DeadLetterTopic()
 	if topic == "" {
 		return nil
 	}
@@ -147,7 +147,7 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 	th.skips[skipKey{re.Topic, re.Partition, re.Offset, ""}] = re
 	th.log.Warn("a processor failed on a record; aborting the transaction and replaying without the record",
 		"task", re.Task, "topic", re.Topic, "partition", re.Partition, "offset", re.Offset, "node", re.Node,
-		"policy", string(th.in.ProcessingErrors), "error", re.Err)
+		"policy", string(th.in.PoliciesFor(re.Topic).Processing), "error", re.Err)
 	ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
 	err := th.producer.Abort(ctx)
 	cancel()
@@ -242,7 +242,7 @@ func (th *Thread) settle(err error) error {
 				// Not wrapping re: no record of the batch is known to be bad.
 				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
 			}
-			if !th.in.ProductionErrors.Fails() {
+			if !th.in.PoliciesFor(re.Msg.Topic).Production.Fails() {
 				return fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
 					th.idx, n, re)
 			}

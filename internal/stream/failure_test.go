@@ -53,6 +53,13 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 	return th
 }
 
+// productionThread is a failureThread under ProductionErrors policy.
+func productionThread(t *testing.T, policy task.Policy, fake *txntest.Fake) *Thread {
+	th := failureThread(t, Config{}, fake)
+	th.in.ProductionErrors = policy
+	return th
+}
+
 // noSource is a metrics.Source with nothing to report.
 type noSource struct{}
 
@@ -110,7 +117,7 @@ func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			th := failureThread(t, Config{ProductionErrors: c.policy}, txntest.New(true))
+			th := productionThread(t, c.policy, txntest.New(true))
 			err := th.Send(c.msg)
 			store := c.msg.Metadata.(*client.Origin).Store != ""
 			switch {
@@ -159,7 +166,7 @@ func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
 			t.Parallel()
 			fake := txntest.New(true)
 			fake.SendErr = sarama.ErrInvalidRecord
-			th := failureThread(t, Config{ProductionErrors: policy}, fake)
+			th := productionThread(t, policy, fake)
 			if err := th.Send(msgFrom("in", 7, "out", []byte("k"), 10)); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +258,7 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	fake := txntest.New(true)
 	fake.SendErr = sarama.ErrInvalidRecord
 	fake.Gate = make(chan struct{})
-	th := failureThread(t, Config{ProductionErrors: task.Skip}, fake)
+	th := productionThread(t, task.Skip, fake)
 	for off := int64(7); off <= 9; off++ {
 		if err := th.Send(msgFrom("in", off, "out", []byte("k"), 10)); err != nil {
 			t.Fatal(err)

@@ -24,7 +24,6 @@ type Config struct {
 	MaxBufferBytes     int
 	QueueRecords       int
 	QueueBytes         int
-	ProductionErrors   task.Policy
 	// MaxConsecutiveAborts is how many transactions in a row may abort
 	// without one committing before the thread fails.
 	MaxConsecutiveAborts int

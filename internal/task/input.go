@@ -109,10 +109,11 @@ func (t *Task) decodeHead(p *Input) error {
 			p.head, p.headTime = m, ts
 			return nil
 		}
-		policy, kind := t.sh.DeserializationErrors, KindDeserialization
+		pol := t.sh.PoliciesFor(m.Topic)
+		policy, kind := pol.Deserialization, KindDeserialization
 		var de *graph.DecodeError
 		if errors.As(err, &de) && de.Stage == "timestamp" {
-			policy, kind = t.sh.TimestampErrors, KindTimestamp
+			policy, kind = pol.Timestamp, KindTimestamp
 		}
 		if policy.Fails() {
 			t.nodeFailed(p.node)
@@ -191,7 +192,7 @@ func (t *Task) Process(p *Input) error {
 	if cause := t.host.ReplayFailure(m.Topic, m.Partition, m.Offset); cause != nil {
 		// A replay after the transaction aborted for this record: it
 		// has no effect but its dead-letter record this time.
-		return t.passOver(p, m, t.sh.ProcessingErrors, processingFailure(cause))
+		return t.passOver(p, m, t.sh.PoliciesFor(m.Topic).Processing, processingFailure(cause))
 	}
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 	t.inRecord, t.cur, t.curIn, t.sendFailed = true, nil, m, false
@@ -204,7 +205,8 @@ func (t *Task) Process(p *Input) error {
 	if err != nil {
 		err = t.recordError(m, err)
 		var re *RecordError
-		if t.sendFailed || t.sh.ProcessingErrors.Fails() || !errors.As(err, &re) {
+		policy := t.sh.PoliciesFor(m.Topic).Processing
+		if t.sendFailed || policy.Fails() || !errors.As(err, &re) {
 			// The record stays unconsumed: a restart processes it again.
 			return err
 		}
@@ -215,7 +217,7 @@ func (t *Task) Process(p *Input) error {
 		}
 		// At least once what the record did stays; it is counted once,
 		// as failed at its node, and passed over.
-		return t.passOver(p, m, t.sh.ProcessingErrors, processingFailure(re))
+		return t.passOver(p, m, policy, processingFailure(re))
 	}
 	p.pop()
 	p.consumed = m.Offset + 1

@@ -52,6 +52,31 @@ func (p Policy) Valid() bool {
 	return p.Fails() || p == Skip || p.DeadLetterTopic() != ""
 }
 
+// Policies are the error policies of one topic; an empty one means the
+// application's.
+type Policies struct {
+	Deserialization, Timestamp, Processing, Production Policy
+}
+
+// PoliciesFor returns the error policies of the records read from or
+// written to topic.
+func (c *Config) PoliciesFor(topic string) Policies {
+	p := Policies{c.DeserializationErrors, c.TimestampErrors, c.ProcessingErrors, c.ProductionErrors}
+	o, ok := c.TopicErrors[topic]
+	if !ok {
+		return p
+	}
+	for _, f := range []struct{ dst, src *Policy }{
+		{&p.Deserialization, &o.Deserialization}, {&p.Timestamp, &o.Timestamp},
+		{&p.Processing, &o.Processing}, {&p.Production, &o.Production},
+	} {
+		if *f.src != "" {
+			*f.dst = *f.src
+		}
+	}
+	return p
+}
+
 // Config is what a task needs of the application's configuration.
 type Config struct {
 	ApplicationID         string
@@ -59,6 +84,11 @@ type Config struct {
 	DeserializationErrors Policy
 	TimestampErrors       Policy
 	ProcessingErrors      Policy
+	ProductionErrors      Policy
+	// TopicErrors overrides the policies above for the records of single
+	// topics (real names): read from a source topic, or written to a sink
+	// topic (ProductionErrors).
+	TopicErrors map[string]Policies
 	// ExactlyOnce: a record a processor fails on under ProcessingErrors
 	// Skip or DeadLetter is passed over in a replay of the aborted
 	// transaction (see ErrReplayWithout), not where it failed.
