@@ -254,6 +254,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			Local:         local,
 			RestoreClient: a.restoreClient,
 			RestoreSlots:  make(chan struct{}, a.cfg.State.MaxConcurrentRestores),
+			Cache:         a.cfg.cacheBudget(),
 		},
 		ProcessID: dir.ProcessID,
 		Admin:     admin,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/schema"
@@ -154,6 +155,17 @@ type Config struct {
 
 	// Topics configures the internal topics weir creates.
 	Topics TopicConfig
+
+	// CacheMaxBytes bounds the record caches of this instance, shared by
+	// all its threads: the DSL's key-value aggregations (Count, Reduce,
+	// Aggregate) and processors that forward through a
+	// processor.RecordCache hold their latest record per key and forward
+	// it at the next commit, so a key updated many times in a commit
+	// interval produces one output record. Past the bound a cache forwards
+	// its least recently updated records early. Default 10 MiB; negative
+	// turns caching off, and every update is forwarded at once. Kafka
+	// Streams' statestore.cache.max.bytes.
+	CacheMaxBytes int64
 
 	// State configures local state stores.
 	State StateConfig
@@ -340,6 +352,7 @@ const (
 	defaultPurgeInterval      = 30 * time.Second
 	defaultDialTimeout        = 30 * time.Second
 	defaultMaxAborts          = 10
+	defaultCacheMaxBytes      = 10 << 20
 )
 
 // Validate reports every problem of c at once, each naming its field.
@@ -501,6 +514,9 @@ func (c Config) withDefaults() Config {
 	if c.Topics.PurgeInterval == 0 {
 		c.Topics.PurgeInterval = defaultPurgeInterval
 	}
+	if c.CacheMaxBytes == 0 {
+		c.CacheMaxBytes = defaultCacheMaxBytes
+	}
 	for _, p := range []*ErrorPolicy{&c.DeserializationErrors, &c.TimestampErrors, &c.ProcessingErrors, &c.ProductionErrors} {
 		if *p == "" {
 			*p = Fail
@@ -550,6 +566,14 @@ func (c *Config) clientOptions() *client.Options {
 		o.TransactionTimeout = c.TransactionTimeout
 	}
 	return o
+}
+
+// cacheBudget returns the record caches' budget, nil when caching is off.
+func (c *Config) cacheBudget() *graph.CacheBudget {
+	if c.CacheMaxBytes < 0 {
+		return nil
+	}
+	return graph.NewCacheBudget(c.CacheMaxBytes)
 }
 
 // defaultPolicies returns c's application-wide error policies.

@@ -72,22 +72,40 @@ func (t *Table[K, V]) ToStream() *Stream[K, V] {
 	return &Stream[K, V]{b: t.b, node: t.node, name: t.name, keys: t.keys}
 }
 
+// AggregateOption configures a key-value aggregation: [Grouped.Count],
+// [Grouped.Reduce] or [Grouped.Aggregate].
+type AggregateOption struct{ noCache bool }
+
+// WithoutCache turns the aggregation's record cache off, so that its
+// table forwards every update at once, as with Config.CacheMaxBytes < 0
+// for this aggregation alone: for a stream of running balances that must
+// show each one, say. Kafka Streams' Materialized.withCachingDisabled.
+func WithoutCache() AggregateOption { return AggregateOption{noCache: true} }
+
 // Count counts the records of each key into the key-value store name
 // (changelog "<application id>-<name>-changelog"), whose values are
 // serde.Int64. name is required: it names the store and the aggregation's
 // node. Records with a null key are skipped: not counted, not forwarded,
 // and counted in weir_records_dropped_total{reason="null_key"}. Kafka
 // Streams' KGroupedStream.count.
-func (g *Grouped[K, V]) Count(name string) *Table[K, int64] {
-	return aggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
+//
+// Like every key-value aggregation, Count forwards through a record
+// cache (processor.RecordCache): a key's updates between two commits are
+// forwarded once, with the latest count, at the commit (earlier when the
+// instance's caches pass Config.CacheMaxBytes). The table's stream thus
+// holds a key's latest count at every commit, not each step on the way;
+// [WithoutCache] forwards each step.
+func (g *Grouped[K, V]) Count(name string, opts ...AggregateOption) *Table[K, int64] {
+	return aggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 }, opts)
 }
 
 // Reduce combines the values of each key into the key-value store name
 // with the given value serde: the first value of a key is stored as it
 // is, every later one as fn(aggregate, value). name is required: it names
 // the store and the aggregation's node. Records with a null key are
-// skipped, as in [Grouped.Count]. Kafka Streams' KGroupedStream.reduce.
-func (g *Grouped[K, V]) Reduce(name string, fn func(aggregate, value V) V, values serde.Serde[V]) *Table[K, V] {
+// skipped and updates cached, as in [Grouped.Count]. Kafka Streams'
+// KGroupedStream.reduce.
+func (g *Grouped[K, V]) Reduce(name string, fn func(aggregate, value V) V, values serde.Serde[V], opts ...AggregateOption) *Table[K, V] {
 	if fn == nil {
 		g.b.fail("Reduce %q of %q: nil reducer", name, g.name)
 	}
@@ -96,15 +114,16 @@ func (g *Grouped[K, V]) Reduce(name string, fn func(aggregate, value V) V, value
 			return v
 		}
 		return fn(agg, v)
-	})
+	}, opts)
 }
 
 // Aggregate folds the values of each key into the key-value store name
 // with the given serde: a key's aggregate starts as init() and becomes
 // fn(key, value, aggregate) with every record. name is required: it names
 // the store and the aggregation's node. Records with a null key are
-// skipped, as in [Grouped.Count]. Kafka Streams' KGroupedStream.aggregate.
-func (g *Grouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key K, value V, aggregate A) A, aggregates serde.Serde[A]) *Table[K, A] {
+// skipped and updates cached, as in [Grouped.Count]. Kafka Streams'
+// KGroupedStream.aggregate.
+func (g *Grouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key K, value V, aggregate A) A, aggregates serde.Serde[A], opts ...AggregateOption) *Table[K, A] {
 	if init == nil || fn == nil {
 		g.b.fail("Aggregate %q of %q: nil initializer or aggregator", name, g.name)
 	}
@@ -113,20 +132,24 @@ func (g *Grouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key
 			agg = init()
 		}
 		return fn(k, v, agg)
-	})
+	}, opts)
 }
 
 // aggregate adds the node and store of an aggregation whose step gives a
 // key's new aggregate from a record and the key's aggregate (the zero A
 // and found false for a new key).
-func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A) *Table[K, A] {
+func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A, opts []AggregateOption) *Table[K, A] {
+	cached := true
+	for _, o := range opts {
+		cached = cached && !o.noCache
+	}
 	// A nil g.keys is a re-keyed stream's, which GroupByKey has reported.
 	if values == nil {
 		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
 	}
 	spec := processor.KeyValue(name, g.keys, values)
 	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, K, A] {
-		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step}
+		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step, cached: cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
 	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys}
@@ -139,9 +162,18 @@ type aggregator[K, V, A any] struct {
 	name  string
 	store processor.KeyValueStore[K, A]
 	step  func(key K, value V, agg A, found bool) A
+	// cached: updates go through cache (see Grouped.Count).
+	cached bool
+	cache  *processor.RecordCache[K, A]
 }
 
 func (a *aggregator[K, V, A]) Init(ctx processor.Context[K, A]) (err error) {
+	if a.cached {
+		a.cache = processor.NewRecordCache(ctx, func(k K) (string, error) {
+			b, err := a.keys.Serialize(a.name, k)
+			return string(b), err
+		}, nil)
+	}
 	a.store, err = a.spec.Open(ctx)
 	return err
 }
@@ -161,7 +193,11 @@ func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, A], rec processor
 	if err != nil || skip {
 		return err
 	}
-	return ctx.Forward(processor.Record[K, A]{Key: rec.Key, Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	out := processor.Record[K, A]{Key: rec.Key, Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers}
+	if a.cache != nil {
+		return a.cache.Forward(out)
+	}
+	return ctx.Forward(out)
 }
 
 // nullKey reports whether the runtime dropped the write of key because

@@ -58,6 +58,9 @@ type nodeContext[K, V any] struct {
 	// method or punctuator fails with it whatever the processor did with
 	// the error (see takeFault).
 	fault error
+	// caches are the node's record caches (NewRecordCache), flushed
+	// before each commit and dropped when the node closes.
+	caches []heldRecords
 }
 
 func newNodeContext[K, V any](env graph.TaskEnv, n *graph.Node, children []graph.Instance) (*nodeContext[K, V], error) {
@@ -207,8 +210,27 @@ func (p *processorInstance[KIn, VIn, KOut, VOut]) Init() error {
 }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) Close() error {
+	// After a commit the caches are empty; otherwise the task goes back
+	// to its last commit and what they hold is dropped with the rest.
+	for _, c := range p.ctx.caches {
+		c.discard()
+	}
 	return nodeErr(p.ctx.node, p.p.Close())
 }
+
+// Flush implements graph.Flusher: it forwards what the node's record
+// caches hold.
+func (p *processorInstance[KIn, VIn, KOut, VOut]) Flush() error {
+	for _, c := range p.ctx.caches {
+		if err := c.flush(); err != nil {
+			return p.ctx.takeFault(err)
+		}
+	}
+	return p.ctx.takeFault(nil)
+}
+
+// NodeName implements graph.Flusher.
+func (p *processorInstance[KIn, VIn, KOut, VOut]) NodeName() string { return p.ctx.node }
 
 func (p *processorInstance[KIn, VIn, KOut, VOut]) process(rec Record[KIn, VIn]) error {
 	return p.ctx.takeFault(p.p.Process(p.ctx, rec))

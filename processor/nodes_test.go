@@ -24,6 +24,7 @@ type fakeEnv struct {
 	meta      graph.Metadata
 	inRecord  bool
 	log       *slog.Logger // nil: discard
+	cache     *graph.CacheBudget
 }
 
 type sent struct {
@@ -55,6 +56,7 @@ func (e *fakeEnv) Logger() *slog.Logger {
 }
 func (e *fakeEnv) PartitionCount(string, bool) (int32, error) { return 4, nil }
 func (e *fakeEnv) CountLate()                                 {}
+func (e *fakeEnv) CacheBudget() *graph.CacheBudget            { return e.cache }
 func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.PunctuationType, fn func(time.Time) error) (func(), error) {
 	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
 	return func() {}, nil

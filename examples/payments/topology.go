@@ -57,7 +57,9 @@ func Topology(p params, pr probes) *kstream.Builder {
 		Aggregate("balances",
 			func() int64 { return 0 },
 			func(_ string, p Payment, balance int64) int64 { return balance + p.Amount },
-			serde.Int64()).
+			serde.Int64(),
+			// A balance after every payment, not the latest per commit.
+			kstream.WithoutCache()).
 		ToStream().
 		Map(func(account string, balance int64) (string, Balance) {
 			return account, Balance{Account: account, Balance: balance}

@@ -13,6 +13,7 @@ package graph
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/changelog"
@@ -250,7 +251,44 @@ type TaskEnv interface {
 	// its window had closed (weir_records_late_total{thread,task}).
 	// Windowed operators call it once per dropped record; the caller logs.
 	CountLate()
+	// CacheBudget bounds the record caches of the instance; nil means
+	// caching is off (Config.CacheMaxBytes < 0, or a test driver).
+	CacheBudget() *CacheBudget
 }
+
+// Flusher is a node instance that holds records back until its task
+// commits (a record cache). The task calls Flush before each commit,
+// parents first, as a punctuation named after the node; Close drops
+// whatever is still held (the task went back to its last commit).
+type Flusher interface {
+	Instance
+	Flush() error
+	// NodeName names the node whose records a flush forwards.
+	NodeName() string
+}
+
+// CacheBudget is the byte budget that the record caches of an instance
+// share. It is safe for concurrent use.
+type CacheBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewCacheBudget returns a budget of max bytes.
+func NewCacheBudget(max int64) *CacheBudget { return &CacheBudget{max: max} }
+
+// Take counts n more bytes held and reports whether the budget is now
+// exceeded: the caller should forward some of what it holds.
+func (b *CacheBudget) Take(n int64) (over bool) { return b.used.Add(n) > b.max }
+
+// Over reports whether more is held than the budget allows.
+func (b *CacheBudget) Over() bool { return b.used.Load() > b.max }
+
+// Give counts n bytes no longer held.
+func (b *CacheBudget) Give(n int64) { b.used.Add(-n) }
+
+// Used returns the bytes held now.
+func (b *CacheBudget) Used() int64 { return b.used.Load() }
 
 // NullKeyGuard applies the runtime's rule for records with a null Kafka
 // key to the keys of a store. While such a record is processed, a write

@@ -68,6 +68,12 @@ func (th *Thread) commit() (outcome, error) {
 // back to their last commit and the outcome is rewound.
 func (th *Thread) commitLocked() (outcome, error) {
 	th.lastCommit = time.Now()
+	for _, id := range th.order {
+		// What the record caches hold goes into this commit.
+		if again, err := th.afterWork(th.tasks[id].Flush()); err != nil || again {
+			return rewound, err
+		}
+	}
 	offsets := map[string]map[int32]int64{}
 	metadata := map[string]map[int32]string{}
 	for _, id := range th.order {

@@ -50,6 +50,32 @@ func (t *Task) Punctuate(typ graph.PunctuationType, now time.Time) error {
 	return nil
 }
 
+// Flush forwards what the task's record caches hold (graph.Flusher),
+// parents first, as punctuations of their nodes: the thread calls it
+// before each commit, so the commit carries the records.
+func (t *Task) Flush() error {
+	if t.sh.Cache == nil || !t.running {
+		return nil
+	}
+	for _, inst := range t.insts {
+		f, ok := inst.(graph.Flusher)
+		if !ok {
+			continue
+		}
+		t.punctNode, t.cur = f.NodeName(), nil
+		if err := f.Flush(); err != nil {
+			if te := t.topologyError(err); te != nil {
+				return te
+			}
+			return fmt.Errorf("weir: task %s: flushing the record cache of %s: %w", t.name, f.NodeName(), err)
+		}
+	}
+	return nil
+}
+
+// CacheBudget implements graph.TaskEnv.
+func (t *Task) CacheBudget() *graph.CacheBudget { return t.sh.Cache }
+
 // NextWallClock returns when the earliest wall-clock punctuator is due.
 func (t *Task) NextWallClock() time.Time {
 	var next time.Time

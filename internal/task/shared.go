@@ -115,6 +115,9 @@ type Shared struct {
 	// the restores running at once.
 	RestoreClient sarama.Client
 	RestoreSlots  chan struct{}
+	// Cache bounds the record caches of the instance's tasks; nil turns
+	// caching off.
+	Cache *graph.CacheBudget
 }
 
 // Host is the stream thread that runs a task: the task's only way out.

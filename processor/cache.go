@@ -1,0 +1,138 @@
+package processor
+
+import (
+	"container/list"
+
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// cacheEntryOverhead is what a cached record costs besides its key's
+// identity and its value's size: the record, the map and list entries.
+const cacheEntryOverhead = 96
+
+// RecordCache holds back the records a processor forwards, by key, until
+// its task commits: a key updated many times between two commits is
+// forwarded once, with its latest record (value, timestamp and headers).
+// It is Kafka Streams' record cache (cache.max.bytes.buffering), which
+// the DSL's aggregations use; a Processor API processor opts in by
+// forwarding through one. The changelog and the local store need no such
+// cache: weir writes a store's changes once per commit anyway.
+//
+// What is held is forwarded before every commit of the task, in the
+// order the keys were last updated, so the commit carries it: under
+// exactly once a key's record is committed with the input offsets that
+// produced it, never before and never lost. When the task goes back to
+// its last commit (an aborted transaction), what is held is dropped with
+// the rest of the uncommitted work and built again by the replay.
+//
+// Every cache of an instance shares Config.CacheMaxBytes (default 10
+// MiB); past it, a cache that takes a record forwards its least recently
+// updated ones until the instance is within the budget again. With
+// caching off (Config.CacheMaxBytes < 0, or weirtest's driver) Forward
+// forwards at once.
+//
+// A RecordCache belongs to the node whose Context made it and is used
+// from that node's methods and punctuators only.
+type RecordCache[K, V any] struct {
+	ctx    Context[K, V]
+	budget *graph.CacheBudget
+	id     func(K) (string, error)
+	size   func(V) int
+	byKey  map[string]*list.Element
+	order  list.List // of *cached[K, V], least recently updated first
+	bytes  int64
+}
+
+type cached[K, V any] struct {
+	id   string
+	rec  Record[K, V]
+	size int64
+}
+
+// NewRecordCache returns a record cache forwarding to ctx's children,
+// normally made in Init. id gives a key's identity (two keys with the same
+// id are the same key; a serialized key will do); size, if not nil,
+// estimates a value's bytes for the budget (nil counts none). Records are
+// forwarded at once when ctx is not the runtime's or caching is off.
+func NewRecordCache[K, V any](ctx Context[K, V], id func(K) (string, error), size func(V) int) *RecordCache[K, V] {
+	c := &RecordCache[K, V]{ctx: ctx, id: id, size: size}
+	if nc, ok := ctx.(*nodeContext[K, V]); ok && nc.env.CacheBudget() != nil {
+		c.budget = nc.env.CacheBudget()
+		c.byKey = map[string]*list.Element{}
+		nc.caches = append(nc.caches, c)
+	}
+	return c
+}
+
+// Forward holds rec as its key's latest record, replacing the one held,
+// and forwards the least recently updated records while the instance's
+// caches are over their budget. With caching off it forwards rec.
+func (c *RecordCache[K, V]) Forward(rec Record[K, V]) error {
+	if c.budget == nil {
+		return c.ctx.Forward(rec)
+	}
+	id, err := c.id(rec.Key)
+	if err != nil {
+		return err
+	}
+	size := int64(len(id) + cacheEntryOverhead)
+	if c.size != nil {
+		size += int64(c.size(rec.Value))
+	}
+	if e, ok := c.byKey[id]; ok {
+		ce := e.Value.(*cached[K, V])
+		ce.rec = rec
+		c.budget.Give(ce.size)
+		c.bytes -= ce.size
+		ce.size = size
+		c.order.MoveToBack(e)
+	} else {
+		c.byKey[id] = c.order.PushBack(&cached[K, V]{id: id, rec: rec, size: size})
+	}
+	c.bytes += size
+	if !c.budget.Take(size) {
+		return nil
+	}
+	for c.budget.Over() && c.order.Len() > 0 {
+		if err := c.forwardOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Len returns the number of records held.
+func (c *RecordCache[K, V]) Len() int { return c.order.Len() }
+
+// forwardOldest forwards and forgets the least recently updated record.
+func (c *RecordCache[K, V]) forwardOldest() error {
+	ce := c.order.Remove(c.order.Front()).(*cached[K, V])
+	delete(c.byKey, ce.id)
+	c.budget.Give(ce.size)
+	c.bytes -= ce.size
+	return c.ctx.Forward(ce.rec)
+}
+
+// flush forwards everything held, least recently updated first.
+func (c *RecordCache[K, V]) flush() error {
+	for c.order.Len() > 0 {
+		if err := c.forwardOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard drops everything held.
+func (c *RecordCache[K, V]) discard() {
+	c.budget.Give(c.bytes)
+	c.bytes = 0
+	c.order.Init()
+	clear(c.byKey)
+}
+
+// heldRecords is a node's record cache, as its instance sees it.
+type heldRecords interface {
+	flush() error
+	discard()
+}
