@@ -241,6 +241,9 @@ func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window 
 // aggregation's node. A record updates every window it belongs to that
 // is still open and emits each update; late records and records with a
 // null key are skipped (see "Windows" in the package documentation).
+// Unlike the key-value aggregations it has no record cache: its
+// suppression closes windows on the task's stream time, which must not
+// run ahead of updates a cache still holds; Suppress is how to emit less.
 // Kafka Streams' TimeWindowedKStream.count.
 func (g *WindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
 	return windowAggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })

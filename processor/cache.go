@@ -31,6 +31,12 @@ const cacheEntryOverhead = 96
 // caching off (Config.CacheMaxBytes < 0, or weirtest's driver) Forward
 // forwards at once.
 //
+// Downstream nodes receive a held record at the commit, after records the
+// task processed later: a downstream node that acts on the task's stream
+// time (closing windows, expiring entries) may act before it sees the
+// update. Such chains should not cache; the DSL's windowed aggregations
+// do not.
+//
 // A RecordCache belongs to the node whose Context made it and is used
 // from that node's methods and punctuators only.
 type RecordCache[K, V any] struct {
