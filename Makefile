@@ -8,7 +8,7 @@ export GOTOOLCHAIN ?= go1.27.3
 SHELL := /bin/bash
 ENV_DIR := integration/env
 # Every Go module of the repository; each has its own go.mod.
-MODULES := . $(patsubst %/go.mod,%,$(wildcard examples/go.mod cmd/weir/go.mod bench/go.mod)) integration
+MODULES := . $(patsubst %/go.mod,%,$(wildcard examples/go.mod cmd/weir/go.mod bench/go.mod bench/peers/go.mod)) integration
 # Modules whose tests need no cluster.
 UNIT_MODULES := $(filter-out integration,$(MODULES))
 
@@ -25,7 +25,7 @@ INTEGRATION_TIMEOUT ?= 30m
 # with -race; `make test-integration INTEGRATION_RACE=-race` runs these too.
 INTEGRATION_RACE ?=
 
-.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench fuzz
+.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz
 
 # Every fuzz target of the root module, as package:Target.
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
@@ -89,3 +89,12 @@ bench:
 	@if [ -f bench/go.mod ]; then \
 		. "$(ENV_FILE)" && cd bench && go run . ; \
 	else echo "no benchmark exists yet"; fi
+
+## bench-peers: weir, Kafka Streams 4.4 and goka on the same workloads
+## against the cluster of `make kafka-up` (bench/peers); the table goes to
+## bench/results/peers-<time>.md. PEERS_FLAGS adds flags (-h lists them).
+PEERS_FLAGS ?=
+bench-peers:
+	@. "$(ENV_FILE)" && cd bench/peers/kstreams && mvn -q -B -DskipTests package && \
+	cd .. && go build -o $(CURDIR)/bin/peers . && \
+	$(CURDIR)/bin/peers -kstreams kstreams -results ../results $(PEERS_FLAGS)

@@ -1,0 +1,224 @@
+// Command peers runs the same stateful workloads with weir, Kafka Streams
+// 4.4 and goka against one Kafka broker, one after another on the same
+// pre-produced input, checks each run's output for the exact final counts
+// before its figures count, and writes a table of rates, CPU and peak RSS
+// with the ratios weir/peer (see bench/README.md, "Peers").
+//
+//	go run . -brokers 127.0.0.1:19092
+//
+// Each peer runs as a process of its own (this binary's run-weir and
+// run-goka commands, and java for Kafka Streams), so its CPU time and peak
+// RSS are its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "run-weir":
+			exit(runWeir(os.Args[2:]))
+		case "run-goka":
+			exit(runGoka(os.Args[2:]))
+		}
+	}
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(2)
+	}
+	exit(run(context.Background(), o, os.Stdout))
+}
+
+func exit(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type options struct {
+	brokers    []string
+	workloads  []string
+	peers      []string
+	guarantees []string
+	lines      int // wordcount
+	records    int // count, windowed
+	partitions int32
+	commit     time.Duration
+	timeout    time.Duration
+	kstreams   string // the Maven project, built
+	java       string
+	results    string // directory for the table; "" prints only
+}
+
+var (
+	allWorkloads  = []string{"wordcount", "count", "windowed"}
+	allPeers      = []string{"weir", "kstreams", "goka"}
+	allGuarantees = []string{"exactly_once", "at_least_once"}
+)
+
+func parseFlags(args []string, errOut io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	brokers := fs.String("brokers", envOr("WEIR_BOOTSTRAP_SERVERS", "127.0.0.1:19092"), "bootstrap servers (default $WEIR_BOOTSTRAP_SERVERS)")
+	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "workloads: "+strings.Join(allWorkloads, ", "))
+	peers := fs.String("peers", strings.Join(allPeers, ","), "peers: "+strings.Join(allPeers, ", ")+" (goka: at least once, wordcount and count)")
+	guarantees := fs.String("guarantees", strings.Join(allGuarantees, ","), "processing guarantees")
+	lines := fs.Int("lines", 200_000, "wordcount: input lines of 10 words")
+	records := fs.Int("records", 1_000_000, "count and windowed: input records")
+	partitions := fs.Int("partitions", 6, "partitions of every topic")
+	commit := fs.Duration("commit-interval", 100*time.Millisecond, "commit interval of every peer and guarantee")
+	timeout := fs.Duration("timeout", 10*time.Minute, "bound on each run")
+	kstreams := fs.String("kstreams", "kstreams", "the Kafka Streams peer's Maven project, built with mvn package")
+	java := fs.String("java", "java", "the java command")
+	results := fs.String("results", "", "directory to write the table to (peers-<time>.md); empty prints it only")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o := &options{lines: *lines, records: *records, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
+		kstreams: *kstreams, java: *java, results: *results}
+	o.brokers = strings.Split(*brokers, ",")
+	var errs []error
+	list := func(name, v string, known []string) []string {
+		var out []string
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			if !slices.Contains(known, s) {
+				errs = append(errs, fmt.Errorf("-%s: unknown %q (want %s)", name, s, strings.Join(known, ", ")))
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	o.workloads = list("workloads", *workloads, allWorkloads)
+	o.peers = list("peers", *peers, allPeers)
+	o.guarantees = list("guarantees", *guarantees, allGuarantees)
+	if o.lines <= 0 || o.records <= 0 || o.partitions <= 0 {
+		errs = append(errs, errors.New("-lines, -records and -partitions must be positive"))
+	}
+	return o, errors.Join(errs...)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// run measures every workload, peer and guarantee and prints the table.
+func run(ctx context.Context, o *options, out io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c, err := newCluster(o.brokers)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	prefix := fmt.Sprintf("peers-%d", time.Now().Unix())
+	started := time.Now()
+	if slices.Contains(o.guarantees, "exactly_once") {
+		warm := prefix + "-warm-up"
+		if err := c.createTopic(warm, 1); err != nil {
+			return err
+		}
+		if err := c.warmTransactions(warm); err != nil {
+			return fmt.Errorf("warming up transactions: %w", err)
+		}
+	}
+	var results []result
+	for _, name := range o.workloads {
+		input := prefix + "-" + name + "-in"
+		if err := c.createTopic(input, o.partitions); err != nil {
+			return err
+		}
+		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+		var w *workload
+		switch name {
+		case "wordcount":
+			w = wordCount(input, o.lines, base)
+		case "count":
+			w = countPerKey(input, o.records, base)
+		case "windowed":
+			w = windowedCount(input, o.records, base)
+		}
+		if err := c.produce(w.records); err != nil {
+			return fmt.Errorf("%s: producing the input: %w", name, err)
+		}
+		fmt.Fprintf(os.Stderr, "peers: %s: %d input records produced\n", name, len(w.records))
+		for _, g := range o.guarantees {
+			for _, peer := range o.peers {
+				if peer == "goka" && (g != "at_least_once" || name == "windowed") {
+					continue
+				}
+				r, err := measure(ctx, o, c, self, peer, g, w, input, fmt.Sprintf("%s-%s-%s-%s", prefix, name, peer, g))
+				if err != nil {
+					return fmt.Errorf("%s, %s, %s: %w", name, peer, g, err)
+				}
+				fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
+				results = append(results, r)
+			}
+		}
+		w.records = nil // let the input go before the next workload's
+	}
+	table := report(o, results, started)
+	fmt.Fprint(out, table)
+	if o.results == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.results, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(o.results, fmt.Sprintf("peers-%s.md", started.UTC().Format("20060102-150405")))
+	if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "peers: wrote", path)
+	return nil
+}
+
+// machine describes where the figures were measured.
+func machine() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// command returns the process of peer for one run.
+func command(o *options, self, peer string, a peerArgs) (*exec.Cmd, error) {
+	switch peer {
+	case "weir":
+		return exec.Command(self, append([]string{"run-weir"}, a.list()...)...), nil
+	case "goka":
+		return exec.Command(self, append([]string{"run-goka"}, a.list()...)...), nil
+	case "kstreams":
+		classes := filepath.Join(o.kstreams, "target", "classes")
+		if _, err := os.Stat(classes); err != nil {
+			return nil, fmt.Errorf("the Kafka Streams peer is not built (cd %s && mvn -q package): %w", o.kstreams, err)
+		}
+		cp := classes + string(os.PathListSeparator) + filepath.Join(o.kstreams, "target", "lib", "*")
+		return exec.Command(o.java, append([]string{"-cp", cp, "weir.peers.Main"}, a.list()...)...), nil
+	}
+	return nil, fmt.Errorf("unknown peer %q", peer)
+}

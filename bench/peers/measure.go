@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// result is one measured run: a peer running a workload under a
+// guarantee until its output held every final count.
+type result struct {
+	workload, peer, guarantee, unit string
+	inputs                          int
+	// Time from the process's start, and from its consumer group's first
+	// settled state (members assigned), until the output held every final
+	// count.
+	total, steady time.Duration
+	cpu           time.Duration // the process's user+system CPU until then
+	peakRSS       int64         // the process's VmHWM until then, bytes
+	outputs       int           // output records read (read_committed)
+}
+
+func (r result) rate() float64 {
+	if r.steady <= 0 {
+		return 0
+	}
+	return float64(r.inputs) / r.steady.Seconds()
+}
+
+func (r result) summary() string {
+	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, peak RSS %d MiB, %d output records",
+		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.peakRSS>>20, r.outputs)
+}
+
+// measure starts peer on w's input with a fresh application id and output
+// topic, reads the output (read_committed) until every key has its final
+// count, reads the process's CPU and peak RSS, stops it with SIGTERM and
+// checks the output: every key's last count exact, and under exactly once
+// no count above it at any time (a duplicate) .
+func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
+	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records)}
+	output := app + "-out"
+	if err := c.createTopic(output, o.partitions); err != nil {
+		return r, err
+	}
+	dir, err := os.MkdirTemp("", "weir-peers-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	cmd, err := command(o, self, peer, peerArgs{w.name, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit})
+	if err != nil {
+		return r, err
+	}
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	reader, err := c.newReader(output, o.partitions)
+	if err != nil {
+		return r, err
+	}
+	defer reader.close()
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	// When the peer's group has settled: the rate counts from there, not
+	// from the process's start (a JVM's start, a first join).
+	joined := make(chan time.Time, 1)
+	joinCtx, stopJoin := context.WithCancel(ctx)
+	defer stopJoin()
+	go func() { joined <- c.waitStable(joinCtx, app) }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("%s did not stop within 60 s of SIGTERM", peer)
+		}
+	}
+
+	last := map[string]int64{}
+	reached := 0
+	var first time.Time
+	var over []string
+	deadline := time.Now().Add(o.timeout)
+	for reached < len(w.want) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = stop()
+			return r, fmt.Errorf("%d of %d keys reached their count within %v (last read error: %v); %s said: %s", reached, len(w.want), o.timeout, reader.lastErr, peer, tail(stderr.String()))
+		}
+		select {
+		case err := <-exited:
+			return r, fmt.Errorf("%s exited early (%v): %s", peer, err, tail(stderr.String()))
+		default:
+		}
+		msgs, err := reader.poll(200 * time.Millisecond)
+		if err != nil {
+			_ = stop()
+			return r, err
+		}
+		for _, m := range msgs {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			r.outputs++
+			n, ok := decodeCount(m.Value)
+			key := string(m.Key)
+			want, known := w.want[key]
+			if !ok || !known {
+				_ = stop()
+				return r, fmt.Errorf("output %s/%d@%d: key %q, value %x: not a count of the input", output, m.Partition, m.Offset, key, m.Value)
+			}
+			if n > want && len(over) < 5 {
+				over = append(over, fmt.Sprintf("%s=%d (want %d)", key, n, want))
+			}
+			if last[key] == want && n != want {
+				reached--
+			}
+			if n == want && last[key] != want {
+				reached++
+			}
+			last[key] = n
+		}
+	}
+	done := time.Now()
+	stopJoin()
+	from := <-joined
+	if from.IsZero() || from.After(first) {
+		from = first // the group settled after output appeared: count from there
+	}
+	r.total, r.steady = done.Sub(start), done.Sub(from)
+	r.cpu, r.peakRSS, err = usage(cmd.Process.Pid)
+	if err != nil {
+		_ = stop()
+		return r, err
+	}
+	if err := stop(); err != nil && peer != "kstreams" {
+		// The JVM exits with 143 on SIGTERM; the Go peers exit cleanly.
+		return r, fmt.Errorf("%s: %v: %s", peer, err, tail(stderr.String()))
+	}
+	if len(over) > 0 && guarantee == "exactly_once" {
+		return r, fmt.Errorf("counts above the input's under exactly once (records counted twice): %v", over)
+	}
+	return r, nil
+}
+
+// usage returns a process's user+system CPU time and peak resident set
+// (Linux /proc).
+func usage(pid int) (time.Duration, int64, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the command name, which ends with the last ')'.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	cpu := time.Duration(utime+stime) * time.Second / ticks
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	var rss int64
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			rss = kb << 10
+		}
+	}
+	return cpu, rss, nil
+}
+
+// tail returns the end of a process's output, for errors.
+func tail(s string) string {
+	const n = 2000
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/serde"
+)
+
+// peerArgs are what every peer process is started with.
+type peerArgs struct {
+	workload, brokers, app, input, output, guarantee, stateDir string
+	commit                                                     time.Duration
+}
+
+func (a peerArgs) list() []string {
+	return []string{a.workload, a.brokers, a.app, a.input, a.output, a.guarantee, a.stateDir, fmt.Sprint(a.commit.Milliseconds())}
+}
+
+func parsePeerArgs(args []string) (peerArgs, error) {
+	if len(args) != 8 {
+		return peerArgs{}, fmt.Errorf("want 8 arguments (workload brokers app input output guarantee state-dir commit-ms), got %d", len(args))
+	}
+	var ms int64
+	if _, err := fmt.Sscan(args[7], &ms); err != nil {
+		return peerArgs{}, fmt.Errorf("commit interval %q: %w", args[7], err)
+	}
+	return peerArgs{args[0], args[1], args[2], args[3], args[4], args[5], args[6], time.Duration(ms) * time.Millisecond}, nil
+}
+
+// untilSIGTERM returns a context that ends on SIGTERM or SIGINT.
+func untilSIGTERM() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+}
+
+// runWeir runs a workload with weir's DSL, as the Kafka Streams peer does
+// with its own (defaults: record cache on, one thread), until SIGTERM.
+func runWeir(args []string) error {
+	a, err := parsePeerArgs(args)
+	if err != nil {
+		return err
+	}
+	b := kstream.NewBuilder()
+	switch a.workload {
+	case "wordcount":
+		b.Stream("lines", a.input, serde.String(), serde.String()).
+			FlatMapValues(func(line string) []string { return strings.Split(line, " ") }).
+			GroupBy("by-word", func(_, w string) string { return w }, serde.String(), serde.String()).
+			Count("counts").
+			ToStream().
+			To(a.output, serde.String(), serde.Int64())
+	case "count":
+		b.Stream("events", a.input, serde.String(), serde.Bytes()).
+			GroupByKey().
+			Count("counts").
+			ToStream().
+			To(a.output, serde.String(), serde.Int64())
+	case "windowed":
+		b.Stream("events", a.input, serde.String(), serde.Bytes()).
+			GroupByKey().
+			WindowedBy(kstream.Tumbling(windowSize).Grace(24*time.Hour)).
+			Count("window-counts").
+			ToStream(kstream.WindowedKey).
+			Map(func(w kstream.Windowed[string], n int64) (string, int64) {
+				return fmt.Sprintf("%s@%d", w.Key, w.Start.UnixMilli()), n
+			}).
+			To(a.output, serde.String(), serde.Int64())
+	default:
+		return fmt.Errorf("unknown workload %q", a.workload)
+	}
+	g, err := weir.ParseGuarantee(a.guarantee)
+	if err != nil {
+		return err
+	}
+	app, err := weir.New(b, weir.Config{
+		ApplicationID:  a.app,
+		Brokers:        strings.Split(a.brokers, ","),
+		StateDir:       a.stateDir,
+		Guarantee:      g,
+		CommitInterval: a.commit,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := untilSIGTERM()
+	defer stop()
+	return app.Run(ctx)
+}
+
+// int64Codec is goka's codec for counts: 8 bytes big-endian, as the other
+// peers write them.
+type int64Codec struct{}
+
+func (int64Codec) Encode(v any) ([]byte, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return nil, fmt.Errorf("int64Codec: %T", v)
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+}
+
+func (int64Codec) Decode(b []byte) (any, error) {
+	if len(b) != 8 {
+		return nil, fmt.Errorf("int64Codec: %d bytes", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}
+
+// runGoka runs the wordcount or count workload with goka (at least once
+// only: goka has no transactions), until SIGTERM. Word count re-keys
+// through goka's loopback topic; every update is emitted, as goka has no
+// record cache.
+func runGoka(args []string) error {
+	a, err := parsePeerArgs(args)
+	if err != nil {
+		return err
+	}
+	if a.guarantee != "at_least_once" {
+		return errors.New("goka runs at least once only")
+	}
+	cfg := goka.DefaultConfig()
+	cfg.Version = sarama.V3_0_0_0
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	goka.ReplaceGlobalConfig(cfg)
+	tmc := goka.NewTopicManagerConfig()
+	tmc.Table.Replication, tmc.Stream.Replication = 1, 1
+
+	count := func(ctx goka.Context, _ any) {
+		var n int64
+		if v := ctx.Value(); v != nil {
+			n = v.(int64)
+		}
+		n++
+		ctx.SetValue(n)
+		ctx.Emit(goka.Stream(a.output), ctx.Key(), n)
+	}
+	var edges []goka.Edge
+	switch a.workload {
+	case "wordcount":
+		edges = []goka.Edge{
+			goka.Input(goka.Stream(a.input), new(codec.String), func(ctx goka.Context, msg any) {
+				for _, w := range strings.Split(msg.(string), " ") {
+					ctx.Loopback(w, "")
+				}
+			}),
+			goka.Loop(new(codec.String), count),
+		}
+	case "count":
+		edges = []goka.Edge{goka.Input(goka.Stream(a.input), new(codec.Bytes), count)}
+	default:
+		return fmt.Errorf("goka: workload %q is not measured", a.workload)
+	}
+	edges = append(edges, goka.Output(goka.Stream(a.output), int64Codec{}), goka.Persist(int64Codec{}))
+	p, err := goka.NewProcessor(strings.Split(a.brokers, ","), goka.DefineGroup(goka.Group(a.app), edges...),
+		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithTopicManagerConfig(tmc)),
+		goka.WithStorageBuilder(storage.DefaultBuilder(a.stateDir)))
+	if err != nil {
+		return err
+	}
+	ctx, stop := untilSIGTERM()
+	defer stop()
+	return p.Run(ctx)
+}
