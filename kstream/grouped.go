@@ -54,10 +54,11 @@ func (s *Stream[K, V]) GroupBy[K2 any](name string, fn func(key K, value V) K2, 
 // latest value per key. Tables come from aggregations. Kafka Streams'
 // KTable.
 type Table[K, V any] struct {
-	b    *Builder
-	node processor.Node[K, V]
-	name string
-	keys serde.Serde[K]
+	b      *Builder
+	node   processor.Node[K, V]
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
 }
 
 // Name returns the table's name, which is also its store's name.
@@ -65,9 +66,10 @@ func (t *Table[K, V]) Name() string { return t.name }
 
 // ToStream returns the stream of the table's updates: one record per
 // update, with the key, the new value, and the timestamp and headers of
-// the input record that caused it. There is no record cache yet, so
-// every update is emitted. The stream is named as the table and is
-// partitioned by its key. Kafka Streams' KTable.toStream.
+// the input record that caused it. An aggregation's record cache (see
+// [Grouped.Count]) makes a key's updates between two commits one record,
+// the latest. The stream is named as the table and is partitioned by its
+// key. Kafka Streams' KTable.toStream.
 func (t *Table[K, V]) ToStream() *Stream[K, V] {
 	return &Stream[K, V]{b: t.b, node: t.node, name: t.name, keys: t.keys}
 }
@@ -152,7 +154,7 @@ func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A]
 		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step, cached: cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
-	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys}
+	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values}
 }
 
 // aggregator is the processor of Count, Reduce and Aggregate.

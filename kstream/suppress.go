@@ -10,9 +10,10 @@ import (
 	"github.com/weirstream/weir/serde"
 )
 
-// Suppression says which updates of a table [WindowedTable.Suppress]
-// holds back. The zero Suppression is invalid; create one with
-// [UntilWindowCloses] or [UntilTimeLimit]. Kafka Streams' Suppressed.
+// Suppression says which updates of a table [WindowedTable.Suppress] or
+// [Table.Suppress] holds back. The zero Suppression is invalid; create one
+// with [UntilWindowCloses] (windowed tables only) or [UntilTimeLimit].
+// Kafka Streams' Suppressed.
 type Suppression struct {
 	untilWindowCloses bool
 	// timeLimit, limit and whenFull are UntilTimeLimit's.
@@ -147,6 +148,37 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 	}, t.node)
 	t.b.t.AddStore(spec, n)
 	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w}
+}
+
+// Suppress returns the table of the updates of t that s lets through: s
+// must be [UntilTimeLimit] (a table without windows has none to close).
+// Each key's updates are held back for the suppression's time of stream
+// time and emitted as its latest, as for a windowed table (see
+// [WindowedTable.Suppress]), which rate-limits a table's downstream
+// updates. The buffer is the key-value store name (changelog
+// "<application id>-<name>-changelog"), committed with the results under
+// exactly once; the nodes are named name, name+"-windowed" and
+// name+"-unwindowed". Kafka Streams' KTable.suppress.
+func (t *Table[K, V]) Suppress(name string, s Suppression) *Table[K, V] {
+	if s.untilWindowCloses {
+		t.b.fail("Suppress %q of %q: UntilWindowCloses needs a windowed table; use UntilTimeLimit", name, t.name)
+		return t
+	}
+	for _, p := range s.problems() {
+		t.b.fail("Suppress %q of %q: %s", name, t.name, p)
+	}
+	// The time-limit suppressor buffers by key and window: every key
+	// gets the same empty window at the epoch, taken off again after.
+	zero := time.UnixMilli(0).UTC()
+	in := t.b.t.AddProcessor(name+"-windowed", processor.Func(func(ctx processor.Context[Windowed[K], V], rec processor.Record[K, V]) error {
+		return ctx.Forward(processor.Record[Windowed[K], V]{Key: Windowed[K]{Key: rec.Key, Start: zero, End: zero},
+			Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), t.node)
+	held := (&WindowedTable[K, V]{b: t.b, node: in, name: t.name, keys: t.keys, values: t.values}).suppressTimeLimit(name, s)
+	out := t.b.t.AddProcessor(name+"-unwindowed", processor.Func(func(ctx processor.Context[K, V], rec processor.Record[Windowed[K], V]) error {
+		return ctx.Forward(processor.Record[K, V]{Key: rec.Key.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), held.node)
+	return &Table[K, V]{b: t.b, node: out, name: name, keys: t.keys, values: t.values}
 }
 
 // suppressor is the processor of Suppress(UntilWindowCloses()): Kafka

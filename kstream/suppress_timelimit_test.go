@@ -128,3 +128,64 @@ func TestBuildReportsSuppressionProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestTableSuppressUntilTimeLimit: a table without windows is
+// rate-limited the same way, key by key: each key's entry keeps the time
+// of its first held update and emits its latest one.
+func TestTableSuppressUntilTimeLimit(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	b.Stream("in", "in", serde.String(), serde.String()).
+		GroupByKey().
+		Count("counts").
+		Suppress("limited", kstream.UntilTimeLimit(5*time.Millisecond, kstream.BufferLimit{MaxRecords: 2}, kstream.EmitEarlyWhenFull)).
+		ToStream().
+		To("limited", serde.String(), serde.Int64())
+	d := driver(t, b)
+	in := weirtest.Input(d, "in", serde.String(), serde.String())
+	out := weirtest.Output(d, "limited", serde.String(), serde.Int64())
+	steps := []struct {
+		key  string
+		ts   int64
+		want []string
+	}{
+		{"A", 1, nil},
+		{"A", 3, nil},
+		{"B", 4, nil},
+		{"A", 6, []string{"A=3@6"}},           // 6 - 5 reaches A's 1
+		{"C", 7, nil},                         // B and C held
+		{"D", 8, []string{"B=1@4"}},           // a third entry: the oldest goes early
+		{"A", 2, []string{"A=4@2"}},           // held at 2, past 8 - 5 already
+		{"E", 20, []string{"C=1@7", "D=1@8"}}, // 20 - 5 passes C and D
+	}
+	for i, s := range steps {
+		if err := in.Pipe(s.key, fmt.Sprint(i), at(s.ts)); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := out.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range recs {
+			got = append(got, fmt.Sprintf("%s=%d@%d", r.Key, r.Value, r.Timestamp.UnixMilli()))
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("record %d (%s@%d) emitted %q, want %q", i, s.key, s.ts, got, s.want)
+		}
+	}
+}
+
+func TestTableSuppressUntilWindowClosesIsRefused(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	b.Stream("in", "in", serde.String(), serde.String()).
+		GroupByKey().
+		Count("counts").
+		Suppress("final", kstream.UntilWindowCloses()).
+		ToStream().
+		To("out", serde.String(), serde.Int64())
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "needs a windowed table") {
+		t.Fatalf("Build = %v, want an error saying UntilWindowCloses needs a windowed table", err)
+	}
+}
