@@ -136,6 +136,10 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 	if !s.untilWindowCloses {
 		return t.suppressTimeLimit(name, s)
 	}
+	if t.cached != nil {
+		// Final results need every update before the window closes.
+		*t.cached = false
+	}
 	var spec *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
 	if t.keys != nil && t.values != nil {
 		spec = processor.KeyValue(name, serde.Serde[bufferKey[K]](bufferKeySerde[K]{t.keys}), serde.Serde[bufferValue[V]](bufferValueSerde[V]{t.values}))

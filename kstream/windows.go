@@ -191,6 +191,8 @@ type WindowedTable[K, V any] struct {
 	keys    serde.Serde[K]
 	values  serde.Serde[V]
 	windows TimeWindows
+	// cached is the aggregation's cache switch (nil after a Suppress).
+	cached *bool
 }
 
 // Name returns the table's name, which is also its store's name: the
@@ -241,9 +243,12 @@ func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window 
 // aggregation's node. A record updates every window it belongs to that
 // is still open and emits each update; late records and records with a
 // null key are skipped (see "Windows" in the package documentation).
-// Unlike the key-value aggregations it has no record cache: its
-// suppression closes windows on the task's stream time, which must not
-// run ahead of updates a cache still holds; Suppress is how to emit less.
+//
+// Updates go through a record cache, as for [Grouped.Count]: a window's
+// updates between two commits are forwarded once, the latest. A
+// [WindowedTable.Suppress] with [UntilWindowCloses] turns the cache off:
+// it closes windows on the task's stream time, which must not run ahead
+// of updates a cache still holds.
 // Kafka Streams' TimeWindowedKStream.count.
 func (g *WindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
 	return windowAggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
@@ -291,11 +296,15 @@ func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values 
 	}
 	w := g.windows
 	spec := processor.Window(name, w.size, w.RetentionPeriod(), g.keys, values)
+	// Cached unless a Suppress(UntilWindowCloses) follows (see Count),
+	// which that Suppress says while the topology is built, before any
+	// instance exists.
+	cached := new(true)
 	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, Windowed[K], A] {
-		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step}
+		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step, cached: *cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
-	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, windows: w}
+	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, windows: w, cached: cached}
 }
 
 // windowAggregator is the processor of the windowed Count, Reduce and
@@ -307,9 +316,18 @@ type windowAggregator[K, V, A any] struct {
 	windows TimeWindows
 	store   processor.WindowStore[K, A]
 	step    func(key K, value V, agg A, found bool) A
+	// cached: updates go through cache (see WindowedGrouped.Count).
+	cached bool
+	cache  *processor.RecordCache[Windowed[K], A]
 }
 
 func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) (err error) {
+	if a.cached {
+		a.cache = processor.NewRecordCache(ctx, func(w Windowed[K]) (string, error) {
+			b, err := a.keys.Serialize(a.name, w.Key)
+			return string(binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))), err
+		}, nil)
+	}
 	a.store, err = a.spec.Open(ctx)
 	return err
 }
@@ -362,7 +380,12 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 			Key:   Windowed[K]{Key: rec.Key, Start: ws, End: time.UnixMilli(end).UTC()},
 			Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers,
 		}
-		if err := ctx.Forward(out); err != nil {
+		if a.cache != nil {
+			err = a.cache.Forward(out)
+		} else {
+			err = ctx.Forward(out)
+		}
+		if err != nil {
 			return err
 		}
 	}
