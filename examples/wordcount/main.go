@@ -1,7 +1,7 @@
 // Command wordcount counts words in a stream of text lines with weir's
-// Processor API: lines are split into lower-cased words, re-keyed by word
-// through a repartition topic, and counted in a key-value store; every new
-// count is written to the output topic.
+// DSL (package kstream): lines are split into lower-cased words, re-keyed
+// by word through a repartition topic, and counted in a key-value store;
+// every new count is written to the output topic.
 //
 // With no flags it starts an embedded broker, produces a sample text,
 // counts it, prints the most frequent words and exits. With -brokers it
