@@ -23,8 +23,9 @@ import (
 const dslChildEnv = "WEIR_IT_DSL_CHILD"
 
 // runDSLChild runs dslWindowedCount, or dslWordCount when WEIR_IT_TOPOLOGY
-// is "wordcount" (deadLetterTopology when "deadletter"), under exactly once with the topics, application id and
-// state directory of its WEIR_IT_ environment, until SIGTERM.
+// is "wordcount" (deadLetterTopology when "deadletter"), under exactly
+// once with the topics, application id and state directory of its
+// WEIR_IT_ environment, until SIGTERM.
 func runDSLChild() int {
 	get := func(k string) string { return os.Getenv("WEIR_IT_" + k) }
 	var top weir.Topology = dslWindowedCount(get("IN"), get("OUT"), get("FINAL"), get("LIMITED"), get("LATE"))
