@@ -99,6 +99,7 @@ func (s *SessionBytes) Put(key []byte, start, end time.Time, value []byte) error
 	if cutoff := s.clock.cutoff(); en < cutoff {
 		return fmt.Errorf("%w: session ending %v is before the retention cutoff %v", ErrExpired, millisTime(en), millisTime(cutoff))
 	}
+	s.clock.indexed(en)
 	if err := s.b.Put(sessionIndexKey(key, st, en), []byte{}); err != nil {
 		return fmt.Errorf("changelog: session put: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -123,6 +124,7 @@ func (w *WindowBytes) Put(key []byte, windowStart time.Time, value []byte) error
 	if cutoff := w.clock.cutoff(); start < cutoff {
 		return fmt.Errorf("%w: window starting %v is before the retention cutoff %v", ErrExpired, millisTime(start), millisTime(cutoff))
 	}
+	w.clock.indexed(start)
 	if err := w.b.Put(windowIndexKey(key, start), []byte{}); err != nil {
 		return fmt.Errorf("changelog: window put: %w", err)
 	}
@@ -313,6 +315,12 @@ func expire(b Bytes, clock *retentionClock, streamTime time.Time, del func(index
 	if !ok {
 		return 0, nil
 	}
+	if clock.lowestKnown && cutoff <= clock.lowest {
+		// Nothing is indexed below the cutoff: no scan. Stream time moves
+		// with every record, windows expire only now and then.
+		clock.expired(cutoff)
+		return 0, nil
+	}
 	lo := []byte{prefixByTime}
 	if from != math.MinInt64 {
 		lo = appendMillis(lo, from)
@@ -337,7 +345,7 @@ func expire(b Bytes, clock *retentionClock, streamTime time.Time, del func(index
 		}
 		if len(batch) < expireBatch {
 			clock.expired(cutoff)
-			return removed, nil
+			return removed, findLowest(b, clock, hi)
 		}
 		lo = append(batch[len(batch)-1], 0)
 	}
@@ -377,6 +385,13 @@ type retentionClock struct {
 	// clearedTo is the cutoff up to which every expired entry is deleted:
 	// Expire's next scan starts there, as no Put can write below a cutoff.
 	clearedTo int64
+	// lowest, when lowestKnown, bounds the index from below: no entry is
+	// indexed at an earlier time. Expire skips its scan while the cutoff
+	// has not passed it (a scan costs an iterator, and stream time moves
+	// with every record); a Put below it lowers it (indexed). A store
+	// whose uncommitted writes are dropped is opened anew, clock included.
+	lowest      int64
+	lowestKnown bool
 }
 
 func newRetentionClock(retention time.Duration) retentionClock {
@@ -402,3 +417,38 @@ func (c *retentionClock) advance(streamTime int64) (cutoff, from int64, ok bool)
 
 // expired records that every entry below cutoff is deleted.
 func (c *retentionClock) expired(cutoff int64) { c.clearedTo = max(c.clearedTo, cutoff) }
+
+// indexed records that an entry is indexed at time t, which lowers the
+// bound Expire skips its scan below.
+func (c *retentionClock) indexed(t int64) {
+	if c.lowestKnown && t < c.lowest {
+		c.lowest = t
+	}
+}
+
+// findLowest sets clock's lowest index time to that of the first index
+// entry at or after from (an index key), or to the largest time when
+// there is none.
+func findLowest(b Bytes, clock *retentionClock, from []byte) error {
+	var first []byte
+	for ik := range b.Range(from, []byte{prefixByTime + 1}) {
+		first = slices.Clone(ik)
+		break
+	}
+	if err := b.Err(); err != nil {
+		return fmt.Errorf("changelog: expire: %w", err)
+	}
+	lowest := int64(math.MaxInt64)
+	if first != nil {
+		if len(first) < 1+TimeLen {
+			return fmt.Errorf("changelog: expire: %w", malformed("an index key is %d bytes, shorter than a time", first, len(first)))
+		}
+		t, err := decodeMillis(first[1 : 1+TimeLen])
+		if err != nil {
+			return fmt.Errorf("changelog: expire: %w", err)
+		}
+		lowest = t
+	}
+	clock.lowest, clock.lowestKnown = lowest, true
+	return nil
+}

@@ -20,8 +20,9 @@ import (
 // "put", "delete", "get" or "range" (for each step of Range and Backward).
 type faultyBytes struct {
 	changelog.Memory
-	fail func(op string) error
-	err  error
+	fail   func(op string) error
+	err    error
+	ranges int // Range calls
 }
 
 func (f *faultyBytes) check(op string) error {
@@ -67,6 +68,7 @@ func (f *faultyBytes) scan(seq iter.Seq2[[]byte, []byte]) iter.Seq2[[]byte, []by
 }
 
 func (f *faultyBytes) Range(lo, hi []byte) iter.Seq2[[]byte, []byte] {
+	f.ranges++
 	return f.scan(f.Memory.Range(lo, hi))
 }
 
@@ -704,5 +706,38 @@ func TestWindowModel(t *testing.T) {
 		if got := fetchRange(t, w, k, lo, hi, false); !slices.Equal(got, want) {
 			t.Fatalf("round %d: FetchRange(%q, %d, %d) = %v, want %v", round, k, lo, hi, got, want)
 		}
+	}
+}
+
+// TestWindowExpireSkipsScansUntilSomethingCanExpire: stream time moves
+// with every record, windows expire now and then; Expire scans the time
+// index only once the cutoff passes the earliest window indexed, and a
+// window put below that earliest one is still expired on time.
+func TestWindowExpireSkipsScansUntilSomethingCanExpire(t *testing.T) {
+	t.Parallel()
+	f := &faultyBytes{}
+	w := newWindows(t, f, 10*time.Millisecond, time.Millisecond)
+	putWindow(t, w, win{"a", 100, "v"})
+	if n, err := w.Expire(ms(105)); n != 0 || err != nil { // cutoff 95: learns the earliest, 100
+		t.Fatalf("Expire(105) = %d, %v", n, err)
+	}
+	before := f.ranges
+	for st := int64(106); st <= 109; st++ { // cutoffs 96..99: nothing below 100
+		if n, err := w.Expire(ms(st)); n != 0 || err != nil {
+			t.Fatalf("Expire(%d) = %d, %v", st, n, err)
+		}
+	}
+	if f.ranges != before {
+		t.Errorf("Expire scanned %d times while nothing could expire", f.ranges-before)
+	}
+	putWindow(t, w, win{"c", 99, "v"}) // at the cutoff: allowed, and the earliest now
+	if n, err := w.Expire(ms(110)); n != 1 || err != nil { // cutoff 100: c goes, a stays
+		t.Fatalf("Expire(110) = %d, %v; want the window at 99", n, err)
+	}
+	if v, _ := w.Fetch([]byte("c"), ms(99)); v != nil {
+		t.Error("a window put below the earliest known one was not expired")
+	}
+	if v, _ := w.Fetch([]byte("a"), ms(100)); v == nil {
+		t.Error("window a at 100 is gone before its time")
 	}
 }

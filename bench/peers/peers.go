@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -95,6 +96,18 @@ func runWeir(args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if path := os.Getenv("WEIR_PEERS_CPUPROFILE"); path != "" {
+		// A CPU profile of the whole run, for finding where weir's time goes.
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := untilSIGTERM()
 	defer stop()
