@@ -156,15 +156,17 @@ type Config struct {
 	// Topics configures the internal topics weir creates.
 	Topics TopicConfig
 
-	// CacheMaxBytes bounds the record caches of this instance, shared by
-	// all its threads: the DSL's key-value aggregations (Count, Reduce,
-	// Aggregate) and processors that forward through a
-	// processor.RecordCache hold their latest record per key and forward
-	// it at the next commit, so a key updated many times in a commit
-	// interval produces one output record. Past the bound a cache forwards
-	// its least recently updated records early. Default 10 MiB; negative
-	// turns caching off, and every update is forwarded at once. Kafka
-	// Streams' statestore.cache.max.bytes.
+	// CacheMaxBytes turns record caching on and bounds it: the bytes the
+	// record caches of this instance may hold, shared by all its threads.
+	// The DSL's aggregations (Count, Reduce, Aggregate, keyed and
+	// windowed) and processors that forward through a
+	// processor.RecordCache then hold their latest record per key and
+	// forward it at the next commit, so a key updated many times in a
+	// commit interval produces one output record; past the bound a cache
+	// forwards its least recently updated records early. Default 0:
+	// caching off, every update forwarded at once (and what weirtest
+	// shows is what the broker gets). Kafka Streams'
+	// statestore.cache.max.bytes, whose default is 10 MiB (10 << 20).
 	CacheMaxBytes int64
 
 	// State configures local state stores.
@@ -352,7 +354,6 @@ const (
 	defaultPurgeInterval      = 30 * time.Second
 	defaultDialTimeout        = 30 * time.Second
 	defaultMaxAborts          = 10
-	defaultCacheMaxBytes      = 10 << 20
 )
 
 // Validate reports every problem of c at once, each naming its field.
@@ -448,6 +449,9 @@ func (c *Config) Validate() error {
 	if c.MaxConsecutiveAborts < 0 {
 		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
 	}
+	if c.CacheMaxBytes < 0 {
+		bad("CacheMaxBytes", "negative (%d); 0 turns caching off", c.CacheMaxBytes)
+	}
 	checkPolicies := func(field string, p ErrorPolicies) {
 		for _, f := range []struct {
 			field  string
@@ -514,9 +518,6 @@ func (c Config) withDefaults() Config {
 	if c.Topics.PurgeInterval == 0 {
 		c.Topics.PurgeInterval = defaultPurgeInterval
 	}
-	if c.CacheMaxBytes == 0 {
-		c.CacheMaxBytes = defaultCacheMaxBytes
-	}
 	for _, p := range []*ErrorPolicy{&c.DeserializationErrors, &c.TimestampErrors, &c.ProcessingErrors, &c.ProductionErrors} {
 		if *p == "" {
 			*p = Fail
@@ -570,7 +571,7 @@ func (c *Config) clientOptions() *client.Options {
 
 // cacheBudget returns the record caches' budget, nil when caching is off.
 func (c *Config) cacheBudget() *graph.CacheBudget {
-	if c.CacheMaxBytes < 0 {
+	if c.CacheMaxBytes <= 0 {
 		return nil
 	}
 	return graph.NewCacheBudget(c.CacheMaxBytes)

@@ -149,3 +149,22 @@ func TestErrorPolicyValidation(t *testing.T) {
 		t.Error("DeadLetterTopic does not give the topic back")
 	}
 }
+
+// Record caching is off unless CacheMaxBytes is above 0; a negative
+// bound is a mistake, not another way to say off.
+func TestCacheMaxBytes(t *testing.T) {
+	base := Config{ApplicationID: "a", Brokers: []string{"h:1"}}
+	if d := base.withDefaults(); d.cacheBudget() != nil {
+		t.Error("caching is on by default")
+	}
+	on := base
+	on.CacheMaxBytes = 1 << 20
+	if on.cacheBudget() == nil {
+		t.Error("CacheMaxBytes 1 MiB does not turn caching on")
+	}
+	bad := base
+	bad.CacheMaxBytes = -1
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "CacheMaxBytes") {
+		t.Errorf("Validate with CacheMaxBytes -1 = %v, want an error naming the field", err)
+	}
+}

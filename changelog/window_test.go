@@ -730,7 +730,7 @@ func TestWindowExpireSkipsScansUntilSomethingCanExpire(t *testing.T) {
 	if f.ranges != before {
 		t.Errorf("Expire scanned %d times while nothing could expire", f.ranges-before)
 	}
-	putWindow(t, w, win{"c", 99, "v"}) // at the cutoff: allowed, and the earliest now
+	putWindow(t, w, win{"c", 99, "v"})                     // at the cutoff: allowed, and the earliest now
 	if n, err := w.Expire(ms(110)); n != 1 || err != nil { // cutoff 100: c goes, a stays
 		t.Fatalf("Expire(110) = %d, %v; want the window at 99", n, err)
 	}

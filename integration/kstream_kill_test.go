@@ -47,6 +47,10 @@ func runDSLChild() int {
 	cfg.Threads = 2
 	cfg.CommitInterval = 100 * time.Millisecond
 	cfg.Consumer = weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond}
+	// Record caching on, as Kafka Streams has it by default: the word
+	// count's counts go through it; the windowed count's do not, as a
+	// Suppress(UntilWindowCloses) follows it.
+	cfg.CacheMaxBytes = 10 << 20
 	app, err := weir.New(top, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

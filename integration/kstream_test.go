@@ -87,8 +87,7 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 	harness.Produce(t, c, msgs...)
 	cfg := eosFailureConfig(c, app, t)
 	cfg.Threads = 2
-	// Every update, as weirtest forwards it: no record cache.
-	cfg.CacheMaxBytes = -1
+	// Every update, as weirtest forwards it: no record cache (the default).
 	a := start(t, dslWordCount(in, out), cfg)
 	admin, err := sarama.NewClusterAdmin(c.Brokers, c.SaramaConfig())
 	if err != nil {
@@ -442,6 +441,7 @@ func TestDSLCachedWindowedCountIsExact(t *testing.T) {
 	harness.Produce(t, c, msgs...)
 	cfg := eosFailureConfig(c, app, t)
 	cfg.Threads = 2
+	cfg.CacheMaxBytes = 10 << 20
 	a := start(t, b, cfg)
 	waitWordCounts(t, c, out, want)
 	if err := a.stop(t); err != nil {

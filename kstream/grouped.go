@@ -79,8 +79,8 @@ func (t *Table[K, V]) ToStream() *Stream[K, V] {
 type AggregateOption struct{ noCache bool }
 
 // WithoutCache turns the aggregation's record cache off, so that its
-// table forwards every update at once, as with Config.CacheMaxBytes < 0
-// for this aggregation alone: for a stream of running balances that must
+// table forwards every update at once even when Config.CacheMaxBytes
+// turns caching on: for a stream of running balances that must
 // show each one, say. Kafka Streams' Materialized.withCachingDisabled.
 func WithoutCache() AggregateOption { return AggregateOption{noCache: true} }
 
@@ -91,12 +91,13 @@ func WithoutCache() AggregateOption { return AggregateOption{noCache: true} }
 // and counted in weir_records_dropped_total{reason="null_key"}. Kafka
 // Streams' KGroupedStream.count.
 //
-// Like every key-value aggregation, Count forwards through a record
-// cache (processor.RecordCache): a key's updates between two commits are
-// forwarded once, with the latest count, at the commit (earlier when the
-// instance's caches pass Config.CacheMaxBytes). The table's stream thus
-// holds a key's latest count at every commit, not each step on the way;
-// [WithoutCache] forwards each step.
+// With caching on (Config.CacheMaxBytes > 0), Count, like every
+// aggregation, forwards through a record cache (processor.RecordCache):
+// a key's updates between two commits are forwarded once, with the latest
+// count, at the commit (earlier when the instance's caches pass their
+// budget), as in Kafka Streams, whose cache is on by default. The table's
+// stream then holds a key's latest count at every commit, not each step
+// on the way; [WithoutCache] forwards each step whatever the Config.
 func (g *Grouped[K, V]) Count(name string, opts ...AggregateOption) *Table[K, int64] {
 	return aggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 }, opts)
 }

@@ -244,9 +244,10 @@ func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window 
 // is still open and emits each update; late records and records with a
 // null key are skipped (see "Windows" in the package documentation).
 //
-// Updates go through a record cache, as for [Grouped.Count]: a window's
-// updates between two commits are forwarded once, the latest. A
-// [WindowedTable.Suppress] with [UntilWindowCloses] turns the cache off:
+// With caching on, updates go through a record cache, as for
+// [Grouped.Count]: a window's updates between two commits are forwarded
+// once, the latest. A [WindowedTable.Suppress] with [UntilWindowCloses]
+// turns the cache off:
 // it closes windows on the task's stream time, which must not run ahead
 // of updates a cache still holds.
 // Kafka Streams' TimeWindowedKStream.count.

@@ -25,11 +25,12 @@ const cacheEntryOverhead = 96
 // its last commit (an aborted transaction), what is held is dropped with
 // the rest of the uncommitted work and built again by the replay.
 //
-// Every cache of an instance shares Config.CacheMaxBytes (default 10
-// MiB); past it, a cache that takes a record forwards its least recently
-// updated ones until the instance is within the budget again. With
-// caching off (Config.CacheMaxBytes < 0, or weirtest's driver) Forward
-// forwards at once.
+// Caching is on when Config.CacheMaxBytes is above 0 (it is off by
+// default). Every cache of an instance shares that budget; past it, a
+// cache that takes a record forwards its least recently updated ones
+// until the instance is within the budget again. With caching off
+// (Config.CacheMaxBytes 0, and in weirtest's driver) Forward forwards at
+// once.
 //
 // Downstream nodes receive a held record at the commit, after records the
 // task processed later: a downstream node that acts on the task's stream

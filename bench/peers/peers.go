@@ -93,6 +93,8 @@ func runWeir(args []string) error {
 		StateDir:       a.stateDir,
 		Guarantee:      g,
 		CommitInterval: a.commit,
+		// Kafka Streams' default record cache; weir's default is none.
+		CacheMaxBytes: 10 << 20,
 	})
 	if err != nil {
 		return err

@@ -252,7 +252,7 @@ type TaskEnv interface {
 	// Windowed operators call it once per dropped record; the caller logs.
 	CountLate()
 	// CacheBudget bounds the record caches of the instance; nil means
-	// caching is off (Config.CacheMaxBytes < 0, or a test driver).
+	// caching is off (Config.CacheMaxBytes 0, or a test driver).
 	CacheBudget() *CacheBudget
 }
 
