@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -449,4 +450,61 @@ func TestDSLCachedWindowedCountIsExact(t *testing.T) {
 	}
 	writeSentinels(t, c, out, partitions)
 	checkWordUpdates(t, out, readToSentinels(t, c, out, partitions, sarama.ReadCommitted), want, true)
+}
+
+// TestDSLSlidingCountMatchesWeirtest: a sliding-window count on the
+// broker, under exactly once on one partition, ends with weirtest's count
+// for every window, and writes weirtest's updates in weirtest's order.
+func TestDSLSlidingCountMatchesWeirtest(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	w := kstream.Sliding(50 * time.Millisecond).Grace(time.Hour)
+	top := func() *kstream.Builder {
+		b := kstream.NewBuilder()
+		b.Stream("events", in, serde.String(), serde.String()).
+			GroupByKey().
+			SlidingWindowedBy(w).
+			Count("sliding-counts").
+			ToStream(kstream.WindowedKey).
+			To(out, kstream.WindowedSerde(serde.String(), w.Difference()), serde.Int64())
+		return b
+	}
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	var msgs []*sarama.ProducerMessage
+	d, err := weirtest.New(top(), weirtest.Config{ApplicationID: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := weirtest.Input(d, in, serde.String(), serde.String())
+	for i := range 600 {
+		key := fmt.Sprintf("k%d", i%5)
+		ts := base.Add(time.Duration(i*7%400) * time.Millisecond) // out of order, within the grace
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("x"), Timestamp: ts})
+		if err := pipe.Pipe(key, "x", ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantRecs, err := weirtest.Output(d, out, serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Produce(t, c, msgs...)
+	a := start(t, top(), eosFailureConfig(c, app, t))
+	got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= len(wantRecs) })
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(wantRecs) {
+		t.Fatalf("broker wrote %d updates, weirtest %d", len(got), len(wantRecs))
+	}
+	for i, m := range got {
+		if !bytes.Equal(m.Key, wantRecs[i].Key) || !bytes.Equal(m.Value, wantRecs[i].Value) || !m.Timestamp.Equal(wantRecs[i].Timestamp) {
+			t.Fatalf("update %d: broker %x=%x@%v, weirtest %x=%x@%v", i, m.Key, m.Value, m.Timestamp, wantRecs[i].Key, wantRecs[i].Value, wantRecs[i].Timestamp)
+		}
+	}
+	t.Logf("%d sliding-window updates equal weirtest's", len(got))
 }

@@ -102,6 +102,14 @@
 //     aggregations; records with a negative timestamp belong to no window
 //     and are skipped.
 //
+// [Grouped.SlidingWindowedBy] aggregates over [Sliding] windows instead:
+// windows defined by the records, [start, start+d] with both ends
+// included, one ending at each record and one starting right after it
+// when later records fall within d (Kafka Streams' sliding-window
+// aggregation, record by record); each update is stamped with the largest
+// timestamp in its window, and the store keeps windows 2d + grace by
+// default. Session windows are not there yet.
+//
 // [WindowedTable.Suppress] with [UntilWindowCloses] holds a window's
 // updates back in a store of its own and emits the final aggregate once,
 // when the window closes; with [UntilTimeLimit] it emits each key and
