@@ -75,6 +75,21 @@ func (c *cluster) waitStable(ctx context.Context, group string) time.Time {
 	return time.Time{}
 }
 
+// waitEmpty waits until group has no members, up to timeout.
+func (c *cluster) waitEmpty(ctx context.Context, group string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		gs, err := c.admin.DescribeConsumerGroups([]string{group})
+		if err == nil && len(gs) == 1 && len(gs[0].Members) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("group %s still has members %v after its instance stopped (%v)", group, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // warmTransactions commits one transaction to topic, so that the broker
 // has created its transaction state before the first exactly-once peer
 // runs, which would otherwise pay for it.
@@ -101,7 +116,19 @@ func (c *cluster) warmTransactions(topic string) error {
 
 // produce writes msgs, idempotently, and waits for every acknowledgement.
 func (c *cluster) produce(msgs []*sarama.ProducerMessage) error {
+	return c.produceWith(msgs, nil)
+}
+
+// produceTo is produce to the partitions msgs name.
+func (c *cluster) produceTo(msgs []*sarama.ProducerMessage) error {
+	return c.produceWith(msgs, sarama.NewManualPartitioner)
+}
+
+func (c *cluster) produceWith(msgs []*sarama.ProducerMessage, partitioner sarama.PartitionerConstructor) error {
 	cfg := saramaConfig()
+	if partitioner != nil {
+		cfg.Producer.Partitioner = partitioner
+	}
 	cfg.Producer.Idempotent = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Net.MaxOpenRequests = 1

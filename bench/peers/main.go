@@ -55,22 +55,24 @@ func exit(err error) {
 }
 
 type options struct {
-	brokers    []string
-	workloads  []string
-	peers      []string
-	guarantees []string
-	lines      int // wordcount
-	records    int // count, windowed
-	partitions int32
-	commit     time.Duration
-	timeout    time.Duration
-	kstreams   string // the Maven project, built
-	java       string
-	results    string // directory for the table; "" prints only
+	brokers        []string
+	workloads      []string
+	peers          []string
+	guarantees     []string
+	lines          int // wordcount
+	records        int // count, windowed
+	restoreRecords int
+	partitions     int32
+	commit         time.Duration
+	timeout        time.Duration
+	kstreams       string // the Maven project, built
+	java           string
+	kstreamsLog    string // the Kafka Streams peer's slf4j-simple level
+	results        string // directory for the table; "" prints only
 }
 
 var (
-	allWorkloads  = []string{"wordcount", "count", "windowed"}
+	allWorkloads  = []string{"wordcount", "count", "windowed", "restore"}
 	allPeers      = []string{"weir", "kstreams", "goka"}
 	allGuarantees = []string{"exactly_once", "at_least_once"}
 )
@@ -84,17 +86,19 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	guarantees := fs.String("guarantees", strings.Join(allGuarantees, ","), "processing guarantees")
 	lines := fs.Int("lines", 200_000, "wordcount: input lines of 10 words")
 	records := fs.Int("records", 1_000_000, "count and windowed: input records")
+	restoreRecords := fs.Int("restore-records", 5_000_000, "restore: keys in the store restored (weir and Kafka Streams, exactly once)")
 	partitions := fs.Int("partitions", 6, "partitions of every topic")
 	commit := fs.Duration("commit-interval", 100*time.Millisecond, "commit interval of every peer and guarantee")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on each run")
 	kstreams := fs.String("kstreams", "kstreams", "the Kafka Streams peer's Maven project, built with mvn package")
 	java := fs.String("java", "java", "the java command")
+	kstreamsLog := fs.String("kstreams-log", "warn", "the Kafka Streams peer's log level (slf4j-simple: error, warn, info, debug)")
 	results := fs.String("results", "", "directory to write the table to (peers-<time>.md); empty prints it only")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{lines: *lines, records: *records, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
-		kstreams: *kstreams, java: *java, results: *results}
+	o := &options{lines: *lines, records: *records, restoreRecords: *restoreRecords, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
+		kstreams: *kstreams, java: *java, kstreamsLog: *kstreamsLog, results: *results}
 	o.brokers = strings.Split(*brokers, ",")
 	var errs []error
 	list := func(name, v string, known []string) []string {
@@ -163,6 +167,8 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 			w = countPerKey(input, o.records, base)
 		case "windowed":
 			w = windowedCount(input, o.records, base)
+		case "restore":
+			w = restoreInput(input, o.restoreRecords, base)
 		}
 		if err := c.produce(w.records); err != nil {
 			return fmt.Errorf("%s: producing the input: %w", name, err)
@@ -171,6 +177,18 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 		for _, g := range o.guarantees {
 			for _, peer := range o.peers {
 				if peer == "goka" && (g != "at_least_once" || name == "windowed") {
+					continue
+				}
+				if name == "restore" {
+					if peer == "goka" || g != o.guarantees[0] {
+						continue // weir and Kafka Streams, once: a restore does not depend on the guarantee
+					}
+					r, err := measureRestore(ctx, o, c, self, peer, g, w, input, fmt.Sprintf("%s-%s-%s", prefix, name, peer))
+					if err != nil {
+						return fmt.Errorf("%s, %s: %w", name, peer, err)
+					}
+					fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
+					results = append(results, r)
 					continue
 				}
 				r, err := measure(ctx, o, c, self, peer, g, w, input, fmt.Sprintf("%s-%s-%s-%s", prefix, name, peer, g))
@@ -218,7 +236,8 @@ func command(o *options, self, peer string, a peerArgs) (*exec.Cmd, error) {
 			return nil, fmt.Errorf("the Kafka Streams peer is not built (cd %s && mvn -q package): %w", o.kstreams, err)
 		}
 		cp := classes + string(os.PathListSeparator) + filepath.Join(o.kstreams, "target", "lib", "*")
-		return exec.Command(o.java, append([]string{"-cp", cp, "weir.peers.Main"}, a.list()...)...), nil
+		// Warnings and errors on stderr, which a failed run shows.
+		return exec.Command(o.java, append([]string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=" + o.kstreamsLog, "-cp", cp, "weir.peers.Main"}, a.list()...)...), nil
 	}
 	return nil, fmt.Errorf("unknown peer %q", peer)
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // result is one measured run: a peer running a workload under a
@@ -192,4 +195,163 @@ func tail(s string) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
+}
+
+// measureRestore runs the count topology on w's input (distinct keys) until
+// its store holds every key, stops it, deletes its state directory, writes
+// one more record and starts it again on the same application id: the time
+// from that start until the new record's count is in the output is the
+// restore of the whole store from its changelog (and the process's start,
+// which the other peer pays too). Its CPU and peak RSS are the restarted
+// process's.
+func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
+	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records)}
+	output := app + "-out"
+	if err := c.createTopic(output, o.partitions); err != nil {
+		return r, err
+	}
+	dir, err := os.MkdirTemp("", "weir-peers-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	args := peerArgs{"count", strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit}
+	reader, err := c.newReader(output, o.partitions)
+	if err != nil {
+		return r, err
+	}
+	defer reader.close()
+
+	// Build the store.
+	first, err := startPeer(o, self, peer, args)
+	if err != nil {
+		return r, err
+	}
+	seen := map[string]bool{}
+	if err := readUntil(ctx, reader, o.timeout, first, func(key string, _ int64) bool {
+		if _, ok := w.want[key]; ok {
+			seen[key] = true
+		}
+		return len(seen) == len(w.want)
+	}); err != nil {
+		_ = first.stop()
+		return r, fmt.Errorf("building the store: %w", err)
+	}
+	if err := first.stop(); err != nil && peer != "kstreams" {
+		return r, err
+	}
+	// Kafka Streams' members do not leave the group when they close: wait
+	// out their session, so that the restart measures the restore and not
+	// the wait for a dead member.
+	if err := c.waitEmpty(ctx, app, 2*time.Minute); err != nil {
+		return r, err
+	}
+	// Lose the state, add one record, restart.
+	if err := os.RemoveAll(dir); err != nil {
+		return r, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	// One new record per partition, so that the restart is done only when
+	// every task has restored its part of the store and processed one. The
+	// input is shared with the other peers, whose markers it holds.
+	markers := map[string]bool{}
+	var msgs []*sarama.ProducerMessage
+	for p := range o.partitions {
+		key := fmt.Sprintf("restore-marker-%s-%d", peer, p)
+		markers[key] = false
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
+	}
+	if err := c.produceTo(msgs); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	second, err := startPeer(o, self, peer, args)
+	if err != nil {
+		return r, err
+	}
+	left := len(markers)
+	if err := readUntil(ctx, reader, o.timeout, second, func(key string, n int64) bool {
+		if done, ok := markers[key]; ok && !done && n == 1 {
+			markers[key] = true
+			left--
+		}
+		return left == 0
+	}); err != nil {
+		_ = second.stop()
+		return r, fmt.Errorf("restoring: %w", err)
+	}
+	done := time.Now()
+	r.total, r.steady = done.Sub(start), done.Sub(start)
+	r.cpu, r.peakRSS, err = usage(second.cmd.Process.Pid)
+	if err != nil {
+		_ = second.stop()
+		return r, err
+	}
+	if err := second.stop(); err != nil && peer != "kstreams" {
+		return r, err
+	}
+	return r, nil
+}
+
+// running is a peer process.
+type running struct {
+	peer   string
+	cmd    *exec.Cmd
+	out    *strings.Builder
+	exited chan error
+}
+
+func startPeer(o *options, self, peer string, a peerArgs) (*running, error) {
+	cmd, err := command(o, self, peer, a)
+	if err != nil {
+		return nil, err
+	}
+	p := &running{peer: peer, cmd: cmd, out: &strings.Builder{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits up to 60 s, then kills.
+func (p *running) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not stop within 60 s of SIGTERM", p.peer)
+	}
+}
+
+// readUntil reads output counts until done says so, the timeout passes or
+// the peer exits.
+func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *running, done func(key string, n int64) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not done within %v (last read error: %v); %s said: %s", timeout, reader.lastErr, p.peer, tail(p.out.String()))
+		}
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("%s exited early (%v): %s", p.peer, err, tail(p.out.String()))
+		default:
+		}
+		msgs, err := reader.poll(200 * time.Millisecond)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			n, ok := decodeCount(m.Value)
+			if ok && done(string(m.Key), n) {
+				return nil
+			}
+		}
+	}
 }

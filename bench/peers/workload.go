@@ -89,3 +89,18 @@ func decodeCount(b []byte) (int64, bool) {
 	}
 	return int64(binary.BigEndian.Uint64(b)), true
 }
+
+// restoreInput returns n records with n distinct keys, counted per key by
+// the count topology: its store, and its changelog, end with n entries.
+func restoreInput(topic string, n int, base time.Time) *workload {
+	w := &workload{name: "restore", unit: "records", want: map[string]int64{},
+		about: fmt.Sprintf("a count store of %d keys restored from its changelog after the state directory is deleted", n)}
+	value := make([]byte, 100)
+	for i := range n {
+		key := "r" + strconv.Itoa(i)
+		w.want[key] = 1
+		w.records = append(w.records, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key),
+			Value: sarama.ByteEncoder(value), Timestamp: base.Add(time.Duration(i) * time.Microsecond)})
+	}
+	return w
+}
