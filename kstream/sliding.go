@@ -311,7 +311,7 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	var leftAgg, rightAgg *stamped[A]
 	var prev *int64 // the latest record timestamp before t that the windows show
 	leftDone, rightDone := false, false
-	late := false
+	missed := false // a window of the record was closed
 	for _, w := range found {
 		starts[w.start] = true
 		end := w.start + d
@@ -325,13 +325,13 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 				ts := w.v.ts
 				prev = &ts
 			}
-			if err := a.update(w.start, w.v, rec, closeAt, &late); err != nil {
+			if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
 				return err
 			}
 		case w.start <= t: // end > t: the window holds t
 			v := w.v
 			rightAgg = &v
-			if err := a.update(w.start, w.v, rec, closeAt, &late); err != nil {
+			if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
 				return err
 			}
 		case w.start == t+1:
@@ -344,7 +344,7 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		start := *prev + 1
 		if !starts[start] && start+d >= t {
 			agg := stamped[A]{agg: a.fn(rec.Key, rec.Value, a.init()), ts: t}
-			if err := a.put(start, agg, rec, closeAt, &late); err != nil {
+			if err := a.put(start, agg, rec, closeAt, &missed); err != nil {
 				return err
 			}
 		}
@@ -355,36 +355,36 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		if prev != nil && t-d <= *prev && leftAgg != nil {
 			base = stamped[A]{agg: leftAgg.agg, ts: t}
 		}
-		if err := a.update(t-d, base, rec, closeAt, &late); err != nil {
+		if err := a.update(t-d, base, rec, closeAt, &missed); err != nil {
 			return err
 		}
 	}
 	// The window starting right after this record, holding the records
 	// after it (they were in the window rightAgg came from).
 	if !rightDone && rightAgg != nil && rightAgg.ts > t {
-		if err := a.put(t+1, *rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &late); err != nil {
+		if err := a.put(t+1, *rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &missed); err != nil {
 			return err
 		}
 	}
-	if late {
+	if missed {
 		a.late(ctx, t)
 	}
 	return nil
 }
 
 // update adds rec to the window starting at start, whose aggregate was
-// v, unless the window is closed.
-func (a *slidingAggregator[K, V, A, O]) update(start int64, v stamped[A], rec processor.Record[K, V], closeAt int64, late *bool) error {
+// v, unless the window is closed (missed is then set).
+func (a *slidingAggregator[K, V, A, O]) update(start int64, v stamped[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
 	t := rec.Timestamp.UnixMilli()
-	return a.put(start, stamped[A]{agg: a.fn(rec.Key, rec.Value, v.agg), ts: max(t, v.ts)}, rec, closeAt, late)
+	return a.put(start, stamped[A]{agg: a.fn(rec.Key, rec.Value, v.agg), ts: max(t, v.ts)}, rec, closeAt, missed)
 }
 
 // put stores and forwards the window starting at start, unless it is
-// closed (late is then set).
-func (a *slidingAggregator[K, V, A, O]) put(start int64, v stamped[A], rec processor.Record[K, V], closeAt int64, late *bool) error {
+// closed (missed is then set).
+func (a *slidingAggregator[K, V, A, O]) put(start int64, v stamped[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
 	d := a.windows.diff.Milliseconds()
 	if start+d <= closeAt {
-		*late = true
+		*missed = true
 		return nil
 	}
 	ws := time.UnixMilli(start).UTC()
