@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/weirstream/weir/processor"
@@ -193,6 +194,11 @@ type suppressor[K, V any] struct {
 	name    string
 	buf     processor.KeyValueStore[bufferKey[K], bufferValue[V]]
 	ctx     processor.Context[Windowed[K], V]
+	// earliest, when known, is the earliest window end in the buffer
+	// (math.MaxInt64 when it is empty), so that emit opens no iterator
+	// while no window can close: stream time moves with every record.
+	earliest      int64
+	earliestKnown bool
 }
 
 func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err error) {
@@ -200,6 +206,7 @@ func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err erro
 		return err
 	}
 	s.ctx = ctx
+	s.earliestKnown = false // the first emit reads the restored buffer
 	// A stream-time punctuator fires after every record that advances
 	// the stream time (times are whole milliseconds), which is when
 	// windows close.
@@ -213,6 +220,7 @@ func (s *suppressor[K, V]) Process(_ processor.Context[Windowed[K], V], rec proc
 	// The aggregation forwards updates of open windows only, so the
 	// entry waits for a later advance of the stream time.
 	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	s.earliest = min(s.earliest, k.end)
 	return s.buf.Put(k, bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()})
 }
 
@@ -221,13 +229,18 @@ func (s *suppressor[K, V]) Process(_ processor.Context[Windowed[K], V], rec proc
 // entries.
 func (s *suppressor[K, V]) emit(now time.Time) error {
 	closeAt := now.UnixMilli() - s.windows.grace.Milliseconds()
+	if s.earliestKnown && s.earliest > closeAt {
+		return nil
+	}
 	type entry struct {
 		k bufferKey[K]
 		v bufferValue[V]
 	}
 	var closed []entry
+	next := int64(math.MaxInt64)
 	for k, v := range s.buf.All() {
 		if k.end > closeAt {
+			next = k.end
 			break
 		}
 		closed = append(closed, entry{k, v})
@@ -235,6 +248,7 @@ func (s *suppressor[K, V]) emit(now time.Time) error {
 	if err := s.buf.Err(); err != nil {
 		return err
 	}
+	s.earliest, s.earliestKnown = next, true
 	for _, e := range closed {
 		if err := s.buf.Delete(e.k); err != nil {
 			return err
