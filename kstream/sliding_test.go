@@ -177,38 +177,3 @@ func TestSlidingWindowsAreChecked(t *testing.T) {
 		}
 	}
 }
-
-// TestSuppressEmitsAnOutOfOrderWindowOnTime: a window opened out of order
-// (within the grace period) ends before the windows already buffered; it
-// is emitted as soon as stream time closes it, not when they close.
-func TestSuppressEmitsAnOutOfOrderWindowOnTime(t *testing.T) {
-	t.Parallel()
-	w := kstream.Tumbling(10 * time.Millisecond).Grace(10 * time.Millisecond)
-	b := kstream.NewBuilder()
-	b.Stream("in", "in", serde.String(), serde.String()).
-		GroupByKey().
-		WindowedBy(w).
-		Count("counts").
-		Suppress("final", kstream.UntilWindowCloses()).
-		ToStream(kstream.WindowedKey).
-		To("final", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
-	d, _ := windowedDriver(t, b)
-	steps := []struct {
-		ts   int64
-		want []string
-	}{
-		{25, nil},                       // A[20,30) buffered
-		{15, nil},                       // A[10,20): out of order, still open (20 + 10 > 25)
-		{30, []string{"A[10,20)=1@15"}}, // 20 + 10 <= 30: closed, though A[20,30) is not
-		{40, []string{"A[20,30)=1@25"}}, // 30 + 10 <= 40
-	}
-	in := weirtest.Input(d, "in", serde.String(), serde.String())
-	for i, s := range steps {
-		if err := in.Pipe("A", "", at(s.ts)); err != nil {
-			t.Fatal(err)
-		}
-		if got := windowedOutput(t, d, "final", w.Size()); !slices.Equal(got, s.want) {
-			t.Errorf("record %d (A@%d) emitted %q, want %q", i, s.ts, got, s.want)
-		}
-	}
-}
