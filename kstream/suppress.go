@@ -32,7 +32,25 @@ type Suppression struct {
 // memory; so it is bounded by the keys and windows open at once, as the
 // window store is, and not by a memory limit (Kafka Streams'
 // BufferConfig.unbounded, which keeps its buffer in memory).
-func UntilWindowCloses() Suppression { return Suppression{untilWindowCloses: true} }
+//
+// A limit, if given (at most one), bounds the buffer further: an update
+// that takes the buffer past it (limit.MaxRecords entries, or
+// limit.MaxBytes bytes of serialized keys and values plus 8 per entry)
+// fails the task with [ErrSuppressionBufferFull], as Kafka Streams'
+// BufferConfig.shutDownWhenFull does; final results cannot be emitted
+// early. The count is kept in memory and rebuilt from the store when the
+// task starts.
+func UntilWindowCloses(limit ...BufferLimit) Suppression {
+	s := Suppression{untilWindowCloses: true}
+	switch len(limit) {
+	case 0:
+	case 1:
+		s.limit, s.whenFull = limit[0], FailWhenFull
+	default:
+		s.whenFull = -1 // reported by problems
+	}
+	return s
+}
 
 // BufferLimit bounds the buffer of an [UntilTimeLimit] suppression. At
 // least one field must be positive; 0 sets no limit of that kind. Kafka
@@ -90,6 +108,10 @@ func UntilTimeLimit(d time.Duration, limit BufferLimit, whenFull WhenFull) Suppr
 // problems returns what is wrong with s, for Build.
 func (s Suppression) problems() []string {
 	switch {
+	case s.untilWindowCloses && s.whenFull == -1:
+		return []string{"UntilWindowCloses takes one BufferLimit at most"}
+	case s.untilWindowCloses && s.limit != (BufferLimit{}) && (s.limit.MaxRecords < 0 || s.limit.MaxBytes < 0):
+		return []string{fmt.Sprintf("buffer limit %+v: MaxRecords and MaxBytes must not be negative", s.limit)}
 	case s.untilWindowCloses:
 		return nil
 	case s == Suppression{}:
@@ -149,7 +171,8 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 		spec = processor.KeyValue[bufferKey[K], bufferValue[V]](name, nil, nil)
 	}
 	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
-		return &suppressor[K, V]{spec: spec, windows: w, name: name}
+		return &suppressor[K, V]{spec: spec, windows: w, name: name, limit: s.limit,
+			keys: bufferKeySerde[K]{t.keys}, values: bufferValueSerde[V]{t.values}}
 	}, t.node)
 	t.b.t.AddStore(spec, n)
 	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w}
@@ -194,6 +217,13 @@ type suppressor[K, V any] struct {
 	name    string
 	buf     processor.KeyValueStore[bufferKey[K], bufferValue[V]]
 	ctx     processor.Context[Windowed[K], V]
+	// limit, when not zero, bounds the buffer (UntilWindowCloses(limit)):
+	// entries and bytes count what it holds, once counted is set.
+	limit          BufferLimit
+	keys           bufferKeySerde[K]
+	values         bufferValueSerde[V]
+	entries, bytes int64
+	counted        bool
 	// earliest, when known, is the earliest window end in the buffer
 	// (math.MaxInt64 when it is empty), so that emit opens no iterator
 	// while no window can close: stream time moves with every record.
@@ -216,12 +246,87 @@ func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err erro
 
 func (s *suppressor[K, V]) Close() error { return nil }
 
-func (s *suppressor[K, V]) Process(_ processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
+func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
 	// The aggregation forwards updates of open windows only, so the
 	// entry waits for a later advance of the stream time.
 	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	v := bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()}
 	s.earliest = min(s.earliest, k.end)
-	return s.buf.Put(k, bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()})
+	if s.limit == (BufferLimit{}) {
+		return s.buf.Put(k, v)
+	}
+	if err := s.account(k, v); err != nil {
+		return err
+	}
+	if err := s.buf.Put(k, v); err != nil {
+		return err
+	}
+	if s.full() {
+		// Windows this record's stream time closes go first, as the
+		// punctuation after it would emit them.
+		if err := s.emit(ctx.StreamTime()); err != nil {
+			return err
+		}
+	}
+	if s.full() {
+		return fmt.Errorf("kstream: suppression %s: %d entries of %d bytes, past the limit %+v: %w",
+			s.name, s.entries, s.bytes, s.limit, ErrSuppressionBufferFull)
+	}
+	return nil
+}
+
+// full reports whether the buffer holds more than its limit allows.
+func (s *suppressor[K, V]) full() bool {
+	return (s.limit.MaxRecords > 0 && s.entries > int64(s.limit.MaxRecords)) || (s.limit.MaxBytes > 0 && s.bytes > s.limit.MaxBytes)
+}
+
+// account counts the entry k, v that Process is about to write, for the
+// buffer's limit.
+func (s *suppressor[K, V]) account(k bufferKey[K], v bufferValue[V]) error {
+	if !s.counted {
+		for k, v := range s.buf.All() {
+			n, err := s.size(k, v)
+			if err != nil {
+				return err
+			}
+			s.entries, s.bytes = s.entries+1, s.bytes+n
+		}
+		if err := s.buf.Err(); err != nil {
+			return err
+		}
+		s.counted = true
+	}
+	n, err := s.size(k, v)
+	if err != nil {
+		return err
+	}
+	old, found, err := s.buf.Get(k)
+	if err != nil {
+		return err
+	}
+	if found {
+		m, err := s.size(k, old)
+		if err != nil {
+			return err
+		}
+		s.bytes += n - m
+	} else {
+		s.entries, s.bytes = s.entries+1, s.bytes+n
+	}
+	return nil
+}
+
+// size is what an entry counts towards a limit's MaxBytes.
+func (s *suppressor[K, V]) size(k bufferKey[K], v bufferValue[V]) (int64, error) {
+	kb, err := s.keys.Serialize(s.name, k)
+	if err != nil {
+		return 0, fmt.Errorf("kstream: suppression %s: serialize key: %w", s.name, err)
+	}
+	vb, err := s.values.Serialize(s.name, v)
+	if err != nil {
+		return 0, fmt.Errorf("kstream: suppression %s: serialize value: %w", s.name, err)
+	}
+	return int64(8 + len(kb) + len(vb)), nil
 }
 
 // emit forwards and deletes the buffered windows that stream time now
@@ -252,6 +357,13 @@ func (s *suppressor[K, V]) emit(now time.Time) error {
 	for _, e := range closed {
 		if err := s.buf.Delete(e.k); err != nil {
 			return err
+		}
+		if s.counted {
+			n, err := s.size(e.k, e.v)
+			if err != nil {
+				return err
+			}
+			s.entries, s.bytes = s.entries-1, s.bytes-n
 		}
 		out := processor.Record[Windowed[K], V]{
 			Key:       Windowed[K]{Key: e.k.key, Start: time.UnixMilli(e.k.start).UTC(), End: time.UnixMilli(e.k.end).UTC()},

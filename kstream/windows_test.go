@@ -2,6 +2,7 @@ package kstream_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -504,5 +505,46 @@ func TestSuppressEmitsAnOutOfOrderWindowOnTime(t *testing.T) {
 		if got := windowedOutput(t, d, "final", w.Size()); !slices.Equal(got, s.want) {
 			t.Errorf("record %d (A@%d) emitted %q, want %q", i, s.ts, got, s.want)
 		}
+	}
+}
+
+// TestSuppressUntilWindowClosesWithALimit: a bounded final-results buffer
+// fails the task when an update takes it past its limit, and frees room
+// as windows close.
+func TestSuppressUntilWindowClosesWithALimit(t *testing.T) {
+	t.Parallel()
+	w := kstream.Tumbling(10 * time.Millisecond).Grace(5 * time.Millisecond)
+	build := func(s kstream.Suppression) *kstream.Builder {
+		b := kstream.NewBuilder()
+		b.Stream("in", "in", serde.String(), serde.String()).
+			GroupByKey().
+			WindowedBy(w).
+			Count("counts").
+			Suppress("final", s).
+			ToStream(kstream.WindowedKey).
+			To("final", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+		return b
+	}
+	d, _ := windowedDriver(t, build(kstream.UntilWindowCloses(kstream.BufferLimit{MaxRecords: 2})))
+	in := weirtest.Input(d, "in", serde.String(), serde.String())
+	for _, r := range []kv[string, string]{{"A", "", 1}, {"B", "", 2}, {"A", "", 3}, {"A", "", 21}, {"C", "", 22}} {
+		// A[0,10) and B[0,10) fill the buffer; A@3 updates A; A@21
+		// closes both windows (10 + 5 <= 21), making room for A[20,30)
+		// and C[20,30).
+		if err := in.Pipe(r.k, r.v, at(r.ts)); err != nil {
+			t.Fatalf("%s@%d: %v", r.k, r.ts, err)
+		}
+	}
+	if got := windowedOutput(t, d, "final", w.Size()); len(got) != 2 {
+		t.Fatalf("final results %q, want A and B of [0,10)", got)
+	}
+	err := in.Pipe("D", "", at(23)) // a third open entry
+	if !errors.Is(err, kstream.ErrSuppressionBufferFull) || !strings.Contains(err.Error(), "suppression final: 3 entries") {
+		t.Fatalf("a third entry: %v, want ErrSuppressionBufferFull naming the suppression", err)
+	}
+
+	b := build(kstream.UntilWindowCloses(kstream.BufferLimit{MaxRecords: 1}, kstream.BufferLimit{MaxBytes: 1}))
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "one BufferLimit at most") {
+		t.Errorf("two limits: Build = %v", err)
 	}
 }
