@@ -84,6 +84,16 @@ type AggregateOption struct{ noCache bool }
 // show each one, say. Kafka Streams' Materialized.withCachingDisabled.
 func WithoutCache() AggregateOption { return AggregateOption{noCache: true} }
 
+// cachedBy reports whether opts leave an aggregation's record cache on.
+func cachedBy(opts []AggregateOption) bool {
+	for _, o := range opts {
+		if o.noCache {
+			return false
+		}
+	}
+	return true
+}
+
 // Count counts the records of each key into the key-value store name
 // (changelog "<application id>-<name>-changelog"), whose values are
 // serde.Int64. name is required: it names the store and the aggregation's
@@ -142,10 +152,7 @@ func (g *Grouped[K, V]) Aggregate[A any](name string, init func() A, fn func(key
 // key's new aggregate from a record and the key's aggregate (the zero A
 // and found false for a new key).
 func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A, opts []AggregateOption) *Table[K, A] {
-	cached := true
-	for _, o := range opts {
-		cached = cached && !o.noCache
-	}
+	cached := cachedBy(opts)
 	// A nil g.keys is a re-keyed stream's, which GroupByKey has reported.
 	if values == nil {
 		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)

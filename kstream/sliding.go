@@ -206,10 +206,7 @@ func slidingAggregate[K, V, A, O any](g *SlidingWindowedGrouped[K, V], name stri
 		stored = stampedSerde[A]{values}
 	}
 	spec := processor.Window(name, w.diff+time.Millisecond, w.RetentionPeriod(), g.keys, stored)
-	cached := new(true)
-	for _, o := range opts {
-		*cached = *cached && !o.noCache
-	}
+	cached := new(cachedBy(opts))
 	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, Windowed[K], O] {
 		return &slidingAggregator[K, V, A, O]{spec: spec, keys: g.keys, name: name, windows: w, init: init, fn: fn, out: out, cached: *cached}
 	}, g.node)
@@ -269,10 +266,7 @@ type slidingAggregator[K, V, A, O any] struct {
 func (a *slidingAggregator[K, V, A, O]) Init(ctx processor.Context[Windowed[K], O]) (err error) {
 	a.ctx = ctx
 	if a.cached {
-		a.cache = processor.NewRecordCache(ctx, func(w Windowed[K]) (string, error) {
-			b, err := a.keys.Serialize(a.name, w.Key)
-			return string(binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))), err
-		}, nil)
+		a.cache = processor.NewRecordCache(ctx, windowID(a.keys, a.name), nil)
 	}
 	a.store, err = a.spec.Open(ctx)
 	return err

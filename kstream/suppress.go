@@ -318,15 +318,8 @@ func (s *suppressor[K, V]) account(k bufferKey[K], v bufferValue[V]) error {
 
 // size is what an entry counts towards a limit's MaxBytes.
 func (s *suppressor[K, V]) size(k bufferKey[K], v bufferValue[V]) (int64, error) {
-	kb, err := s.keys.Serialize(s.name, k)
-	if err != nil {
-		return 0, fmt.Errorf("kstream: suppression %s: serialize key: %w", s.name, err)
-	}
-	vb, err := s.values.Serialize(s.name, v)
-	if err != nil {
-		return 0, fmt.Errorf("kstream: suppression %s: serialize value: %w", s.name, err)
-	}
-	return int64(8 + len(kb) + len(vb)), nil
+	_, n, err := bufferEntrySize(s.name, s.keys, s.values, k, v)
+	return n, err
 }
 
 // emit forwards and deletes the buffered windows that stream time now

@@ -83,13 +83,20 @@ func (p *timeLimitSuppressor[K, V]) Close() error { return nil }
 // sizeOf returns the serialized window and key of an entry and the bytes
 // the entry takes in the store.
 func (p *timeLimitSuppressor[K, V]) sizeOf(w bufferKey[K], v bufferValue[V]) ([]byte, int64, error) {
-	wk, err := p.keys.Serialize(p.name, w)
+	return bufferEntrySize(p.name, p.keys, p.values, w, v)
+}
+
+// bufferEntrySize returns a suppression buffer entry's serialized window
+// and key, and what the entry counts towards a BufferLimit's MaxBytes:
+// both serialized, plus 8 bytes.
+func bufferEntrySize[K, V any](name string, keys bufferKeySerde[K], values bufferValueSerde[V], w bufferKey[K], v bufferValue[V]) ([]byte, int64, error) {
+	wk, err := keys.Serialize(name, w)
 	if err != nil {
-		return nil, 0, fmt.Errorf("kstream: suppression %s: serialize key: %w", p.name, err)
+		return nil, 0, fmt.Errorf("kstream: suppression %s: serialize key: %w", name, err)
 	}
-	vb, err := p.values.Serialize(p.name, v)
+	vb, err := values.Serialize(name, v)
 	if err != nil {
-		return nil, 0, fmt.Errorf("kstream: suppression %s: serialize value: %w", p.name, err)
+		return nil, 0, fmt.Errorf("kstream: suppression %s: serialize value: %w", name, err)
 	}
 	return wk, int64(8 + len(wk) + len(vb)), nil
 }

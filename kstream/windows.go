@@ -308,6 +308,15 @@ func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values 
 	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, windows: w, cached: cached}
 }
 
+// windowID is a windowed aggregation's record-cache identity of a window:
+// the key serialized as for the store, then the window start.
+func windowID[K any](keys serde.Serde[K], name string) func(Windowed[K]) (string, error) {
+	return func(w Windowed[K]) (string, error) {
+		b, err := keys.Serialize(name, w.Key)
+		return string(binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))), err
+	}
+}
+
 // windowAggregator is the processor of the windowed Count, Reduce and
 // Aggregate: Kafka Streams' KStreamWindowAggregate.
 type windowAggregator[K, V, A any] struct {
@@ -324,10 +333,7 @@ type windowAggregator[K, V, A any] struct {
 
 func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) (err error) {
 	if a.cached {
-		a.cache = processor.NewRecordCache(ctx, func(w Windowed[K]) (string, error) {
-			b, err := a.keys.Serialize(a.name, w.Key)
-			return string(binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli()))), err
-		}, nil)
+		a.cache = processor.NewRecordCache(ctx, windowID(a.keys, a.name), nil)
 	}
 	a.store, err = a.spec.Open(ctx)
 	return err
