@@ -56,12 +56,6 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	cmd, err := command(o, self, peer, peerArgs{w.name, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit})
-	if err != nil {
-		return r, err
-	}
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	reader, err := c.newReader(output, o.partitions)
 	if err != nil {
 		return r, err
@@ -69,7 +63,8 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 	defer reader.close()
 
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	p, err := startPeer(o, self, peer, peerArgs{w.name, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit})
+	if err != nil {
 		return r, err
 	}
 	// When the peer's group has settled: the rate counts from there, not
@@ -78,63 +73,37 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 	joinCtx, stopJoin := context.WithCancel(ctx)
 	defer stopJoin()
 	go func() { joined <- c.waitStable(joinCtx, app) }()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() error {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("%s did not stop within 60 s of SIGTERM", peer)
-		}
-	}
 
 	last := map[string]int64{}
 	reached := 0
 	var first time.Time
 	var over []string
-	deadline := time.Now().Add(o.timeout)
-	for reached < len(w.want) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			_ = stop()
-			return r, fmt.Errorf("%d of %d keys reached their count within %v (last read error: %v); %s said: %s", reached, len(w.want), o.timeout, reader.lastErr, peer, tail(stderr.String()))
+	err = readUntil(ctx, reader, o.timeout, p, func(m *sarama.ConsumerMessage) (bool, error) {
+		if first.IsZero() {
+			first = time.Now()
 		}
-		select {
-		case err := <-exited:
-			return r, fmt.Errorf("%s exited early (%v): %s", peer, err, tail(stderr.String()))
-		default:
+		r.outputs++
+		n, ok := decodeCount(m.Value)
+		key := string(m.Key)
+		want, known := w.want[key]
+		if !ok || !known {
+			return false, fmt.Errorf("output %s/%d@%d: key %q, value %x: not a count of the input", output, m.Partition, m.Offset, key, m.Value)
 		}
-		msgs, err := reader.poll(200 * time.Millisecond)
-		if err != nil {
-			_ = stop()
-			return r, err
+		if n > want && len(over) < 5 {
+			over = append(over, fmt.Sprintf("%s=%d (want %d)", key, n, want))
 		}
-		for _, m := range msgs {
-			if first.IsZero() {
-				first = time.Now()
-			}
-			r.outputs++
-			n, ok := decodeCount(m.Value)
-			key := string(m.Key)
-			want, known := w.want[key]
-			if !ok || !known {
-				_ = stop()
-				return r, fmt.Errorf("output %s/%d@%d: key %q, value %x: not a count of the input", output, m.Partition, m.Offset, key, m.Value)
-			}
-			if n > want && len(over) < 5 {
-				over = append(over, fmt.Sprintf("%s=%d (want %d)", key, n, want))
-			}
-			if last[key] == want && n != want {
-				reached--
-			}
-			if n == want && last[key] != want {
-				reached++
-			}
-			last[key] = n
+		if last[key] == want && n != want {
+			reached--
 		}
+		if n == want && last[key] != want {
+			reached++
+		}
+		last[key] = n
+		return reached == len(w.want), nil
+	})
+	if err != nil {
+		_ = p.stop()
+		return r, fmt.Errorf("%d of %d keys reached their count: %w", reached, len(w.want), err)
 	}
 	done := time.Now()
 	stopJoin()
@@ -143,14 +112,14 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 		from = first // the group settled after output appeared: count from there
 	}
 	r.total, r.steady = done.Sub(start), done.Sub(from)
-	r.cpu, r.peakRSS, err = usage(cmd.Process.Pid)
+	r.cpu, r.peakRSS, err = usage(p.cmd.Process.Pid)
 	if err != nil {
-		_ = stop()
+		_ = p.stop()
 		return r, err
 	}
-	if err := stop(); err != nil && peer != "kstreams" {
+	if err := p.stop(); err != nil && peer != "kstreams" {
 		// The JVM exits with 143 on SIGTERM; the Go peers exit cleanly.
-		return r, fmt.Errorf("%s: %v: %s", peer, err, tail(stderr.String()))
+		return r, fmt.Errorf("%s: %v: %s", peer, err, tail(p.out.String()))
 	}
 	if len(over) > 0 && guarantee == "exactly_once" {
 		return r, fmt.Errorf("counts above the input's under exactly once (records counted twice): %v", over)
@@ -228,11 +197,11 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 		return r, err
 	}
 	seen := map[string]bool{}
-	if err := readUntil(ctx, reader, o.timeout, first, func(key string, _ int64) bool {
-		if _, ok := w.want[key]; ok {
-			seen[key] = true
+	if err := readUntil(ctx, reader, o.timeout, first, func(m *sarama.ConsumerMessage) (bool, error) {
+		if _, ok := w.want[string(m.Key)]; ok {
+			seen[string(m.Key)] = true
 		}
-		return len(seen) == len(w.want)
+		return len(seen) == len(w.want), nil
 	}); err != nil {
 		_ = first.stop()
 		return r, fmt.Errorf("building the store: %w", err)
@@ -272,12 +241,15 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 		return r, err
 	}
 	left := len(markers)
-	if err := readUntil(ctx, reader, o.timeout, second, func(key string, n int64) bool {
-		if done, ok := markers[key]; ok && !done && n == 1 {
-			markers[key] = true
-			left--
+	if err := readUntil(ctx, reader, o.timeout, second, func(m *sarama.ConsumerMessage) (bool, error) {
+		key := string(m.Key)
+		if seen, marker := markers[key]; marker && !seen {
+			if n, ok := decodeCount(m.Value); ok && n == 1 {
+				markers[key] = true
+				left--
+			}
 		}
-		return left == 0
+		return left == 0, nil
 	}); err != nil {
 		_ = second.stop()
 		return r, fmt.Errorf("restoring: %w", err)
@@ -330,9 +302,9 @@ func (p *running) stop() error {
 	}
 }
 
-// readUntil reads output counts until done says so, the timeout passes or
-// the peer exits.
-func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *running, done func(key string, n int64) bool) error {
+// readUntil reads output records, passing each to done, until done says
+// so or fails, the timeout passes or the peer exits.
+func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *running, done func(*sarama.ConsumerMessage) (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -348,9 +320,8 @@ func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *ru
 			return err
 		}
 		for _, m := range msgs {
-			n, ok := decodeCount(m.Value)
-			if ok && done(string(m.Key), n) {
-				return nil
+			if ok, err := done(m); err != nil || ok {
+				return err
 			}
 		}
 	}
