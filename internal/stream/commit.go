@@ -14,22 +14,49 @@ import (
 	"github.com/weirstream/weir/txn"
 )
 
-// outcome is what a commit did, when it did not stop the thread.
+// outcome is what a commit came to, when it did not stop the thread.
 type outcome int
 
 const (
-	// committed: input offsets, output and state changes are committed
-	// (or there was nothing to commit).
+	// committed: the input offsets, output and state changes are
+	// committed, or there was nothing to commit.
 	committed outcome = iota
 	// deferred: at least once, the output and the state are written but
 	// the group refused the offsets for now (it moved to a new
 	// generation); the next commit carries them.
 	deferred
-	// rewound: the transaction failed and settle took the thread's tasks
-	// back to their last commit (aborted, or the producer fenced or its
-	// outcome unknown and rebuilt).
-	rewound
+	// aborted: the transaction was aborted and nothing of it happened;
+	// the tasks went back to their last commit (see Thread.rewind).
+	aborted
+	// fenced: the producer was fenced; it was rebuilt and the tasks
+	// closed, to come back at the committed offsets.
+	fenced
+	// ambiguous: the commit's outcome is unknown; the producer was
+	// rebuilt and the tasks closed, as when fenced.
+	ambiguous
+	// dropped: at least once, records Kafka refused were dropped under
+	// ProductionErrors=Skip or DeadLetter; nothing was undone.
+	dropped
 )
+
+// committer makes what a thread sent since its last commit durable with
+// the input offsets that produced it. The thread has one, chosen by the
+// guarantee (exactlyOnce or atLeastOnce); the parts common to both (the
+// record caches, the changelog records, the thread's failure state) come
+// first, in Thread.commitLocked. A commit returns committed or deferred;
+// a failed transaction goes to the thread's failure authority (settle,
+// then act), and its outcome comes back from there.
+type committer interface {
+	commit(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) (outcome, error)
+}
+
+// committerFor returns th's committer for the guarantee.
+func committerFor(th *Thread) committer {
+	if th.in.ExactlyOnce {
+		return exactlyOnce{th}
+	}
+	return atLeastOnce{th}
+}
 
 // commitDue commits unless this member is between its JoinGroup and its
 // new assignment (inRebalance), when the commit would carry the
@@ -70,8 +97,8 @@ func (th *Thread) commitLocked() (outcome, error) {
 	th.lastCommit = time.Now()
 	for _, id := range th.order {
 		// What the record caches hold goes into this commit.
-		if again, err := th.afterWork(th.tasks[id].Flush()); err != nil || again {
-			return rewound, err
+		if o, settled, err := th.afterWork(th.tasks[id].Flush()); err != nil || settled {
+			return o, err
 		}
 	}
 	offsets := map[string]map[int32]int64{}
@@ -81,15 +108,15 @@ func (th *Thread) commitLocked() (outcome, error) {
 	}
 	for _, id := range th.order {
 		if err := th.tasks[id].SendChangelog(); err != nil {
-			return rewound, th.settle(err)
+			return th.settle(err)
 		}
 	}
 	if err := th.failed(); err != nil {
 		// Never commit past a record that was refused or lost.
-		return rewound, th.settle(err)
+		return th.settle(err)
 	}
 	if len(offsets) == 0 && !th.producer.Pending() {
-		th.committedNow()
+		th.idle()
 		return committed, nil
 	}
 	// Not th.ctx: the last commit runs after the thread was told to stop.
@@ -99,13 +126,21 @@ func (th *Thread) commitLocked() (outcome, error) {
 	defer func() {
 		th.in.Metrics.CommitDuration.WithLabelValues(strconv.Itoa(th.idx)).Observe(time.Since(start).Seconds())
 	}()
-	if th.in.ExactlyOnce {
-		return th.commitTransaction(ctx, offsets, metadata)
-	}
+	return th.committer.commit(ctx, offsets, metadata)
+}
+
+// atLeastOnce commits at least once: it waits until every record sent is
+// acknowledged (the changelog records among them), writes the state
+// changes to Badger with their checkpoints, then commits the input
+// offsets to the group.
+type atLeastOnce struct{ th *Thread }
+
+func (c atLeastOnce) commit(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) (outcome, error) {
+	th := c.th
 	if err := th.producer.Commit(ctx, nil, nil); err != nil {
 		// Refused records that ProductionErrors=Skip drops leave the
 		// interval intact; anything else stops the thread.
-		if err := th.settle(err); err != nil {
+		if _, err := th.settle(err); err != nil {
 			return committed, th.failCommit(err)
 		}
 		if err := th.producer.Commit(ctx, nil, nil); err != nil {
@@ -118,7 +153,7 @@ func (th *Thread) commitLocked() (outcome, error) {
 		return committed, err
 	}
 	if len(offsets) == 0 {
-		th.committedNow()
+		th.progressed()
 		return committed, nil
 	}
 	sess := th.session()
@@ -141,11 +176,17 @@ func (th *Thread) commitLocked() (outcome, error) {
 	return committed, nil
 }
 
-// commitTransaction commits the thread's transaction with offsets.
-func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) (outcome, error) {
+// exactlyOnce commits the thread's transaction, which holds the output and
+// the changelog records, together with the input offsets and the group's
+// metadata (so that a zombie member cannot commit); only then are the
+// state changes written to Badger with their checkpoints.
+type exactlyOnce struct{ th *Thread }
+
+func (c exactlyOnce) commit(ctx context.Context, offsets map[string]map[int32]int64, metadata map[string]map[int32]string) (outcome, error) {
+	th := c.th
 	sess := th.session()
 	if sess == nil {
-		return rewound, th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
+		return th.settle(fmt.Errorf("%w: no group session to commit with", txn.ErrFailed))
 	}
 	var instance *string
 	if th.instance != "" {
@@ -154,7 +195,7 @@ func (th *Thread) commitTransaction(ctx context.Context, offsets map[string]map[
 	group := sarama.NewConsumerGroupMetadataFromSession(sess, th.in.ApplicationID, instance)
 	start := time.Now()
 	if err := th.producer.CommitWithMetadata(ctx, offsets, metadata, group); err != nil {
-		return rewound, th.settle(err)
+		return th.settle(err)
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "committed").Inc()
 	if err := th.applyState(); err != nil {
@@ -200,9 +241,20 @@ func (th *Thread) applyState() error {
 	return nil
 }
 
-// committedNow records that the thread made progress: a commit succeeded
-// or there was nothing to commit.
-func (th *Thread) committedNow() {
+// idle records a commit that had nothing to commit. The thread is not
+// stuck, so the last-commit gauge advances, unless transactions aborted
+// since the last commit: a thread whose tasks an abort closed (to come back
+// after a rejoin) has nothing to commit while it waits for them, and is
+// not idle but between attempts. The abort streak stays either way, so
+// that an abort-and-rejoin loop reaches MaxConsecutiveAborts.
+func (th *Thread) idle() {
+	if th.aborts.Load() == 0 {
+		th.in.Metrics.LastCommit.WithLabelValues(strconv.Itoa(th.idx)).SetToCurrentTime()
+	}
+}
+
+// progressed records a commit that succeeded: the abort streak ends.
+func (th *Thread) progressed() {
 	th.aborts.Store(0)
 	th.firstAbort = nil
 	th.in.Metrics.LastCommit.WithLabelValues(strconv.Itoa(th.idx)).SetToCurrentTime()
@@ -210,7 +262,7 @@ func (th *Thread) committedNow() {
 
 // committed records committed offsets.
 func (th *Thread) committed(offsets map[string]map[int32]int64) {
-	th.committedNow()
+	th.progressed()
 	for _, id := range th.order {
 		th.tasks[id].Committed(offsets)
 	}
@@ -277,8 +329,14 @@ func (o outcome) String() string {
 		return "committed"
 	case deferred:
 		return "deferred"
-	case rewound:
-		return "rewound"
+	case aborted:
+		return "aborted"
+	case fenced:
+		return "fenced"
+	case ambiguous:
+		return "ambiguous"
+	case dropped:
+		return "dropped"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }

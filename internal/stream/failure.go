@@ -152,7 +152,8 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 	err := th.producer.Abort(ctx)
 	cancel()
 	if err != nil {
-		return th.settle(err)
+		_, err := th.settle(err)
+		return err
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
 	return th.rewind(re)
@@ -177,24 +178,27 @@ func (th *Thread) failed() error {
 
 // afterWork settles the outcome of one input record or punctuation: the
 // thread's failure state comes first, then the error user code returned.
-// It returns nil when the thread goes on; rewound reports that the tasks
-// were rewound, so the caller must not touch them again this round.
-func (th *Thread) afterWork(err error) (rewound bool, _ error) {
+// It returns nil when the thread goes on; settled reports that a failure
+// was settled, with outcome o (the tasks may have been rewound or closed),
+// so the caller must not touch them again this round.
+func (th *Thread) afterWork(err error) (o outcome, settled bool, _ error) {
 	if f := th.failed(); f != nil {
-		return true, th.settle(f)
+		o, err := th.settle(f)
+		return o, true, err
 	}
 	if err != nil && (isTxnError(err) || errors.Is(err, txn.ErrClosed)) {
-		return true, th.settle(err)
+		o, err := th.settle(err)
+		return o, true, err
 	}
 	var rw *task.ReplayWithoutError
 	if errors.As(err, &rw) {
-		return true, th.replayWithout(rw.Record)
+		return aborted, true, th.replayWithout(rw.Record)
 	}
-	return false, err
+	return committed, false, err
 }
 
-// settle decides what a failure means; it returns nil when the thread goes
-// on, its tasks rewound to their last commit, or the error that stops it.
+// settle decides what a failure means. It returns what the thread did
+// about it and nil when the thread goes on, or the error that stops it:
 //
 //   - a refused record (*task.ProductionError, or *txn.RefusedError found by the
 //     broker): under Fail, and always for a changelog record, the thread
@@ -204,10 +208,10 @@ func (th *Thread) afterWork(err error) (rewound bool, _ error) {
 //   - any other failed delivery: exactly once aborts and rewinds; at least
 //     once stops, since the records already sent cannot be taken back;
 //   - an aborted, fenced or ambiguous transaction: handleTxnError.
-func (th *Thread) settle(err error) error {
+func (th *Thread) settle(err error) (outcome, error) {
 	var pe *task.ProductionError
 	if errors.As(err, &pe) {
-		return pe
+		return aborted, pe
 	}
 	// The producer's list of refused records, not the error, says what
 	// was refused: a commit that fails on a refusal may return before the
@@ -237,13 +241,13 @@ func (th *Thread) settle(err error) error {
 					th.isolate[topic] = true
 				}
 				if txnEnded(err) {
-					return th.handleTxnError(err)
+					return th.act(err)
 				}
 				// Not wrapping re: no record of the batch is known to be bad.
 				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
 			}
 			if !th.in.PoliciesFor(re.Msg.Topic).Production.Fails() {
-				return fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
+				return aborted, fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
 					th.idx, n, re)
 			}
 		}
@@ -253,7 +257,7 @@ func (th *Thread) settle(err error) error {
 			origins[i], _ = r.Msg.Metadata.(*client.Origin)
 			errs[i] = newProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
 			if th.mustFail(origins[i], errs[i]) {
-				return errs[i]
+				return aborted, errs[i]
 			}
 		}
 		for i, pe := range errs {
@@ -261,13 +265,13 @@ func (th *Thread) settle(err error) error {
 			if !th.in.ExactlyOnce {
 				// Nothing is replayed: the dead-letter record goes now.
 				if err := th.deadLetterRefused(origins[i], pe); err != nil {
-					return err
+					return dropped, err
 				}
 				continue
 			}
 			if pe.Offset >= 0 {
 				if len(th.skips) >= maxSkips {
-					return fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe)
+					return aborted, fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe)
 				}
 				// The replay drops the record, and dead-letters it then,
 				// in the transaction that commits the input record.
@@ -278,10 +282,10 @@ func (th *Thread) settle(err error) error {
 			th.log.Warn("more records refused than reported", "reported", len(refused), "refused", n)
 		}
 		if !th.in.ExactlyOnce {
-			return nil
+			return dropped, nil
 		}
 		if txnEnded(err) {
-			return th.handleTxnError(err)
+			return th.act(err)
 		}
 		if err = th.producer.Err(); err == nil {
 			err = fmt.Errorf("%w: %w", txn.ErrFailed, re)
@@ -289,7 +293,7 @@ func (th *Thread) settle(err error) error {
 	}
 	if errors.Is(err, txn.ErrFailed) && !txnEnded(err) {
 		if !th.in.ExactlyOnce {
-			return err
+			return aborted, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
 		aerr := th.producer.Abort(ctx)
@@ -299,7 +303,7 @@ func (th *Thread) settle(err error) error {
 		}
 		err = aerr
 	}
-	return th.handleTxnError(err)
+	return th.act(err)
 }
 
 // txnEnded reports an error after which no transaction is open: it was
@@ -330,42 +334,59 @@ func isTxnError(err error) bool {
 	return errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrAmbiguous) || errors.Is(err, txn.ErrFailed)
 }
 
-// handleTxnError acts on a failed transaction (see package txn): it
-// returns nil when the thread goes on.
-func (th *Thread) handleTxnError(err error) error {
-	thread := strconv.Itoa(th.idx)
-	if txnEnded(err) {
-		// A thread whose transactions keep aborting makes no progress
-		// while it looks alive: past the bound it fails with the cause.
-		// The first cause of a streak is usually the telling one (a
-		// missing topic); later ones may be the client's reaction to it
-		// (an open circuit breaker).
-		n := th.aborts.Add(1)
-		if n == 1 {
-			th.firstAbort = err
-		}
-		if int(n) > th.in.MaxConsecutiveAborts {
-			return fmt.Errorf("weir: thread %d: %d transactions aborted in a row without one committing (Config.MaxConsecutiveAborts is %d); the first: %v; the last: %w",
-				th.idx, n, th.in.MaxConsecutiveAborts, th.firstAbort, err)
-		}
-	}
+// outcomeOf names what a failed transaction came to: fenced, ambiguous or
+// aborted; ok is false for an error that is none of them (a failure no
+// transaction can undo, which stops the thread).
+func outcomeOf(err error) (o outcome, ok bool) {
 	switch {
 	case errors.Is(err, txn.ErrFenced):
-		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
-		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
+		return fenced, true
 	case errors.Is(err, txn.ErrAmbiguous):
-		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
-		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
+		return ambiguous, true
 	case errors.Is(err, txn.ErrAborted):
-		th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+		return aborted, true
 	}
-	switch {
-	case errors.Is(err, txn.ErrAborted):
-		// Nothing of the transaction happened: reprocess from the
-		// committed offsets.
+	return aborted, false
+}
+
+// act is the one place that acts on a failed transaction (see package
+// txn): it returns the transaction's outcome and nil when the thread goes
+// on, or the error that stops it.
+//
+//   - aborted: nothing of the transaction happened; the tasks rewind to
+//     their last commit (in place, or by rejoining: see rewind);
+//   - fenced: the producer is rebuilt and the tasks closed, unless another
+//     instance shares this one's transactional ids, when the thread stops;
+//   - ambiguous: the producer is rebuilt and the tasks closed, so that
+//     they start again from what the group has committed;
+//   - anything else stops the thread.
+//
+// Every one of them counts towards MaxConsecutiveAborts.
+func (th *Thread) act(err error) (outcome, error) {
+	o, ok := outcomeOf(err)
+	if !ok {
+		return o, err
+	}
+	// A thread whose transactions keep aborting makes no progress while it
+	// looks alive: past the bound it fails with the cause. The first cause
+	// of a streak is usually the telling one (a missing topic); later ones
+	// may be the client's reaction to it (an open circuit breaker).
+	n := th.aborts.Add(1)
+	if n == 1 {
+		th.firstAbort = err
+	}
+	if int(n) > th.in.MaxConsecutiveAborts {
+		return o, fmt.Errorf("weir: thread %d: %d transactions aborted in a row without one committing (Config.MaxConsecutiveAborts is %d); the first: %v; the last: %w",
+			th.idx, n, th.in.MaxConsecutiveAborts, th.firstAbort, err)
+	}
+	thread := strconv.Itoa(th.idx)
+	th.in.Metrics.Transactions.WithLabelValues(thread, "aborted").Inc()
+	switch o {
+	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		return th.rewind(err)
-	case errors.Is(err, txn.ErrFenced):
+		return o, th.rewind(err)
+	case fenced:
+		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()
 		// The producer's epoch was bumped: by the coordinator when this
 		// thread's transaction timed out (a stall longer than
 		// TransactionTimeout), or by another producer with the same
@@ -380,17 +401,17 @@ func (th *Thread) handleTxnError(err error) error {
 		now := time.Now()
 		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
 		if open < th.in.TransactionTimeout || len(th.fences) >= maxFences {
-			return fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
+			return o, fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
 				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.in.ProcessID, err)
 		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
-		return th.rebuildProducer()
-	case errors.Is(err, txn.ErrAmbiguous):
+		return o, th.rebuildProducer()
+	default: // ambiguous
+		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
 		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
 		th.resetTasks()
-		return th.rebuildProducer()
+		return o, th.rebuildProducer()
 	}
-	return err
 }
 
 // rewind takes the thread's tasks back to their last commit after an

@@ -48,6 +48,7 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 	th := &Thread{in: in, log: cfg.Logger, ctx: context.Background(), maxBytes: 1 << 20, committing: make(chan struct{}, 1),
 		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]error{}, isolate: map[string]bool{}}
 	th.producer = txn.Wrap(fake)
+	th.committer = committerFor(th)
 	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }
 	t.Cleanup(func() { th.producer.Close() })
 	return th
@@ -147,7 +148,7 @@ func TestSendRefusesWhatTheTopicRefuses(t *testing.T) {
 				if err := th.Send(msgFrom("in", 8, "out", []byte("k"), 1)); !errors.Is(err, c.cause) || th.producer.Pending() {
 					t.Errorf("send after the failure = %v, pending = %v; want the failure again and nothing sent", err, th.producer.Pending())
 				}
-				if th.settle(th.failed()) == nil {
+				if _, err := th.settle(th.failed()); err == nil {
 					t.Error("settle let the thread go on after a refused record under Fail")
 				}
 			}
@@ -182,7 +183,7 @@ func TestBrokerRefusalIsSettledByPolicy(t *testing.T) {
 				t.Fatalf("CommitTxn called %d times on a failed transaction", fake.Committed)
 			}
 			fake.SendErr = nil
-			err = th.settle(err)
+			_, err = th.settle(err)
 			if policy == task.Fail {
 				var pe *task.ProductionError
 				if !errors.As(err, &pe) || pe.Offset != 7 || pe.Sink != "out" || !errors.Is(err, sarama.ErrInvalidRecord) {
@@ -225,9 +226,9 @@ func TestFailedRebuildKeepsTheOldProducer(t *testing.T) {
 	if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 1)); err != nil {
 		t.Fatal(err)
 	}
-	err := th.handleTxnError(fmt.Errorf("%w: commit timed out", txn.ErrAmbiguous))
+	_, err := th.act(fmt.Errorf("%w: commit timed out", txn.ErrAmbiguous))
 	if !errors.Is(err, initErr) {
-		t.Fatalf("handleTxnError = %v, want the failed rebuild", err)
+		t.Fatalf("act = %v, want the failed rebuild", err)
 	}
 	if th.producer != old || fake.Closed != 0 {
 		t.Fatalf("the old producer was replaced or closed (closed %d times) though no new one exists", fake.Closed)
@@ -274,7 +275,7 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	if !errors.Is(err, txn.ErrAborted) {
 		t.Fatalf("Commit = %v, want ErrAborted", err)
 	}
-	if err := th.settle(err); err != nil {
+	if _, err := th.settle(err); err != nil {
 		t.Fatalf("settle = %v", err)
 	}
 	if len(th.skips) != 0 || skippedCount(th) != 0 {
@@ -294,7 +295,7 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	if err := th.Send(msgFrom("in", 9, "out", []byte("k"), 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := th.settle(th.failed()); err != nil {
+	if _, err := th.settle(th.failed()); err != nil {
 		t.Fatalf("settle = %v", err)
 	}
 	if _, ok := th.skips[skipKey{"in", 0, 9, "out"}]; !ok || len(th.skips) != 1 || skippedCount(th) != 1 {
@@ -309,7 +310,10 @@ func TestConsecutiveAbortsAreBounded(t *testing.T) {
 	t.Parallel()
 	th := failureThread(t, Config{MaxConsecutiveAborts: 3}, txntest.New(true))
 	cause := errors.New("UNKNOWN_TOPIC_OR_PARTITION")
-	abort := func() error { return th.handleTxnError(fmt.Errorf("%w: %w", txn.ErrAborted, cause)) }
+	abort := func() error {
+		_, err := th.act(fmt.Errorf("%w: %w", txn.ErrAborted, cause))
+		return err
+	}
 	for i := range 3 {
 		if err := abort(); err != nil {
 			t.Fatalf("abort %d: %v", i+1, err)
@@ -318,7 +322,7 @@ func TestConsecutiveAbortsAreBounded(t *testing.T) {
 			t.Fatalf("abort %d: the thread does not report aborting", i+1)
 		}
 	}
-	th.committedNow()
+	th.progressed()
 	if th.Aborting() {
 		t.Fatal("a commit did not end the aborting state")
 	}

@@ -44,6 +44,7 @@ type Thread struct {
 	pclient     sarama.Client
 	producer    *txn.Producer
 	newProducer func() (*txn.Producer, error)
+	committer   committer
 	maxBytes    int // the producer's MaxMessageBytes
 	strategy    *assign.Strategy
 	instance    string // group.instance.id, "" without static membership
@@ -129,6 +130,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		skips:      map[skipKey]error{},
 		isolate:    map[string]bool{},
 	}
+	th.committer = committerFor(th)
 	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(), th.userData, th.onAssignment)
 	sc := client.Thread(in.Client, in.ProcessID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
@@ -348,11 +350,11 @@ func (th *Thread) loop() error {
 		}
 		for _, id := range th.order {
 			if t := th.tasks[id]; t.Running() {
-				rewound, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
+				_, settled, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
 				if err != nil {
 					return th.shutdown(err)
 				}
-				if rewound {
+				if settled {
 					break
 				}
 			}
@@ -435,8 +437,8 @@ func (th *Thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 			// The thread's failure state decides before the record's own
 			// error: a processor may have returned (or swallowed) the
 			// error of a record that was refused or not delivered.
-			rewound, err := th.afterWork(t.Process(p))
-			if err != nil || rewound {
+			_, settled, err := th.afterWork(t.Process(p))
+			if err != nil || settled {
 				return progressed, wait, err
 			}
 			progressed = true

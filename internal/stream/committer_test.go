@@ -1,0 +1,280 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/txntest"
+	"github.com/weirstream/weir/txn"
+)
+
+// fakeSession is the group session of a member in generation gen.
+type fakeSession struct {
+	sarama.ConsumerGroupSession // calls the tests do not expect panic
+	gen                         int32
+}
+
+func (s *fakeSession) GenerationID() int32 { return s.gen }
+func (s *fakeSession) MemberID() string    { return "member-1" }
+
+// committerThread is a failureThread with a state database and a group
+// session in generation 1, so that commits reach the committer.
+func committerThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
+	t.Helper()
+	th := failureThread(t, cfg, fake)
+	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	th.in.DB = db
+	th.sess = &fakeSession{gen: 1}
+	return th
+}
+
+func counterValue(t *testing.T, c *prometheus.CounterVec, labels ...string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.WithLabelValues(labels...).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func gaugeValue(t *testing.T, g *prometheus.GaugeVec, labels ...string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.WithLabelValues(labels...).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// TestCommitOutcomes: every way an exactly-once commit can end reaches the
+// thread as its named outcome, and the thread acts on it: a committed
+// transaction ends the abort streak; an aborted one rewinds the tasks in
+// place; a fenced or ambiguous one rebuilds the producer; a transaction
+// that cannot commit for want of a session is aborted, never committed.
+func TestCommitOutcomes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		commitErr error
+		status    sarama.ProducerTxnStatusFlag
+		noSession bool
+		want      outcome
+		rebuilt   bool
+	}{
+		{name: "committed", want: committed},
+		{name: "aborted", commitErr: sarama.ErrOutOfOrderSequenceNumber, status: sarama.ProducerTxnFlagAbortableError, want: aborted},
+		{name: "fenced", commitErr: sarama.ErrProducerFenced, status: sarama.ProducerTxnFlagFatalError, want: fenced, rebuilt: true},
+		{name: "ambiguous", commitErr: sarama.ErrRequestTimedOut, status: sarama.ProducerTxnFlagInTransaction, want: ambiguous, rebuilt: true},
+		{name: "no session", noSession: true, want: aborted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fake := txntest.New(true)
+			th := committerThread(t, Config{}, fake)
+			// A fencing of an old transaction is healed by a rebuild; a
+			// young one means a twin instance, which the thread stops for.
+			th.in.TransactionTimeout = time.Nanosecond
+			fake.CommitErr, fake.CommitStatus = c.commitErr, c.status
+			if c.noSession {
+				th.sess = nil
+			}
+			// A streak of one abort, which a commit must end.
+			if _, err := th.act(fmt.Errorf("%w: earlier", txn.ErrAborted)); err != nil {
+				t.Fatal(err)
+			}
+			if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 10)); err != nil {
+				t.Fatal(err)
+			}
+			old := th.producer
+			o, err := th.commit()
+			if err != nil {
+				t.Fatalf("commit = %v, %v; want the thread to go on", o, err)
+			}
+			if o != c.want {
+				t.Fatalf("commit outcome = %v, want %v", o, c.want)
+			}
+			if got := th.producer != old; got != c.rebuilt {
+				t.Fatalf("producer rebuilt = %v, want %v", got, c.rebuilt)
+			}
+			if c.want == committed {
+				if fake.Committed != 1 || th.aborts.Load() != 0 || th.firstAbort != nil {
+					t.Fatalf("committed %d times, abort streak %d; want 1 and 0", fake.Committed, th.aborts.Load())
+				}
+				if n := counterValue(t, th.in.Metrics.Transactions, "0", "committed"); n != 1 {
+					t.Fatalf("committed transactions counted: %v, want 1", n)
+				}
+				return
+			}
+			if th.aborts.Load() != 2 {
+				t.Fatalf("abort streak = %d after a failed commit, want 2", th.aborts.Load())
+			}
+			if n := counterValue(t, th.in.Metrics.Transactions, "0", "committed"); n != 0 {
+				t.Fatalf("a failed commit was counted as committed (%v)", n)
+			}
+			if c.want == aborted {
+				if n := counterValue(t, th.in.Metrics.Rewinds, "0", "in_place"); n != 2 {
+					t.Fatalf("in-place rewinds = %v, want 2 (the earlier abort and this one)", n)
+				}
+			}
+		})
+	}
+}
+
+// TestSwallowedDeliveryFailureIsSettled: a processor that drops the error
+// of a record the producer could not deliver cannot hide it. The thread
+// asks the producer after the record whatever the processor returned,
+// aborts the transaction and rewinds, and no commit follows the lost
+// record.
+func TestSwallowedDeliveryFailureIsSettled(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	th := committerThread(t, Config{}, fake)
+	fake.SendErr = sarama.ErrNotEnoughReplicas
+	fake.Status = sarama.ProducerTxnFlagInTransaction | sarama.ProducerTxnFlagAbortableError
+	if err := th.Send(msgFrom("in", 3, "out", []byte("k"), 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitFailed(t, th)
+	// The processor returned nil: it swallowed the failure.
+	o, settled, err := th.afterWork(nil)
+	if err != nil || !settled || o != aborted {
+		t.Fatalf("afterWork(nil) after a lost record = %v, %v, %v; want aborted, settled, nil", o, settled, err)
+	}
+	if fake.Aborted != 1 || fake.Committed != 0 {
+		t.Fatalf("aborted %d, committed %d times; want 1 and 0", fake.Aborted, fake.Committed)
+	}
+	if n := counterValue(t, th.in.Metrics.Rewinds, "0", "in_place"); n != 1 {
+		t.Fatalf("in-place rewinds = %v, want 1", n)
+	}
+}
+
+// TestIdleCommitsKeepTheAbortStreak: a commit with nothing to commit does
+// not end a streak of aborted transactions. After an abort that closed its
+// tasks (to come back after a rejoin) a thread has nothing to commit while
+// it waits for them; if that reset the streak, an abort-and-rejoin loop
+// would never reach MaxConsecutiveAborts. Nor does the last-commit gauge
+// advance for it.
+func TestIdleCommitsKeepTheAbortStreak(t *testing.T) {
+	t.Parallel()
+	th := committerThread(t, Config{MaxConsecutiveAborts: 2}, txntest.New(true))
+	abort := func() error {
+		_, err := th.act(fmt.Errorf("%w: UNKNOWN_TOPIC_OR_PARTITION", txn.ErrAborted))
+		return err
+	}
+	if _, err := th.commit(); err != nil {
+		t.Fatal(err)
+	}
+	idleAt := gaugeValue(t, th.in.Metrics.LastCommit, "0")
+	if idleAt == 0 {
+		t.Fatal("an idle thread with no aborts did not advance the last-commit gauge")
+	}
+	for i := range 2 {
+		if err := abort(); err != nil {
+			t.Fatalf("abort %d: %v", i+1, err)
+		}
+		if o, err := th.commit(); err != nil || o != committed {
+			t.Fatalf("idle commit = %v, %v", o, err)
+		}
+	}
+	if got := gaugeValue(t, th.in.Metrics.LastCommit, "0"); got != idleAt {
+		t.Fatalf("the last-commit gauge moved from %v to %v while transactions aborted and nothing committed", idleAt, got)
+	}
+	if err := abort(); err == nil || !errors.Is(err, txn.ErrAborted) {
+		t.Fatalf("third abort in a row with idle commits between = %v, want the thread to fail", err)
+	}
+}
+
+// TestKeptRecordsPastTheBoundRewindByRejoining: records kept for a rewind
+// in place are bounded by MaxBufferBytes; past it they are let go, and the
+// next abort rewinds by rejoining the group (counted) instead of replaying
+// what the thread no longer has. A commit starts the count again.
+func TestKeptRecordsPastTheBoundRewindByRejoining(t *testing.T) {
+	t.Parallel()
+	th := committerThread(t, Config{}, txntest.New(true))
+	th.in.MaxBufferBytes = 10
+	abort := func() {
+		t.Helper()
+		if o, err := th.act(fmt.Errorf("%w: test", txn.ErrAborted)); err != nil || o != aborted {
+			t.Fatalf("act = %v, %v", o, err)
+		}
+	}
+	if !th.Keep(6) {
+		t.Fatal("a record within the bound was not kept")
+	}
+	abort()
+	if n := counterValue(t, th.in.Metrics.Rewinds, "0", "in_place"); n != 1 {
+		t.Fatalf("in-place rewinds = %v, want 1", n)
+	}
+	if !th.Keep(6) || th.Keep(6) {
+		t.Fatal("want the first record kept and the second, past 10 bytes, let go")
+	}
+	if th.Keep(1) {
+		t.Fatal("a record was kept after the kept records were let go")
+	}
+	abort()
+	if n := counterValue(t, th.in.Metrics.Rewinds, "0", "rejoin"); n != 1 {
+		t.Fatalf("rewinds by rejoining = %v, want 1", n)
+	}
+	if !th.Keep(6) {
+		t.Fatal("the rejoin did not start the kept records over")
+	}
+}
+
+// TestCommitWindowClosesWithTheNewGeneration: after this member's
+// JoinGroup, a commit waits until the session runs in the generation of
+// the new assignment, not only until the assignment arrives: sarama hands
+// over the assignment before it stores the generation, and a commit in
+// between would carry the old one and abort.
+func TestCommitWindowClosesWithTheNewGeneration(t *testing.T) {
+	t.Parallel()
+	th := committerThread(t, Config{}, txntest.New(true))
+	sess := &fakeSession{gen: 4}
+	th.sess = sess
+	th.markRebalance()
+	if !th.inRebalance() {
+		t.Fatal("not in a rebalance after JoinGroup")
+	}
+	th.onAssignment(nil, 5)
+	if !th.inRebalance() {
+		t.Fatal("the commit window closed with the assignment, while the session still runs generation 4")
+	}
+	if done, err := th.commitDue(); done || err != nil {
+		t.Fatalf("commitDue in the old generation = %v, %v; want it to wait", done, err)
+	}
+	th.mu.Lock()
+	sess.gen = 5
+	th.mu.Unlock()
+	if th.inRebalance() {
+		t.Fatal("the commit window stayed open in the new generation")
+	}
+	if done, err := th.commitDue(); !done || err != nil {
+		t.Fatalf("commitDue in the new generation = %v, %v; want a commit", done, err)
+	}
+}
+
+// A producer closed after a failed rebuild fails every commit with
+// txn.ErrClosed, which stops the thread rather than panicking.
+func TestCommitOnAClosedProducerStops(t *testing.T) {
+	t.Parallel()
+	th := committerThread(t, Config{}, txntest.New(true))
+	if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 10)); err != nil {
+		t.Fatal(err)
+	}
+	th.producer.Close()
+	_, err := th.commit()
+	if !errors.Is(err, txn.ErrClosed) {
+		t.Fatalf("commit on a closed producer = %v, want txn.ErrClosed", err)
+	}
+}
