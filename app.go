@@ -22,9 +22,9 @@ import (
 	"github.com/weirstream/weir/schema"
 )
 
-// Topology is what an App runs: a *processor.Topology (or, once the
-// planned DSL lands, a DSL builder that compiles to one). Applications do
-// not implement it.
+// Topology is what an App runs: a *processor.Topology, or a
+// *kstream.Builder, which compiles to one. Applications do not implement
+// it.
 type Topology interface {
 	Graph() (*graph.Graph, error)
 }

@@ -1,7 +1,8 @@
 // Package graph is the untyped form of a topology that weir's runtime
-// executes. The typed builders (package processor, and the planned DSL on
-// top of it) produce a [Graph]; the runtime splits it into sub-topologies,
-// creates one set of node instances per task and feeds them records.
+// executes. The typed builders (package processor, and the DSL of package
+// kstream on top of it) produce a [Graph]; the runtime splits it into
+// sub-topologies, creates one set of node instances per task and feeds
+// them records.
 //
 // Types stay out of this package on purpose: every node carries a
 // constructor that closes over its type parameters, and the instances it
