@@ -1,0 +1,80 @@
+package weir
+
+import (
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/stream"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// How a Config becomes the settings of the runtime's packages.
+
+// clientOptions returns the settings that shape weir's sarama clients.
+func (c *Config) clientOptions() *client.Options {
+	o := &client.Options{
+		ApplicationID: c.ApplicationID,
+		TLS:           c.Net.TLS,
+		SASLMechanism: c.Net.SASL.Mechanism, SASLUser: c.Net.SASL.User, SASLPassword: c.Net.SASL.Password,
+		DialTimeout:       c.Net.DialTimeout,
+		FetchMaxWait:      c.Consumer.FetchMaxWait,
+		SessionTimeout:    c.Consumer.SessionTimeout,
+		HeartbeatInterval: c.Consumer.HeartbeatInterval,
+		RebalanceTimeout:  c.Consumer.RebalanceTimeout,
+		StaticMemberID:    c.StaticMemberID,
+	}
+	if c.Guarantee == ExactlyOnce {
+		o.TransactionTimeout = c.TransactionTimeout
+	}
+	return o
+}
+
+// cacheBudget returns the record caches' budget, nil when caching is off.
+func (c *Config) cacheBudget() *graph.CacheBudget {
+	if c.CacheMaxBytes <= 0 {
+		return nil
+	}
+	return graph.NewCacheBudget(c.CacheMaxBytes)
+}
+
+// taskConfig returns what tasks need of c.
+func (c *Config) taskConfig() task.Config {
+	tc := task.Config{
+		ApplicationID:         c.ApplicationID,
+		MaxTaskIdle:           c.MaxTaskIdle,
+		DeserializationErrors: task.Policy(c.DeserializationErrors),
+		TimestampErrors:       task.Policy(c.TimestampErrors),
+		ProcessingErrors:      task.Policy(c.ProcessingErrors),
+		ProductionErrors:      task.Policy(c.ProductionErrors),
+		ExactlyOnce:           c.Guarantee == ExactlyOnce,
+		CleanupDelay:          c.State.CleanupDelay,
+	}
+	if c.State.RestoreListener != nil {
+		tc.RestoreListener = c.State.RestoreListener
+	}
+	if len(c.TopicErrors) > 0 {
+		tc.TopicErrors = make(map[string]task.Policies, len(c.TopicErrors))
+		for topic, p := range c.TopicErrors {
+			tc.TopicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
+				Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
+		}
+	}
+	return tc
+}
+
+// streamConfig returns what stream threads need of c.
+func (c *Config) streamConfig() stream.Config {
+	return stream.Config{
+		Brokers:              c.Brokers,
+		Client:               c.clientOptions(),
+		ExactlyOnce:          c.Guarantee == ExactlyOnce,
+		CommitInterval:       c.CommitInterval,
+		TransactionTimeout:   c.TransactionTimeout,
+		RebalanceTimeout:     c.Consumer.RebalanceTimeout,
+		PurgeInterval:        c.Topics.PurgeInterval,
+		MaxBufferBytes:       c.State.MaxBufferBytes,
+		QueueRecords:         c.Queue.MaxRecords,
+		QueueBytes:           c.Queue.MaxBytes,
+		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
+		Logger:               c.Logger,
+	}
+}
