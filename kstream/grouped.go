@@ -1,8 +1,6 @@
 package kstream
 
 import (
-	"fmt"
-
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -44,34 +42,10 @@ func (s *Stream[K, V]) GroupBy[K2 any](name string, fn func(key K, value V) K2, 
 		s.b.fail("GroupBy %q of %q: nil key selector", name, s.name)
 	}
 	sel := s.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K2, V], rec processor.Record[K, V]) error {
-		return ctx.Forward(processor.Record[K2, V]{Key: fn(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		return ctx.Forward(processor.Record[K2, V]{Key: fn(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone})
 	}), s.node)
 	n := s.b.t.AddRepartition(name, keys, values, sel)
 	return &Grouped[K2, V]{b: s.b, node: n, name: name, keys: keys}
-}
-
-// Table is a changelog stream of a materialized key-value store: the
-// latest value per key. Tables come from aggregations. Kafka Streams'
-// KTable.
-type Table[K, V any] struct {
-	b      *Builder
-	node   processor.Node[K, V]
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-}
-
-// Name returns the table's name, which is also its store's name.
-func (t *Table[K, V]) Name() string { return t.name }
-
-// ToStream returns the stream of the table's updates: one record per
-// update, with the key, the new value, and the timestamp and headers of
-// the input record that caused it. An aggregation's record cache (see
-// [Grouped.Count]) makes a key's updates between two commits one record,
-// the latest. The stream is named as the table and is partitioned by its
-// key. Kafka Streams' KTable.toStream.
-func (t *Table[K, V]) ToStream() *Stream[K, V] {
-	return &Stream[K, V]{b: t.b, node: t.node, name: t.name, keys: t.keys}
 }
 
 // AggregateOption configures a key-value aggregation: [Grouped.Count],
@@ -158,11 +132,11 @@ func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A]
 		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
 	}
 	spec := processor.KeyValue(name, g.keys, values)
-	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, K, A] {
+	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, K, change[A]] {
 		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step, cached: cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
-	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values}
+	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, lookup: storeLookup(spec)}
 }
 
 // aggregator is the processor of Count, Reduce and Aggregate.
@@ -174,15 +148,12 @@ type aggregator[K, V, A any] struct {
 	step  func(key K, value V, agg A, found bool) A
 	// cached: updates go through cache (see Grouped.Count).
 	cached bool
-	cache  *processor.RecordCache[K, A]
+	cache  *processor.RecordCache[K, change[A]]
 }
 
-func (a *aggregator[K, V, A]) Init(ctx processor.Context[K, A]) (err error) {
+func (a *aggregator[K, V, A]) Init(ctx processor.Context[K, change[A]]) (err error) {
 	if a.cached {
-		a.cache = processor.NewRecordCache(ctx, func(k K) (string, error) {
-			b, err := a.keys.Serialize(a.name, k)
-			return string(b), err
-		}, nil)
+		a.cache = newChangeCache(ctx, a.keys, a.name)
 	}
 	a.store, err = a.spec.Open(ctx)
 	return err
@@ -190,7 +161,13 @@ func (a *aggregator[K, V, A]) Init(ctx processor.Context[K, A]) (err error) {
 
 func (a *aggregator[K, V, A]) Close() error { return nil }
 
-func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, A], rec processor.Record[K, V]) error {
+func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, change[A]], rec processor.Record[K, V]) error {
+	if rec.Tombstone {
+		// A stream aggregation ignores records without a value, as Kafka
+		// Streams' does.
+		ctx.Logger().Debug("aggregation skips a tombstone", "aggregation", a.name)
+		return nil
+	}
 	old, found, err := a.store.Get(rec.Key)
 	if err != nil {
 		return err
@@ -199,32 +176,36 @@ func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, A], rec processor
 	if err := a.store.Put(rec.Key, agg); err != nil {
 		return err
 	}
-	skip, err := a.nullKey(rec.Key)
+	skip, err := droppedNullKey(a.store, a.keys, a.name, rec.Key)
 	if err != nil || skip {
 		return err
 	}
-	out := processor.Record[K, A]{Key: rec.Key, Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers}
-	if a.cache != nil {
-		return a.cache.Forward(out)
-	}
-	return ctx.Forward(out)
+	return forwardChange(ctx, a.cache, processor.Record[K, change[A]]{Key: rec.Key,
+		Value: change[A]{new: agg, old: old, hasNew: true, hasOld: found}, Timestamp: rec.Timestamp, Headers: rec.Headers})
 }
 
-// nullKey reports whether the runtime dropped the write of key because
-// the input record's Kafka key is null (package processor, "Records with a
-// null key"): such a record is skipped, as Kafka Streams' aggregations
-// skip null keys, so nothing is forwarded either. Only a key that
-// serializes to nothing can be one; for it, a read-back that misses means
-// the write was dropped (and counted). A present but empty key was stored
-// and is aggregated as any other.
-func (a *aggregator[K, V, A]) nullKey(key K) (bool, error) {
-	kb, err := a.keys.Serialize(a.name, key)
+// newChangeCache returns the record cache of a node that forwards a
+// table's changes.
+func newChangeCache[K, A any](ctx processor.Context[K, change[A]], keys serde.Serde[K], name string) *processor.RecordCache[K, change[A]] {
+	return processor.NewRecordCache(ctx, func(k K) (string, error) {
+		b, err := keys.Serialize(name, k)
+		return string(b), err
+	}, nil)
+}
+
+// forwardChange forwards a table's change, through cache when it is not
+// nil: a change that replaces one the cache holds keeps the held one's old
+// value, which is what was forwarded last.
+func forwardChange[K, A any](ctx processor.Context[K, change[A]], cache *processor.RecordCache[K, change[A]], rec processor.Record[K, change[A]]) error {
+	if cache == nil {
+		return ctx.Forward(rec)
+	}
+	held, ok, err := cache.Held(rec.Key)
 	if err != nil {
-		return false, fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+		return err
 	}
-	if len(kb) > 0 {
-		return false, nil
+	if ok {
+		rec.Value.old, rec.Value.hasOld = held.Value.old, held.Value.hasOld
 	}
-	_, found, err := a.store.Get(key)
-	return !found, err
+	return cache.Forward(rec)
 }

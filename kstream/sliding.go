@@ -275,6 +275,9 @@ func (a *slidingAggregator[K, V, A, O]) Init(ctx processor.Context[Windowed[K], 
 func (a *slidingAggregator[K, V, A, O]) Close() error { return nil }
 
 func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K], O], rec processor.Record[K, V]) error {
+	if rec.Tombstone {
+		return nil // aggregations skip records without a value
+	}
 	kb, err := a.keys.Serialize(a.name, rec.Key)
 	if err != nil {
 		return fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
@@ -387,7 +390,7 @@ func (a *slidingAggregator[K, V, A, O]) put(start int64, v stamped[A], rec proce
 	}
 	if a.emptyKey {
 		// A null Kafka key's write was dropped: skip the record, as the
-		// other aggregations do (see aggregator.nullKey).
+		// other aggregations do (see droppedNullKey).
 		if _, found, err := a.store.Fetch(rec.Key, ws); err != nil || !found {
 			return err
 		}

@@ -9,6 +9,16 @@ import (
 // the topology under construction, whose records have keys of type K and
 // values of type V. Kafka Streams' KStream.
 //
+// A stream may carry tombstones, records without a value
+// (processor.Record.Tombstone): a table's deletions, through
+// [Table.ToStream]. Steps that decide on or compute a value (Filter,
+// FilterNot, MapValues, FlatMapValues) pass a tombstone on as it is,
+// without calling their function; steps that compute a key (Map, FlatMap,
+// SelectKey, GroupBy) and Peek and Foreach call theirs with the zero value,
+// and what they forward stays a tombstone; a sink writes it with a null
+// value; aggregations and joins skip it, as Kafka Streams' skip records
+// without a value.
+//
 // Operations return new handles and leave s as it is, so one stream can
 // feed several branches. The zero Stream is invalid; streams come from
 // [Builder.Stream] and from operations on other streams and tables.
@@ -70,7 +80,7 @@ func (s *Stream[K, V]) filter(op string, pred func(K, V) bool, keep bool, opts [
 		s.b.fail("%s of %q: nil predicate", op, s.name)
 	}
 	n, name := stateless(s, op, func(ctx processor.Context[K, V], rec processor.Record[K, V]) error {
-		if pred(rec.Key, rec.Value) != keep {
+		if !rec.Tombstone && pred(rec.Key, rec.Value) != keep {
 			return nil
 		}
 		return ctx.Forward(rec)
@@ -88,7 +98,11 @@ func (s *Stream[K, V]) Map[K2, V2 any](fn func(key K, value V) (K2, V2), opts ..
 	}
 	n, name := stateless(s, "map", func(ctx processor.Context[K2, V2], rec processor.Record[K, V]) error {
 		k, v := fn(rec.Key, rec.Value)
-		return ctx.Forward(processor.Record[K2, V2]{Key: k, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		if rec.Tombstone {
+			var zero V2
+			v = zero
+		}
+		return ctx.Forward(processor.Record[K2, V2]{Key: k, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone})
 	}, opts)
 	return rekeyed(s.b, n, name)
 }
@@ -101,6 +115,9 @@ func (s *Stream[K, V]) MapValues[V2 any](fn func(value V) V2, opts ...Option) *S
 		s.b.fail("mapvalues of %q: nil function", s.name)
 	}
 	n, name := stateless(s, "mapvalues", func(ctx processor.Context[K, V2], rec processor.Record[K, V]) error {
+		if rec.Tombstone {
+			return ctx.Forward(processor.Record[K, V2]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: true})
+		}
 		return ctx.Forward(processor.Record[K, V2]{Key: rec.Key, Value: fn(rec.Value), Timestamp: rec.Timestamp, Headers: rec.Headers})
 	}, opts)
 	return derive(s, n, name)
@@ -116,7 +133,11 @@ func (s *Stream[K, V]) FlatMap[K2, V2 any](fn func(key K, value V) []KeyValue[K2
 	}
 	n, name := stateless(s, "flatmap", func(ctx processor.Context[K2, V2], rec processor.Record[K, V]) error {
 		for _, kv := range fn(rec.Key, rec.Value) {
-			if err := ctx.Forward(processor.Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: rec.Timestamp, Headers: rec.Headers}); err != nil {
+			if rec.Tombstone {
+				var zero V2
+				kv.Value = zero
+			}
+			if err := ctx.Forward(processor.Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone}); err != nil {
 				return err
 			}
 		}
@@ -134,6 +155,9 @@ func (s *Stream[K, V]) FlatMapValues[V2 any](fn func(value V) []V2, opts ...Opti
 		s.b.fail("flatmapvalues of %q: nil function", s.name)
 	}
 	n, name := stateless(s, "flatmapvalues", func(ctx processor.Context[K, V2], rec processor.Record[K, V]) error {
+		if rec.Tombstone {
+			return ctx.Forward(processor.Record[K, V2]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: true})
+		}
 		for _, v := range fn(rec.Value) {
 			if err := ctx.Forward(processor.Record[K, V2]{Key: rec.Key, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers}); err != nil {
 				return err
@@ -153,7 +177,7 @@ func (s *Stream[K, V]) SelectKey[K2 any](fn func(key K, value V) K2, opts ...Opt
 		s.b.fail("selectkey of %q: nil function", s.name)
 	}
 	n, name := stateless(s, "selectkey", func(ctx processor.Context[K2, V], rec processor.Record[K, V]) error {
-		return ctx.Forward(processor.Record[K2, V]{Key: fn(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		return ctx.Forward(processor.Record[K2, V]{Key: fn(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone})
 	}, opts)
 	return rekeyed(s.b, n, name)
 }

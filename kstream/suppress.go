@@ -196,16 +196,29 @@ func (t *Table[K, V]) Suppress(name string, s Suppression) *Table[K, V] {
 		t.b.fail("Suppress %q of %q: %s", name, t.name, p)
 	}
 	// The time-limit suppressor buffers by key and window: every key
-	// gets the same empty window at the epoch, taken off again after.
+	// gets the same empty window at the epoch, taken off again after. It
+	// buffers the table's changes, each merged with the one it replaces
+	// so that the old value is the one emitted last.
 	zero := time.UnixMilli(0).UTC()
-	in := t.b.t.AddProcessor(name+"-windowed", processor.Func(func(ctx processor.Context[Windowed[K], V], rec processor.Record[K, V]) error {
-		return ctx.Forward(processor.Record[Windowed[K], V]{Key: Windowed[K]{Key: rec.Key, Start: zero, End: zero},
+	in := t.b.t.AddProcessor(name+"-windowed", processor.Func(func(ctx processor.Context[Windowed[K], change[V]], rec processor.Record[K, change[V]]) error {
+		return ctx.Forward(processor.Record[Windowed[K], change[V]]{Key: Windowed[K]{Key: rec.Key, Start: zero, End: zero},
 			Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
 	}), t.node)
-	held := (&WindowedTable[K, V]{b: t.b, node: in, name: t.name, keys: t.keys, values: t.values}).suppressTimeLimit(name, s)
-	out := t.b.t.AddProcessor(name+"-unwindowed", processor.Func(func(ctx processor.Context[K, V], rec processor.Record[Windowed[K], V]) error {
-		return ctx.Forward(processor.Record[K, V]{Key: rec.Key.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
-	}), held.node)
+	var values serde.Serde[change[V]]
+	if t.values != nil {
+		values = changeSerde[V]{t.values}
+	}
+	merge := func(held, next change[V]) change[V] {
+		next.old, next.hasOld = held.old, held.hasOld
+		return next
+	}
+	if t.values == nil {
+		t.b.fail("Suppress %q of %q: the table's value serde is unknown (it comes from a MapValues); the buffer needs one", name, t.name)
+	}
+	held := addTimeLimitSuppressor(t.b, in, name, t.keys, values, s, merge)
+	out := t.b.t.AddProcessor(name+"-unwindowed", processor.Func(func(ctx processor.Context[K, change[V]], rec processor.Record[Windowed[K], change[V]]) error {
+		return ctx.Forward(processor.Record[K, change[V]]{Key: rec.Key.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), held)
 	return &Table[K, V]{b: t.b, node: out, name: name, keys: t.keys, values: t.values}
 }
 

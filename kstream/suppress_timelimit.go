@@ -12,19 +12,29 @@ import (
 
 // suppressTimeLimit adds the node and buffer of Suppress(UntilTimeLimit).
 func (t *WindowedTable[K, V]) suppressTimeLimit(name string, s Suppression) *WindowedTable[K, V] {
+	n := addTimeLimitSuppressor(t.b, t.node, name, t.keys, t.values, s, nil)
+	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: t.windows}
+}
+
+// addTimeLimitSuppressor adds a time-limit suppressor named name of the
+// updates of parent and its buffer store. merge, when not nil, combines
+// an update with the one the buffer holds for its window and key, which
+// it replaces (a table's change keeps the old value of the first update
+// the buffer held). It is a function, not a method, so that a table can
+// buffer its changes without instantiating a WindowedTable of them.
+func addTimeLimitSuppressor[K, V any](b *Builder, parent processor.Node[Windowed[K], V], name string, keys serde.Serde[K], values serde.Serde[V], s Suppression, merge func(held, next V) V) processor.Node[Windowed[K], V] {
 	var spec *processor.KeyValueSpec[timedKey[K], bufferValue[V]]
-	if t.keys != nil && t.values != nil {
-		spec = processor.KeyValue(name, serde.Serde[timedKey[K]](timedKeySerde[K]{bufferKeySerde[K]{t.keys}}), serde.Serde[bufferValue[V]](bufferValueSerde[V]{t.values}))
+	if keys != nil && values != nil {
+		spec = processor.KeyValue(name, serde.Serde[timedKey[K]](timedKeySerde[K]{bufferKeySerde[K]{keys}}), serde.Serde[bufferValue[V]](bufferValueSerde[V]{values}))
 	} else {
 		// The aggregation reported its nil serde; Build fails.
 		spec = processor.KeyValue[timedKey[K], bufferValue[V]](name, nil, nil)
 	}
-	keys, values := t.keys, t.values
-	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
-		return &timeLimitSuppressor[K, V]{spec: spec, keys: bufferKeySerde[K]{keys}, values: bufferValueSerde[V]{values}, s: s, name: name}
-	}, t.node)
-	t.b.t.AddStore(spec, n)
-	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: t.windows}
+	n := b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
+		return &timeLimitSuppressor[K, V]{spec: spec, keys: bufferKeySerde[K]{keys}, values: bufferValueSerde[V]{values}, s: s, name: name, merge: merge}
+	}, parent)
+	b.t.AddStore(spec, n)
+	return n
 }
 
 // timeLimitSuppressor is the processor of Suppress(UntilTimeLimit):
@@ -37,6 +47,7 @@ type timeLimitSuppressor[K, V any] struct {
 	values bufferValueSerde[V]
 	s      Suppression
 	name   string
+	merge  func(held, next V) V
 	buf    processor.KeyValueStore[timedKey[K], bufferValue[V]]
 	ctx    processor.Context[Windowed[K], V]
 	// index maps an entry's serialized window and key to its buffer
@@ -113,6 +124,17 @@ func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V
 		e.time = v.ts
 		if len(p.index) == 0 || e.time < p.oldest {
 			p.oldest = e.time
+		}
+	} else if p.merge != nil {
+		held, ok, err := p.buf.Get(timedKey[K]{time: e.time, w: w})
+		if err != nil {
+			return err
+		}
+		if ok {
+			v.value = p.merge(held.value, v.value)
+			if _, size, err = p.sizeOf(w, v); err != nil {
+				return err
+			}
 		}
 	}
 	if err := p.buf.Put(timedKey[K]{time: e.time, w: w}, v); err != nil {

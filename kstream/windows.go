@@ -342,6 +342,9 @@ func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) 
 func (a *windowAggregator[K, V, A]) Close() error { return nil }
 
 func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A], rec processor.Record[K, V]) error {
+	if rec.Tombstone {
+		return nil // aggregations skip records without a value
+	}
 	ts := rec.Timestamp.UnixMilli()
 	if ts < 0 {
 		ctx.Logger().Debug("weir: record with a negative timestamp skipped by a windowed aggregation", "timestamp_ms", ts)
@@ -378,7 +381,7 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 		if len(kb) == 0 {
 			// A null Kafka key's write was dropped (and counted) by the
 			// runtime, so the read-back misses: skip the record, as the
-			// key-value aggregations do (see aggregator.nullKey).
+			// key-value aggregations do (see droppedNullKey).
 			if _, found, err := a.store.Fetch(rec.Key, ws); err != nil || !found {
 				return err
 			}

@@ -108,6 +108,25 @@ func (c *RecordCache[K, V]) Forward(rec Record[K, V]) error {
 	return nil
 }
 
+// Held returns the record held for key, if one is: a processor whose
+// records carry the value they replace (the DSL's table updates) merges a
+// new record with the one held, so that the record forwarded at the
+// commit replaces what was forwarded before it.
+func (c *RecordCache[K, V]) Held(key K) (Record[K, V], bool, error) {
+	if c.budget == nil {
+		return Record[K, V]{}, false, nil
+	}
+	id, err := c.id(key)
+	if err != nil {
+		return Record[K, V]{}, false, err
+	}
+	e, ok := c.byKey[id]
+	if !ok {
+		return Record[K, V]{}, false, nil
+	}
+	return e.Value.(*cached[K, V]).rec, true, nil
+}
+
 // Len returns the number of records held.
 func (c *RecordCache[K, V]) Len() int { return c.order.Len() }
 

@@ -161,6 +161,8 @@ type sourceInstance[K, V any] struct {
 	// source's partition; extractors use it to repair bad timestamps.
 	partitionTime time.Time
 	head          Record[K, V]
+	// tombstones: a null value is a tombstone, not the serde's to decode.
+	tombstones bool
 }
 
 func (s *sourceInstance[K, V]) Init() error  { return nil }
@@ -171,11 +173,14 @@ func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
 	}
-	v, err := s.values.Deserialize(raw.Topic, raw.Value)
-	if err != nil {
-		return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
+	var v V
+	tombstone := s.tombstones && raw.Value == nil
+	if !tombstone {
+		if v, err = s.values.Deserialize(raw.Topic, raw.Value); err != nil {
+			return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
+		}
 	}
-	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: raw.Headers}
+	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: raw.Headers, Tombstone: tombstone}
 	if s.extract != nil {
 		ts, err := s.extract(rec, s.partitionTime)
 		if err != nil {
@@ -276,9 +281,11 @@ func (s *sinkInstance[K, V]) process(rec Record[K, V]) error {
 	if err != nil {
 		return nodeErr(s.node, fmt.Errorf("serialize key for %s: %w", s.serdeTopic, err))
 	}
-	v, err := s.values.Serialize(s.serdeTopic, rec.Value)
-	if err != nil {
-		return nodeErr(s.node, fmt.Errorf("serialize value for %s: %w", s.serdeTopic, err))
+	var v []byte
+	if !rec.Tombstone {
+		if v, err = s.values.Serialize(s.serdeTopic, rec.Value); err != nil {
+			return nodeErr(s.node, fmt.Errorf("serialize value for %s: %w", s.serdeTopic, err))
+		}
 	}
 	partition := int32(-1)
 	if s.partitioner != nil {

@@ -17,6 +17,13 @@ type Record[K, V any] struct {
 	// Headers travel with the record to sinks. A processor that changes
 	// them should copy the slice first: forwarding shares it.
 	Headers []Header
+	// Tombstone marks a record without a value, Kafka's null value: a
+	// sink writes it with a null value (deleting its key from a compacted
+	// topic) and ignores Value, which should be the zero value. Sources
+	// set it only when asked to ([WithTombstones]) and for repartition
+	// topics; elsewhere a null value goes to the value serde as any
+	// other. The DSL's tables forward their deletes as tombstones.
+	Tombstone bool
 }
 
 // Header is a Kafka record header: Key string, Value []byte. It is the

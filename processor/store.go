@@ -3,6 +3,7 @@ package processor
 import (
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
@@ -121,6 +122,41 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 		n.Stores = append(n.Stores, g.Name)
 	}
 	t.g.Stores = append(t.g.Stores, st)
+}
+
+// ConnectStore gives more processors access to the store name, which
+// AddStore added (Kafka Streams' connectProcessorAndStateStores): a join
+// reads the store of the table it looks up. The processors run in the
+// store's sub-topology.
+func (t *Topology) ConnectStore(name string, users ...NodeRef) {
+	var st *graph.Store
+	for _, s := range t.g.Stores {
+		if s.Name == name {
+			st = s
+		}
+	}
+	if st == nil {
+		t.fail("ConnectStore: no store %q", name)
+		return
+	}
+	for _, u := range users {
+		n := u.graphNode()
+		switch {
+		case n == nil:
+			t.fail("store %q: zero Node", name)
+			continue
+		case u.topology() != t:
+			t.fail("store %q: node %q belongs to another topology", name, n.Name)
+			continue
+		case n.Kind != graph.KindProcessor:
+			t.fail("store %q: %s %q cannot use a store; only processors can", name, n.Kind, n.Name)
+			continue
+		case slices.Contains(n.Stores, name):
+			continue
+		}
+		st.Users = append(st.Users, n)
+		n.Stores = append(n.Stores, name)
+	}
 }
 
 // KeyValueStore is a typed key-value store. Keys are ordered by their

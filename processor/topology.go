@@ -140,7 +140,8 @@ type TimestampExtractor[K, V any] func(rec Record[K, V], partitionTime time.Time
 type SourceOption[K, V any] func(*sourceConfig[K, V])
 
 type sourceConfig[K, V any] struct {
-	extract TimestampExtractor[K, V]
+	extract    TimestampExtractor[K, V]
+	tombstones bool
 }
 
 // WithTimestampExtractor sets a source's timestamp extractor. The default
@@ -148,6 +149,13 @@ type sourceConfig[K, V any] struct {
 // FailOnInvalidTimestamp: a negative timestamp is an error).
 func WithTimestampExtractor[K, V any](fn TimestampExtractor[K, V]) SourceOption[K, V] {
 	return func(c *sourceConfig[K, V]) { c.extract = fn }
+}
+
+// WithTombstones makes a source pass a record whose value is null on as
+// a tombstone ([Record.Tombstone], with the zero value) instead of giving
+// the null to the value serde. Tables read their topics this way.
+func WithTombstones[K, V any]() SourceOption[K, V] {
+	return func(c *sourceConfig[K, V]) { c.tombstones = true }
 }
 
 // Partitioner picks the partition of a sink record among partitions.
@@ -239,18 +247,18 @@ func (t *Topology) AddSource[K, V any](name, topic string, keys serde.Serde[K], 
 		t.topics[topic] = name
 	}
 	n := &graph.Node{Name: name, Kind: graph.KindSource, Topic: topic}
-	n.New = newSource(n, keys, values, cfg.extract)
+	n.New = newSource(n, keys, values, cfg)
 	t.add(n, nil)
 	return Node[K, V]{t: t, n: n}
 }
 
-func newSource[K, V any](n *graph.Node, keys serde.Serde[K], values serde.Serde[V], extract TimestampExtractor[K, V]) func(graph.TaskEnv, []graph.Instance) (graph.Instance, error) {
+func newSource[K, V any](n *graph.Node, keys serde.Serde[K], values serde.Serde[V], cfg sourceConfig[K, V]) func(graph.TaskEnv, []graph.Instance) (graph.Instance, error) {
 	return func(env graph.TaskEnv, children []graph.Instance) (graph.Instance, error) {
 		ctx, err := newNodeContext[K, V](env, n, children)
 		if err != nil {
 			return nil, err
 		}
-		return &sourceInstance[K, V]{ctx: ctx, keys: keys, values: values, extract: extract}, nil
+		return &sourceInstance[K, V]{ctx: ctx, keys: keys, values: values, extract: cfg.extract, tombstones: cfg.tombstones}, nil
 	}
 }
 
@@ -356,7 +364,8 @@ func (t *Topology) AddRepartition[K, V any](name string, keys serde.Serde[K], va
 	t.add(sink, parentsOf(t, name, []Node[K, V]{parent}))
 
 	src := &graph.Node{Name: name + "-source", Kind: graph.KindSource, Topic: name, Internal: true}
-	src.New = newSource[K, V](src, keys, values, nil)
+	// Tombstones travel through repartition topics as null values.
+	src.New = newSource[K, V](src, keys, values, sourceConfig[K, V]{tombstones: true})
 	t.add(src, nil)
 	return Node[K, V]{t: t, n: src}
 }

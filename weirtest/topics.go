@@ -47,12 +47,26 @@ func (in *InputTopic[K, V]) PipeNullKey(value V, ts time.Time, headers ...proces
 	return in.pipe(nil, value, ts, headers)
 }
 
+// PipeTombstone writes one record of key with a null value (a Kafka
+// tombstone), as Pipe does: a table reading the topic deletes the key.
+func (in *InputTopic[K, V]) PipeTombstone(key K, ts time.Time, headers ...processor.Header) error {
+	kb, err := in.keys.Serialize(in.topic, key)
+	if err != nil {
+		return fmt.Errorf("weirtest: serialize key for %s: %w", in.topic, err)
+	}
+	return in.send(kb, nil, ts, headers)
+}
+
 func (in *InputTopic[K, V]) pipe(key []byte, value V, ts time.Time, headers []processor.Header) error {
 	vb, err := in.values.Serialize(in.topic, value)
 	if err != nil {
 		return fmt.Errorf("weirtest: serialize value for %s: %w", in.topic, err)
 	}
-	m := &sarama.ConsumerMessage{Topic: in.topic, Key: key, Value: vb, Timestamp: ts}
+	return in.send(key, vb, ts, headers)
+}
+
+func (in *InputTopic[K, V]) send(key, value []byte, ts time.Time, headers []processor.Header) error {
+	m := &sarama.ConsumerMessage{Topic: in.topic, Key: key, Value: value, Timestamp: ts}
 	for _, h := range headers {
 		m.Headers = append(m.Headers, &sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
 	}
@@ -78,8 +92,9 @@ func Output[K, V any](d *Driver, topic string, keys serde.Serde[K], values serde
 // ReadAll returns the records written to the topic since the last
 // ReadAll, in the order they were written, and consumes them. Each has
 // the key and value decoded, the timestamp and the headers the sink
-// wrote. A record that cannot be decoded is an error and nothing is
-// consumed.
+// wrote. A record with a null value is a tombstone (Tombstone set, the
+// zero value; the value serde is not called). A record that cannot be
+// decoded is an error and nothing is consumed.
 func (o *OutputTopic[K, V]) ReadAll() ([]processor.Record[K, V], error) {
 	msgs := o.d.outputs[o.topic]
 	out := make([]processor.Record[K, V], 0, len(msgs))
@@ -88,11 +103,12 @@ func (o *OutputTopic[K, V]) ReadAll() ([]processor.Record[K, V], error) {
 		if err != nil {
 			return nil, fmt.Errorf("weirtest: %s@%d: key: %w", o.topic, m.Offset, err)
 		}
-		v, err := o.values.Deserialize(o.topic, m.Value)
-		if err != nil {
-			return nil, fmt.Errorf("weirtest: %s@%d: value: %w", o.topic, m.Offset, err)
+		rec := processor.Record[K, V]{Key: k, Timestamp: m.Timestamp, Tombstone: m.Value == nil}
+		if !rec.Tombstone {
+			if rec.Value, err = o.values.Deserialize(o.topic, m.Value); err != nil {
+				return nil, fmt.Errorf("weirtest: %s@%d: value: %w", o.topic, m.Offset, err)
+			}
 		}
-		rec := processor.Record[K, V]{Key: k, Value: v, Timestamp: m.Timestamp}
 		for _, h := range m.Headers {
 			rec.Headers = append(rec.Headers, processor.Header{Key: string(h.Key), Value: h.Value})
 		}

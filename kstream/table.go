@@ -1,0 +1,250 @@
+package kstream
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+)
+
+// Table is a changelog stream read as a table: the latest value per key.
+// Tables come from [Builder.Table], from aggregations, and from
+// operations on other tables. Kafka Streams' KTable.
+//
+// A table's nodes pass on changes, each update with the value it
+// replaces, so that a deletion (a Kafka tombstone, or an update a
+// [Table.Filter] drops) reaches every operation downstream: a filtered
+// table deletes a key whose new value no longer matches, and a
+// [Table.GroupBy] subtracts a row from the group it leaves.
+type Table[K, V any] struct {
+	b      *Builder
+	node   processor.Node[K, change[V]]
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V] // nil after a MapValues
+	// lookup reads the table's current value of a key, for a join; nil
+	// when the table cannot be looked up (after a Suppress).
+	lookup *lookup[K, V]
+	// stream is the table's ToStream, made once.
+	stream *Stream[K, V]
+}
+
+// lookup reads a table's value of a key in a processor that looks the
+// table up (a join): from the store that materializes it, through the
+// filters and mappings between that store and the table (Kafka Streams'
+// KTableValueGetter).
+type lookup[K, V any] struct {
+	store string // the store to connect to the processor
+	open  func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
+}
+
+// Name returns the table's name: its store's name for a materialized
+// table, otherwise the name of the node that produces it.
+func (t *Table[K, V]) Name() string { return t.name }
+
+// Table reads topic as a table materialized in the key-value store name
+// (changelog "<application id>-<name>-changelog"): every record is the
+// latest value of its key, and a record with a null value (a tombstone)
+// deletes the key. name is required: it names the store, the node that
+// materializes it, and the source node (name+"-source"). Records with a
+// null key are dropped and counted, as in [Grouped.Count]; a tombstone
+// for a key the table does not hold changes nothing and is not passed
+// on. Kafka Streams' StreamsBuilder.table.
+//
+// The topic serves as nothing but input: the store has a changelog of its
+// own (Kafka Streams can restore from a compacted source topic instead;
+// weir does not yet).
+func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], values serde.Serde[V]) *Table[K, V] {
+	src := b.t.AddSource(name+"-source", topic, keys, values, processor.WithTombstones[K, V]())
+	spec := processor.KeyValue(name, keys, values)
+	n := b.t.AddProcessor(name, func() processor.Processor[K, V, K, change[V]] {
+		return &tableSource[K, V]{spec: spec, keys: keys, name: name}
+	}, src)
+	b.t.AddStore(spec, n)
+	return &Table[K, V]{b: b, node: n, name: name, keys: keys, values: values, lookup: storeLookup(spec)}
+}
+
+// storeLookup looks a key up in the store spec declares.
+func storeLookup[K, V any](spec *processor.KeyValueSpec[K, V]) *lookup[K, V] {
+	return &lookup[K, V]{store: spec.Name(), open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+		st, err := spec.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return st.Get, nil
+	}}
+}
+
+// tableSource materializes a topic's records in a store and passes each
+// update on as a change.
+type tableSource[K, V any] struct {
+	spec  *processor.KeyValueSpec[K, V]
+	keys  serde.Serde[K]
+	name  string
+	store processor.KeyValueStore[K, V]
+}
+
+func (p *tableSource[K, V]) Init(ctx processor.Context[K, change[V]]) (err error) {
+	p.store, err = p.spec.Open(ctx)
+	return err
+}
+
+func (p *tableSource[K, V]) Close() error { return nil }
+
+func (p *tableSource[K, V]) Process(ctx processor.Context[K, change[V]], rec processor.Record[K, V]) error {
+	old, found, err := p.store.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	c := change[V]{old: old, hasOld: found}
+	if rec.Tombstone {
+		if !found {
+			return nil
+		}
+		if err := p.store.Delete(rec.Key); err != nil {
+			return err
+		}
+	} else {
+		if err := p.store.Put(rec.Key, rec.Value); err != nil {
+			return err
+		}
+		if skip, err := droppedNullKey(p.store, p.keys, p.name, rec.Key); err != nil || skip {
+			return err
+		}
+		c.new, c.hasNew = rec.Value, true
+	}
+	return ctx.Forward(processor.Record[K, change[V]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
+}
+
+// droppedNullKey reports whether the runtime dropped the write of key to
+// store because the input record's Kafka key is null (package processor,
+// "Records with a null key"): such a record is skipped, as Kafka Streams'
+// tables and aggregations skip null keys, so nothing is forwarded either.
+// Only a key that serializes to nothing can be one; for it, a read-back
+// that misses means the write was dropped (and counted). A present but
+// empty key was stored and is kept as any other.
+func droppedNullKey[K, V any](store processor.KeyValueStore[K, V], keys serde.Serde[K], name string, key K) (bool, error) {
+	kb, err := keys.Serialize(name, key)
+	if err != nil {
+		return false, fmt.Errorf("kstream: %s: serialize key: %w", name, err)
+	}
+	if len(kb) > 0 {
+		return false, nil
+	}
+	_, found, err := store.Get(key)
+	return !found, err
+}
+
+// ToStream returns the stream of the table's updates: one record per
+// update, with the key, the new value, and the timestamp and headers of
+// the input record that caused it. A deletion is a tombstone
+// (processor.Record.Tombstone, the zero value), which a sink writes with
+// a null value. An aggregation's record cache (see [Grouped.Count]) makes
+// a key's updates between two commits one record, the latest. The stream
+// is named as the table and is partitioned by its key. Kafka Streams'
+// KTable.toStream.
+func (t *Table[K, V]) ToStream() *Stream[K, V] {
+	if t.stream != nil {
+		return t.stream
+	}
+	n := t.b.t.AddProcessor(t.name+"-tostream", processor.Func(func(ctx processor.Context[K, V], rec processor.Record[K, change[V]]) error {
+		return ctx.Forward(processor.Record[K, V]{Key: rec.Key, Value: rec.Value.new, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: !rec.Value.hasNew})
+	}), t.node)
+	t.stream = &Stream[K, V]{b: t.b, node: n, name: t.name, keys: t.keys}
+	return t.stream
+}
+
+// Filter returns the table of the rows of t for which pred is true. A row
+// whose new value fails pred is deleted from the result (a key that was
+// in it gets a deletion; one that was not gets nothing). Its node is
+// named Name()+"-filter" unless [Named]. The result is not materialized:
+// a join looks it up through t. Kafka Streams' KTable.filter.
+func (t *Table[K, V]) Filter(pred func(key K, value V) bool, opts ...Option) *Table[K, V] {
+	return t.filter("filter", pred, true, opts)
+}
+
+// FilterNot returns the table of the rows of t for which pred is false,
+// as [Table.Filter] does. Kafka Streams' KTable.filterNot.
+func (t *Table[K, V]) FilterNot(pred func(key K, value V) bool, opts ...Option) *Table[K, V] {
+	return t.filter("filternot", pred, false, opts)
+}
+
+func (t *Table[K, V]) filter(op string, pred func(K, V) bool, keep bool, opts []Option) *Table[K, V] {
+	if pred == nil {
+		t.b.fail("%s of table %q: nil predicate", op, t.name)
+	}
+	name := nameOf(t.name, op, opts)
+	n := t.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K, change[V]], rec processor.Record[K, change[V]]) error {
+		c := rec.Value
+		c.hasNew = c.hasNew && pred(rec.Key, c.new) == keep
+		c.hasOld = c.hasOld && pred(rec.Key, c.old) == keep
+		if !c.hasNew && !c.hasOld {
+			return nil // not in the result before or after
+		}
+		if !c.hasNew {
+			var zero V
+			c.new = zero
+		}
+		rec.Value = c
+		return ctx.Forward(rec)
+	}), t.node)
+	out := &Table[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values}
+	if l := t.lookup; l != nil {
+		out.lookup = &lookup[K, V]{store: l.store, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+			get, err := l.open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K) (V, bool, error) {
+				v, ok, err := get(k)
+				if err != nil || !ok || pred(k, v) == keep {
+					return v, ok, err
+				}
+				var zero V
+				return zero, false, nil
+			}, nil
+		}}
+	}
+	return out
+}
+
+// MapValues returns the table of fn applied to every value of t; keys and
+// deletions pass through. fn must be deterministic: it is applied again
+// to a row's old value when the row changes, and by joins that look the
+// result up. Its node is named Name()+"-mapvalues" unless [Named]. The
+// result is not materialized, and its value serde is unknown: a Suppress
+// of it fails Build. Kafka Streams' KTable.mapValues.
+func (t *Table[K, V]) MapValues[V2 any](fn func(key K, value V) V2, opts ...Option) *Table[K, V2] {
+	if fn == nil {
+		t.b.fail("mapvalues of table %q: nil function", t.name)
+	}
+	name := nameOf(t.name, "mapvalues", opts)
+	n := t.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K, change[V2]], rec processor.Record[K, change[V]]) error {
+		var c change[V2]
+		if rec.Value.hasNew {
+			c.new, c.hasNew = fn(rec.Key, rec.Value.new), true
+		}
+		if rec.Value.hasOld {
+			c.old, c.hasOld = fn(rec.Key, rec.Value.old), true
+		}
+		return ctx.Forward(processor.Record[K, change[V2]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}), t.node)
+	out := &Table[K, V2]{b: t.b, node: n, name: name, keys: t.keys}
+	if l := t.lookup; l != nil {
+		out.lookup = &lookup[K, V2]{store: l.store, open: func(ctx processor.StoreContext) (func(K) (V2, bool, error), error) {
+			get, err := l.open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K) (V2, bool, error) {
+				v, ok, err := get(k)
+				if err != nil || !ok {
+					var zero V2
+					return zero, false, err
+				}
+				return fn(k, v), true, nil
+			}, nil
+		}}
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package kstream_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest"
+)
+
+// step is one input record of a semantics table: a record of topic, or a
+// tombstone of key when del is set.
+type step struct {
+	topic string
+	key   string
+	value string
+	del   bool
+	ts    int64
+}
+
+func run(t *testing.T, d *weirtest.Driver, steps ...step) {
+	t.Helper()
+	for _, s := range steps {
+		in := weirtest.Input(d, s.topic, serde.String(), serde.String())
+		var err error
+		if s.del {
+			err = in.PipeTombstone(s.key, at(s.ts))
+		} else {
+			err = in.Pipe(s.key, s.value, at(s.ts))
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", s, err)
+		}
+	}
+}
+
+// rows reads topic as "key=value@ts" strings, "key=<deleted>@ts" for a
+// tombstone.
+func rows[V any](t *testing.T, d *weirtest.Driver, topic string, values serde.Serde[V]) []string {
+	t.Helper()
+	recs, err := weirtest.Output(d, topic, serde.String(), values).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, r := range recs {
+		if r.Tombstone {
+			out = append(out, fmt.Sprintf("%s=<deleted>@%d", r.Key, r.Timestamp.UnixMilli()))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=%v@%d", r.Key, r.Value, r.Timestamp.UnixMilli()))
+	}
+	return out
+}
+
+func expectRows[V any](t *testing.T, d *weirtest.Driver, topic string, values serde.Serde[V], want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	if got := rows(t, d, topic, values); !slices.Equal(got, want) {
+		t.Errorf("%s:\n got  %v\n want %v", topic, got, want)
+	}
+}
+
+// TestStreamTableJoinSemantics is the stream-table join table of Kafka
+// Streams' developer guide (one key, the stream on "left", the table on
+// "right"), record by record, for Join and LeftJoin. The guide's rows
+// with a null stream value produce nothing and are left out (a typed
+// stream has no null values); its table tombstones are kept, including
+// those of a key the table does not hold.
+func TestStreamTableJoinSemantics(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	right := b.Table("right", "right", serde.String(), serde.String())
+	left := b.Stream("left", "left", serde.String(), serde.String())
+	left.Join(right, func(_ string, v, row string) string { return "[" + v + "," + row + "]" }).
+		To("inner", serde.String(), serde.String())
+	left.LeftJoin(right, func(_ string, v, row string, found bool) string {
+		if !found {
+			row = "null"
+		}
+		return "[" + v + "," + row + "]"
+	}).To("leftjoin", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "right", key: "k", del: true, ts: 2},
+		step{topic: "left", key: "k", value: "A", ts: 3},
+		step{topic: "right", key: "k", value: "a", ts: 4},
+		step{topic: "left", key: "k", value: "B", ts: 5},
+		step{topic: "right", key: "k", value: "b", ts: 6},
+		step{topic: "right", key: "k", del: true, ts: 8},
+		step{topic: "left", key: "k", value: "C", ts: 9},
+		step{topic: "right", key: "k", value: "c", ts: 10},
+		step{topic: "right", key: "k", del: true, ts: 11},
+		step{topic: "right", key: "k", del: true, ts: 13},
+		step{topic: "right", key: "k", value: "d", ts: 14},
+		step{topic: "left", key: "k", value: "D", ts: 15},
+	)
+	expectRows(t, d, "inner", serde.String(), "k=[B,a]@5", "k=[D,d]@15")
+	expectRows(t, d, "leftjoin", serde.String(), "k=[A,null]@3", "k=[B,a]@5", "k=[C,null]@9", "k=[D,d]@15")
+}
+
+// A join looks the table up through the filters and mappings between it
+// and its store: a row the filter drops is no row, and a mapped row is
+// mapped again on every lookup.
+func TestJoinThroughFilteredAndMappedTable(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	customers := b.Table("customers", "customers", serde.String(), serde.String()).
+		Filter(func(_ string, tier string) bool { return tier != "banned" }).
+		MapValues(func(_ string, tier string) string { return strings.ToUpper(tier) })
+	b.Stream("orders", "orders", serde.String(), serde.String()).
+		LeftJoin(customers, func(_ string, order, tier string, found bool) string {
+			if !found {
+				return order + ":unknown"
+			}
+			return order + ":" + tier
+		}).To("enriched", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "customers", key: "ann", value: "gold", ts: 1},
+		step{topic: "customers", key: "bob", value: "banned", ts: 2},
+		step{topic: "orders", key: "ann", value: "o1", ts: 3},
+		step{topic: "orders", key: "bob", value: "o2", ts: 4},
+		step{topic: "orders", key: "cid", value: "o3", ts: 5},
+		step{topic: "customers", key: "ann", value: "banned", ts: 6},
+		step{topic: "orders", key: "ann", value: "o4", ts: 7},
+	)
+	expectRows(t, d, "enriched", serde.String(), "ann=o1:GOLD@3", "bob=o2:unknown@4", "cid=o3:unknown@5", "ann=o4:unknown@7")
+}
+
+// A table from a topic is materialized and passes its updates on:
+// tombstones delete (and reach a sink as tombstones), a filter deletes a
+// row whose new value stops matching and passes nothing for a row that
+// never matched.
+func TestTableUpdatesAndDeletes(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	prices := b.Table("prices", "prices", serde.String(), serde.Int64())
+	prices.ToStream().To("all", serde.String(), serde.Int64())
+	prices.Filter(func(_ string, p int64) bool { return p >= 100 }).ToStream().To("expensive", serde.String(), serde.Int64())
+	d := driver(t, b)
+	in := weirtest.Input(d, "prices", serde.String(), serde.Int64())
+	for _, r := range []struct {
+		k   string
+		v   int64
+		del bool
+		ts  int64
+	}{
+		{"tv", 500, false, 1},
+		{"pen", 2, false, 2},
+		{"tv", 90, false, 3},  // leaves the filter: a deletion there
+		{"pen", 3, false, 4},  // never matched: nothing there
+		{"tv", 0, true, 5},    // deleted
+		{"cup", 0, true, 6},   // a key never held: nothing anywhere
+		{"tv", 120, false, 7}, // back
+	} {
+		var err error
+		if r.del {
+			err = in.PipeTombstone(r.k, at(r.ts))
+		} else {
+			err = in.Pipe(r.k, r.v, at(r.ts))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectRows(t, d, "all", serde.Int64(), "tv=500@1", "pen=2@2", "tv=90@3", "pen=3@4", "tv=<deleted>@5", "tv=120@7")
+	expectRows(t, d, "expensive", serde.Int64(), "tv=500@1", "tv=<deleted>@3", "tv=120@7")
+	got := store(t, d, "prices", serde.String(), serde.Int64())
+	if want := []weirtest.KeyValue[string, int64]{{Key: "pen", Value: 3}, {Key: "tv", Value: 120}}; !slices.Equal(got, want) {
+		t.Errorf("store = %v, want %v", got, want)
+	}
+}
+
+// TestTableGroupBySubtracts: a row that moves to another group is taken
+// out of the old one (the subtractor) and added to the new one (the
+// adder); a deleted row is taken out; a row that changes within its group
+// is subtracted and added in one update.
+func TestTableGroupBySubtracts(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	users := b.Table("users", "users", serde.String(), serde.String()) // user → region
+	byRegion := users.GroupBy("by-region", func(user, region string) (string, string) { return region, user }, serde.String(), serde.String())
+	byRegion.Count("users-per-region", kstream.WithoutCache()).ToStream().To("counts", serde.String(), serde.Int64())
+	byRegion.Aggregate("members", func() string { return "" },
+		func(_ string, user, agg string) string { return agg + "+" + user },
+		func(_ string, user, agg string) string { return agg + "-" + user },
+		serde.String(), kstream.WithoutCache()).ToStream().To("members", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "users", key: "ann", value: "eu", ts: 1},
+		step{topic: "users", key: "bob", value: "eu", ts: 2},
+		step{topic: "users", key: "ann", value: "us", ts: 3}, // moves
+		step{topic: "users", key: "bob", value: "eu", ts: 4}, // same group
+		step{topic: "users", key: "bob", del: true, ts: 5},   // leaves
+	)
+	expectRows(t, d, "counts", serde.Int64(),
+		"eu=1@1", "eu=2@2", "eu=1@3", "us=1@3", "eu=1@4", "eu=0@5")
+	expectRows(t, d, "members", serde.String(),
+		"eu=+ann@1", "eu=+ann+bob@2", "eu=+ann+bob-ann@3", "us=+ann@3", "eu=+ann+bob-ann-bob+bob@4", "eu=+ann+bob-ann-bob+bob-bob@5")
+	got := store(t, d, "users-per-region", serde.String(), serde.Int64())
+	if want := []weirtest.KeyValue[string, int64]{{Key: "eu", Value: 0}, {Key: "us", Value: 1}}; !slices.Equal(got, want) {
+		t.Errorf("store = %v, want %v", got, want)
+	}
+}
+
+// Reduce on a grouped table: the subtractor takes a leaving row out.
+func TestTableReduce(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	// account → balance, grouped by the account's bank (its first letter).
+	b.Table("balances", "balances", serde.String(), serde.Int64()).
+		GroupBy("by-bank", func(account string, bal int64) (string, int64) { return account[:1], bal }, serde.String(), serde.Int64()).
+		Reduce("bank-totals", func(agg, v int64) int64 { return agg + v }, func(agg, v int64) int64 { return agg - v }, serde.Int64(), kstream.WithoutCache()).
+		ToStream().To("totals", serde.String(), serde.Int64())
+	d := driver(t, b)
+	in := weirtest.Input(d, "balances", serde.String(), serde.Int64())
+	for i, r := range []struct {
+		k string
+		v int64
+	}{{"a1", 10}, {"a2", 5}, {"a1", 7}, {"b1", 1}} {
+		if err := in.Pipe(r.k, r.v, at(int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectRows(t, d, "totals", serde.Int64(), "a=10@1", "a=15@2", "a=12@3", "b=1@4")
+}
+
+// Build refuses a join of a re-keyed stream and a Suppress of a table
+// whose value serde is unknown.
+func TestTableBuildChecks(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	tbl := b.Table("t", "t", serde.String(), serde.String())
+	b.Stream("s", "s", serde.String(), serde.String()).
+		SelectKey(func(k, v string) string { return v }).
+		Join(tbl, func(_ string, v, row string) string { return v + row }).
+		To("out", serde.String(), serde.String())
+	tbl.MapValues(func(_ string, v string) int { return len(v) }).Suppress("quiet", kstream.UntilTimeLimit(1, kstream.BufferLimit{}, kstream.EmitEarlyWhenFull))
+	_, err := b.Build()
+	if err == nil {
+		t.Fatal("Build accepted a join of a re-keyed stream")
+	}
+	for _, want := range []string{`the key was changed by "s-selectkey"`, `Suppress "quiet"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Build error %q does not say %q", err, want)
+		}
+	}
+}
