@@ -64,7 +64,7 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], table *Table[K, VT], op 
 		return &tableJoiner[K, V, VT, VR]{lookup: l, join: join}
 	}, s.node)
 	if l != nil {
-		s.b.t.ConnectStore(l.store, n)
+		s.b.t.ConnectStore(n, l.stores...)
 	}
 	return derive(s, n, name)
 }

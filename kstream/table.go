@@ -34,7 +34,7 @@ type Table[K, V any] struct {
 // filters and mappings between that store and the table (Kafka Streams'
 // KTableValueGetter).
 type lookup[K, V any] struct {
-	store string // the store to connect to the processor
+	stores []string // the stores to connect to the processor
 	open  func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
 }
 
@@ -66,7 +66,7 @@ func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], value
 
 // storeLookup looks a key up in the store spec declares.
 func storeLookup[K, V any](spec *processor.KeyValueSpec[K, V]) *lookup[K, V] {
-	return &lookup[K, V]{store: spec.Name(), open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+	return &lookup[K, V]{stores: []string{spec.Name()}, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
 		st, err := spec.Open(ctx)
 		if err != nil {
 			return nil, err
@@ -190,7 +190,7 @@ func (t *Table[K, V]) filter(op string, pred func(K, V) bool, keep bool, opts []
 	}), t.node)
 	out := &Table[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values}
 	if l := t.lookup; l != nil {
-		out.lookup = &lookup[K, V]{store: l.store, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+		out.lookup = &lookup[K, V]{stores: l.stores, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
 			get, err := l.open(ctx)
 			if err != nil {
 				return nil, err
@@ -231,7 +231,7 @@ func (t *Table[K, V]) MapValues[V2 any](fn func(key K, value V) V2, opts ...Opti
 	}), t.node)
 	out := &Table[K, V2]{b: t.b, node: n, name: name, keys: t.keys}
 	if l := t.lookup; l != nil {
-		out.lookup = &lookup[K, V2]{store: l.store, open: func(ctx processor.StoreContext) (func(K) (V2, bool, error), error) {
+		out.lookup = &lookup[K, V2]{stores: l.stores, open: func(ctx processor.StoreContext) (func(K) (V2, bool, error), error) {
 			get, err := l.open(ctx)
 			if err != nil {
 				return nil, err

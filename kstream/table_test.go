@@ -252,3 +252,74 @@ func TestTableBuildChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestTableTableJoinSemantics is the table-table join table of Kafka
+// Streams' developer guide (one key, "left" and "right" tables), record by
+// record, for Join, LeftJoin and OuterJoin. A result "<deleted>" is the
+// guide's null: the key leaves the result table.
+func TestTableTableJoinSemantics(t *testing.T) {
+	t.Parallel()
+	show := func(v string, ok bool) string {
+		if !ok {
+			return "null"
+		}
+		return v
+	}
+	b := kstream.NewBuilder()
+	left := b.Table("left", "left", serde.String(), serde.String())
+	right := b.Table("right", "right", serde.String(), serde.String())
+	left.Join(right, func(_ string, l, r string) string { return "[" + l + "," + r + "]" }).
+		ToStream().To("inner", serde.String(), serde.String())
+	left.LeftJoin(right, func(_ string, l, r string, rok bool) string { return "[" + l + "," + show(r, rok) + "]" }).
+		ToStream().To("leftjoin", serde.String(), serde.String())
+	left.OuterJoin(right, func(_ string, l string, lok bool, r string, rok bool) string {
+		return "[" + show(l, lok) + "," + show(r, rok) + "]"
+	}).ToStream().To("outer", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "left", key: "k", del: true, ts: 1},
+		step{topic: "right", key: "k", del: true, ts: 2},
+		step{topic: "left", key: "k", value: "A", ts: 3},
+		step{topic: "right", key: "k", value: "a", ts: 4},
+		step{topic: "left", key: "k", value: "B", ts: 5},
+		step{topic: "right", key: "k", value: "b", ts: 6},
+		step{topic: "left", key: "k", del: true, ts: 7},
+		step{topic: "right", key: "k", del: true, ts: 8},
+		step{topic: "left", key: "k", value: "C", ts: 9},
+		step{topic: "right", key: "k", value: "c", ts: 10},
+		step{topic: "right", key: "k", del: true, ts: 11},
+		step{topic: "left", key: "k", del: true, ts: 12},
+		step{topic: "right", key: "k", del: true, ts: 13},
+		step{topic: "right", key: "k", value: "d", ts: 14},
+		step{topic: "left", key: "k", value: "D", ts: 15},
+	)
+	expectRows(t, d, "inner", serde.String(),
+		"k=[A,a]@4", "k=[B,a]@5", "k=[B,b]@6", "k=<deleted>@7", "k=[C,c]@10", "k=<deleted>@11", "k=[D,d]@15")
+	expectRows(t, d, "leftjoin", serde.String(),
+		"k=[A,null]@3", "k=[A,a]@4", "k=[B,a]@5", "k=[B,b]@6", "k=<deleted>@7", "k=[C,null]@9", "k=[C,c]@10",
+		"k=[C,null]@11", "k=<deleted>@12", "k=[D,d]@15")
+	expectRows(t, d, "outer", serde.String(),
+		"k=[A,null]@3", "k=[A,a]@4", "k=[B,a]@5", "k=[B,b]@6", "k=[null,b]@7", "k=<deleted>@8", "k=[C,null]@9",
+		"k=[C,c]@10", "k=[C,null]@11", "k=<deleted>@12", "k=[null,d]@14", "k=[D,d]@15")
+}
+
+// A stream joins the result of a table-table join, looked up through both
+// tables' stores.
+func TestStreamJoinsATableJoin(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	names := b.Table("names", "names", serde.String(), serde.String())
+	cities := b.Table("cities", "cities", serde.String(), serde.String())
+	people := names.Join(cities, func(_ string, n, c string) string { return n + "@" + c })
+	b.Stream("visits", "visits", serde.String(), serde.String()).
+		Join(people, func(_ string, page, who string) string { return who + ":" + page }).
+		To("out", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "names", key: "1", value: "ann", ts: 1},
+		step{topic: "visits", key: "1", value: "p1", ts: 2},
+		step{topic: "cities", key: "1", value: "oslo", ts: 3},
+		step{topic: "visits", key: "1", value: "p2", ts: 4},
+	)
+	expectRows(t, d, "out", serde.String(), "1=ann@oslo:p2@4")
+}

@@ -124,38 +124,32 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 	t.g.Stores = append(t.g.Stores, st)
 }
 
-// ConnectStore gives more processors access to the store name, which
-// AddStore added (Kafka Streams' connectProcessorAndStateStores): a join
-// reads the store of the table it looks up. The processors run in the
-// store's sub-topology.
-func (t *Topology) ConnectStore(name string, users ...NodeRef) {
-	var st *graph.Store
-	for _, s := range t.g.Stores {
-		if s.Name == name {
-			st = s
-		}
-	}
-	if st == nil {
-		t.fail("ConnectStore: no store %q", name)
+// ConnectStore gives the processor user access to the stores names,
+// which AddStore added (Kafka Streams' connectProcessorAndStateStores): a
+// join reads the store of the table it looks up. The processor then runs
+// in the stores' sub-topology.
+func (t *Topology) ConnectStore(user NodeRef, names ...string) {
+	n := user.graphNode()
+	switch {
+	case n == nil:
+		t.fail("ConnectStore: zero Node")
+		return
+	case user.topology() != t:
+		t.fail("ConnectStore: node %q belongs to another topology", n.Name)
+		return
+	case n.Kind != graph.KindProcessor:
+		t.fail("ConnectStore: %s %q cannot use a store; only processors can", n.Kind, n.Name)
 		return
 	}
-	for _, u := range users {
-		n := u.graphNode()
+	for _, name := range names {
+		i := slices.IndexFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name })
 		switch {
-		case n == nil:
-			t.fail("store %q: zero Node", name)
-			continue
-		case u.topology() != t:
-			t.fail("store %q: node %q belongs to another topology", name, n.Name)
-			continue
-		case n.Kind != graph.KindProcessor:
-			t.fail("store %q: %s %q cannot use a store; only processors can", name, n.Kind, n.Name)
-			continue
-		case slices.Contains(n.Stores, name):
-			continue
+		case i < 0:
+			t.fail("ConnectStore: no store %q for %q", name, n.Name)
+		case !slices.Contains(n.Stores, name):
+			t.g.Stores[i].Users = append(t.g.Stores[i].Users, n)
+			n.Stores = append(n.Stores, name)
 		}
-		st.Users = append(st.Users, n)
-		n.Stores = append(n.Stores, name)
 	}
 }
 
