@@ -35,7 +35,7 @@ type Table[K, V any] struct {
 // KTableValueGetter).
 type lookup[K, V any] struct {
 	stores []string // the stores to connect to the processor
-	open  func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
+	open   func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
 }
 
 // Name returns the table's name: its store's name for a materialized
