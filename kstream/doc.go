@@ -30,7 +30,9 @@
 //     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] and their
 //     windowed forms on [WindowedGrouped], [WindowedTable.Suppress] (the
 //     store and its changelog "<application id>-<name>-changelog"),
-//     [Stream.Process] and [Stream.ProcessValues].
+//     [Builder.Table], [Table.GroupBy] and its aggregations,
+//     [Table.JoinOnForeignKey], the stream-stream joins
+//     ([Stream.JoinStream]), [Stream.Process] and [Stream.ProcessValues].
 //   - Stateless operations are named after the stream they read: the
 //     stream's name, a dash and the operation in lower case
 //     ("lines-flatmapvalues"), and the stream they return carries that
@@ -39,9 +41,11 @@
 //     would get the same name: Build reports it, and Named settles it.
 //   - [Stream.Split] takes a name for its node; each branch's node is
 //     named after it and the branch ("<split>-<branch>", "<split>-default").
-//   - [Table.ToStream] adds no node; its stream has the table's name.
-//     [WindowedTable.ToStream] maps the keys in a node of its own, named
-//     as a stateless step.
+//   - [Table.ToStream] adds a node named after the table plus "-tostream";
+//     its stream has the table's name. [WindowedTable.ToStream] maps the
+//     keys in a node of its own, named as a stateless step. Stream-table
+//     and table-table joins are named as stateless steps
+//     ("orders-leftjoin-customers").
 //
 // [Builder.Build] reports every empty or duplicate name at once, with
 // every other problem it finds.
@@ -63,7 +67,8 @@
 //
 // [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] keep their
 // result in a key-value store and return a [Table] whose
-// [Table.ToStream] emits every update (there is no record cache yet). A
+// [Table.ToStream] emits its updates (through the record cache when
+// Config.CacheMaxBytes turns it on). A
 // record whose Kafka key is null is skipped by an aggregation, as in
 // Kafka Streams: it changes no state, emits nothing, and is counted in
 // weir_records_dropped_total{reason="null_key"}. A record that a GroupBy
@@ -116,6 +121,36 @@
 // window's latest update at most once per time limit, from a bounded
 // buffer. [WindowedGrouped.LateTo] writes the records dropped as late to
 // a topic of their own.
+//
+// # Tables and joins
+//
+// A [Table] is the latest value per key: read from a topic
+// ([Builder.Table], where a null value deletes its key), or the result of
+// an aggregation, a [Table.Filter], a [Table.MapValues] or a join. Its
+// nodes pass on each update with the value it replaces, so deletions
+// reach every step downstream: a filter deletes a key whose new value
+// stops matching, [Table.GroupBy] subtracts a row from the group it
+// leaves, and [Table.ToStream] emits a deletion as a tombstone
+// (processor.Record.Tombstone), which a sink writes with a null value.
+//
+// Joins follow Kafka Streams' semantics, record by record (the tests port
+// the tables of its developer guide):
+//
+//   - stream-table: [Stream.Join] and [Stream.LeftJoin]; the stream
+//     triggers, the table as it stands when the record is processed;
+//   - table-table: [Table.Join], [Table.LeftJoin], [Table.OuterJoin]; an
+//     update of either side updates the result;
+//   - stream-stream: [Stream.JoinStream], [Stream.LeftJoinStream],
+//     [Stream.OuterJoinStream] within [JoinWithin] windows; unmatched
+//     records are emitted only once their window has closed;
+//   - foreign-key: [Table.JoinOnForeignKey] and
+//     [Table.LeftJoinOnForeignKey] (KIP-213).
+//
+// The sides of a join that is not by foreign key must be partitioned by
+// the key alike: Build refuses a side re-keyed since its last repartition,
+// and Run checks that their topics have the same partition count.
+// Global tables, versioned tables and read-only views of a running
+// application's tables are not there yet.
 //
 // # Testing
 //
