@@ -28,7 +28,8 @@
 //     their first argument: [Builder.Stream] (the source), [Stream.GroupBy]
 //     and [Stream.Repartition] (the topic "<application id>-<name>-repartition"),
 //     [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] and their
-//     windowed forms on [WindowedGrouped], [WindowedTable.Suppress] (the
+//     windowed forms on [WindowedGrouped] and [SessionWindowedGrouped],
+//     [WindowedTable.Suppress] (the
 //     store and its changelog "<application id>-<name>-changelog"),
 //     [Builder.Table], [Table.GroupBy] and its aggregations,
 //     [Table.JoinOnForeignKey], the stream-stream joins
@@ -113,7 +114,17 @@
 // when later records fall within d (Kafka Streams' sliding-window
 // aggregation, record by record); each update is stamped with the largest
 // timestamp in its window, and the store keeps windows 2d + grace by
-// default. Session windows are not there yet.
+// default.
+//
+// [Grouped.SessionWindowedBy] aggregates over [Sessions]: a key's records
+// less than the inactivity gap apart form one session, [start, end] with
+// both ends included. A record that bridges sessions merges them: the
+// table's stream carries a tombstone for each merged session and then the
+// merged one, as Kafka Streams' session aggregation does; a session
+// closes once stream time passes its end plus gap plus grace, and
+// [SessionWindowedSerde] writes its keys in Kafka Streams' format. A
+// Suppress(UntilWindowCloses) of sessions emits each final session once;
+// a session merged away never shows.
 //
 // [WindowedTable.Suppress] with [UntilWindowCloses] holds a window's
 // updates back in a store of its own and emits the final aggregate once,

@@ -155,7 +155,7 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 	for _, p := range s.problems() {
 		t.b.fail("Suppress %q of %q: %s", name, t.name, p)
 	}
-	w := t.windows
+	w, lag := t.windows, t.closeLag()
 	if !s.untilWindowCloses {
 		return t.suppressTimeLimit(name, s)
 	}
@@ -171,11 +171,11 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 		spec = processor.KeyValue[bufferKey[K], bufferValue[V]](name, nil, nil)
 	}
 	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
-		return &suppressor[K, V]{spec: spec, windows: w, name: name, limit: s.limit,
+		return &suppressor[K, V]{spec: spec, closeLag: lag, name: name, limit: s.limit,
 			keys: bufferKeySerde[K]{t.keys}, values: bufferValueSerde[V]{t.values}}
 	}, t.node)
 	t.b.t.AddStore(spec, n)
-	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w}
+	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w, sessions: t.sessions}
 }
 
 // Suppress returns the table of the updates of t that s lets through: s
@@ -225,9 +225,11 @@ func (t *Table[K, V]) Suppress(name string, s Suppression) *Table[K, V] {
 // suppressor is the processor of Suppress(UntilWindowCloses()): Kafka
 // Streams' KTableSuppressProcessor with a final-results buffer.
 type suppressor[K, V any] struct {
-	spec    *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
-	windows TimeWindows
-	name    string
+	spec *processor.KeyValueSpec[bufferKey[K], bufferValue[V]]
+	// closeLag is how far stream time passes a window's end when the
+	// window closes (WindowedTable.closeLag).
+	closeLag int64
+	name     string
 	buf     processor.KeyValueStore[bufferKey[K], bufferValue[V]]
 	ctx     processor.Context[Windowed[K], V]
 	// limit, when not zero, bounds the buffer (UntilWindowCloses(limit)):
@@ -263,6 +265,10 @@ func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec pr
 	// The aggregation forwards updates of open windows only, so the
 	// entry waits for a later advance of the stream time.
 	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	if rec.Tombstone {
+		// A session merged into another: it has no final result.
+		return s.drop(k)
+	}
 	v := bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()}
 	s.earliest = min(s.earliest, k.end)
 	if s.limit == (BufferLimit{}) {
@@ -286,6 +292,22 @@ func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec pr
 			s.name, s.entries, s.bytes, s.limit, ErrSuppressionBufferFull)
 	}
 	return nil
+}
+
+// drop deletes the buffered entry k, if there is one.
+func (s *suppressor[K, V]) drop(k bufferKey[K]) error {
+	old, found, err := s.buf.Get(k)
+	if err != nil || !found {
+		return err
+	}
+	if s.counted {
+		n, err := s.size(k, old)
+		if err != nil {
+			return err
+		}
+		s.entries, s.bytes = s.entries-1, s.bytes-n
+	}
+	return s.buf.Delete(k)
 }
 
 // full reports whether the buffer holds more than its limit allows.
@@ -339,7 +361,7 @@ func (s *suppressor[K, V]) size(k bufferKey[K], v bufferValue[V]) (int64, error)
 // has closed. The buffer is ordered by window end, so they are its first
 // entries.
 func (s *suppressor[K, V]) emit(now time.Time) error {
-	closeAt := now.UnixMilli() - s.windows.grace.Milliseconds()
+	closeAt := now.UnixMilli() - s.closeLag
 	if s.earliestKnown && s.earliest > closeAt {
 		return nil
 	}

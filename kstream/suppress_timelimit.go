@@ -114,6 +114,14 @@ func bufferEntrySize[K, V any](name string, keys bufferKeySerde[K], values buffe
 
 func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
 	w := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	if rec.Tombstone {
+		// A deletion (a session merged away) passes at once, and what
+		// the buffer holds for its window goes with it.
+		if err := p.forget(w); err != nil {
+			return err
+		}
+		return ctx.Forward(rec)
+	}
 	v := bufferValue[V]{value: rec.Value, ts: rec.Timestamp.UnixMilli()}
 	wk, size, err := p.sizeOf(w, v)
 	if err != nil {
@@ -151,6 +159,21 @@ func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V
 			p.name, len(p.index), p.bytes, p.s.limit, ErrSuppressionBufferFull)
 	}
 	return nil
+}
+
+// forget deletes the buffered entry of window and key w, if there is one.
+func (p *timeLimitSuppressor[K, V]) forget(w bufferKey[K]) error {
+	wk, err := p.keys.Serialize(p.name, w)
+	if err != nil {
+		return fmt.Errorf("kstream: suppression %s: serialize key: %w", p.name, err)
+	}
+	e, found := p.index[string(wk)]
+	if !found {
+		return nil
+	}
+	delete(p.index, string(wk))
+	p.bytes -= e.size
+	return p.buf.Delete(timedKey[K]{time: e.time, w: w})
 }
 
 // full reports whether the buffer is past its limit.

@@ -191,15 +191,30 @@ type WindowedTable[K, V any] struct {
 	keys    serde.Serde[K]
 	values  serde.Serde[V]
 	windows TimeWindows
+	// sessions are the session windows of a session aggregation, nil for
+	// time windows.
+	sessions *SessionWindows
 	// cached is the aggregation's cache switch (nil after a Suppress).
 	cached *bool
+}
+
+// closeLag is how far stream time must pass a window's end for the
+// window to close: up to and including the returned milliseconds. A
+// time window ([start, end)) closes at end + grace; a session (end
+// included) once stream time passes end + gap + grace.
+func (t *WindowedTable[K, V]) closeLag() int64 {
+	if t.sessions != nil {
+		return (t.sessions.gap + t.sessions.grace).Milliseconds() + 1
+	}
+	return t.windows.grace.Milliseconds()
 }
 
 // Name returns the table's name, which is also its store's name: the
 // window store of an aggregation, the buffer of a Suppress.
 func (t *WindowedTable[K, V]) Name() string { return t.name }
 
-// Windows returns the windows the table aggregates over.
+// Windows returns the time windows the table aggregates over (zero for
+// sessions).
 func (t *WindowedTable[K, V]) Windows() TimeWindows { return t.windows }
 
 // ToStream returns the stream of the table's updates: one record per
@@ -228,7 +243,7 @@ func (t *WindowedTable[K, V]) ToStream[K2 any](key func(window Windowed[K], valu
 	}
 	name := nameOf(t.name, "tostream", opts)
 	n := t.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K2, V], rec processor.Record[Windowed[K], V]) error {
-		return ctx.Forward(processor.Record[K2, V]{Key: key(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		return ctx.Forward(processor.Record[K2, V]{Key: key(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone})
 	}), t.node)
 	return rekeyed(t.b, n, name)
 }
