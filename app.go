@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/global"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
@@ -217,7 +218,13 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			}
 		}
 	}
-	local, err := local.New(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub)
+	var globalNames []string
+	globals := map[string]changelog.Bytes{}
+	for _, gs := range a.graph.Globals {
+		globalNames = append(globalNames, gs.Name)
+		globals[gs.Name] = global.Space(db, gs.Name)
+	}
+	local, err := local.New(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub, globalNames...)
 	if err != nil {
 		return err
 	}
@@ -243,6 +250,28 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
 		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID)
 
+	// The global stores are whole before any task starts, and stay
+	// current while the threads run; their updater failing stops the
+	// instance as a thread failing does.
+	var updater sync.WaitGroup
+	globalErr := make(chan error, 1)
+	if len(a.graph.Globals) > 0 {
+		u := global.New(db, a.restoreClient, a.cfg.Logger, a.graph.Globals)
+		if err := u.Restore(ctx); err != nil {
+			return err
+		}
+		updater.Go(func() {
+			if err := u.Run(ctx); err != nil {
+				globalErr <- err
+				cancel()
+			}
+		})
+	}
+	defer func() {
+		cancel() // run is ending: so is the updater
+		updater.Wait()
+	}()
+
 	in := &stream.Instance{
 		Config: a.cfg.streamConfig(),
 		Shared: &task.Shared{
@@ -255,6 +284,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			RestoreClient: a.restoreClient,
 			RestoreSlots:  make(chan struct{}, a.cfg.State.MaxConcurrentRestores),
 			Cache:         a.cfg.cacheBudget(),
+			Globals:       globals,
 		},
 		ProcessID: dir.ProcessID,
 		Admin:     admin,
@@ -284,6 +314,13 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			first = err
 			cancel() // one failed thread stops the instance
 		}
+	}
+	select {
+	case err := <-globalErr:
+		if first == nil {
+			first = err
+		}
+	default:
 	}
 	a.cfg.Logger.Info("stopped", "application", a.cfg.ApplicationID, "error", first)
 	return first

@@ -230,8 +230,8 @@ type suppressor[K, V any] struct {
 	// window closes (WindowedTable.closeLag).
 	closeLag int64
 	name     string
-	buf     processor.KeyValueStore[bufferKey[K], bufferValue[V]]
-	ctx     processor.Context[Windowed[K], V]
+	buf      processor.KeyValueStore[bufferKey[K], bufferValue[V]]
+	ctx      processor.Context[Windowed[K], V]
 	// limit, when not zero, bounds the buffer (UntilWindowCloses(limit)):
 	// entries and bytes count what it holds, once counted is set.
 	limit          BufferLimit

@@ -91,11 +91,9 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 	case !legalName(g.Name):
 		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", g.Name)
 	}
-	for _, s := range t.g.Stores {
-		if s.Name == g.Name {
-			t.fail("duplicate store name %q", g.Name)
-			return
-		}
+	if t.storeExists(g.Name) {
+		t.fail("duplicate store name %q", g.Name)
+		return
 	}
 	if len(users) == 0 {
 		t.fail("store %q is not attached to any processor", g.Name)
@@ -124,10 +122,56 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 	t.g.Stores = append(t.g.Stores, st)
 }
 
+// storeExists reports whether a store or global store is named name.
+func (t *Topology) storeExists(name string) bool {
+	return slices.ContainsFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name }) || t.g.Global(name) != nil
+}
+
+// AddGlobalStore adds a global store: a key-value store that every
+// instance of the application keeps whole, read from all partitions of
+// topic (the keys and values as they are, which must be what spec's
+// serdes read; a record with a null value deletes its key). weir restores
+// it from the topic before any task starts, then keeps reading the topic
+// while the application runs, so a processor sees an update some time
+// after it is written (global stores are not synchronized with the
+// records being processed, as in Kafka Streams). The topic serves as the
+// store's changelog: it should be compacted, and it must exist when the
+// application starts; no source may read it.
+//
+// Processors read the store after [Topology.ConnectStore], from any
+// sub-topology, through spec.Open; writes to it fail. Kafka Streams'
+// addGlobalStore (with its default, record-as-is update processor).
+func (t *Topology) AddGlobalStore[K, V any](spec *KeyValueSpec[K, V], topic string) {
+	if spec == nil {
+		t.fail("nil global store spec")
+		return
+	}
+	switch {
+	case spec.name == "":
+		t.fail("a global store has an empty name; every store needs an explicit name")
+	case !legalName(spec.name):
+		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", spec.name)
+	case t.storeExists(spec.name):
+		t.fail("duplicate store name %q", spec.name)
+		return
+	case spec.keys == nil || spec.values == nil:
+		t.fail("global store %q: nil serde", spec.name)
+	}
+	t.checkTopic("global store "+spec.name, topic)
+	if prev, ok := t.topics[topic]; ok {
+		t.fail("topic %q is read by %q and by global store %q; one reader per topic", topic, prev, spec.name)
+	} else {
+		t.topics[topic] = "global store " + spec.name
+	}
+	t.g.Globals = append(t.g.Globals, &graph.GlobalStore{Name: spec.name, Topic: topic,
+		Keys: graph.SchemaSerdeOf(spec.keys), Values: graph.SchemaSerdeOf(spec.values)})
+}
+
 // ConnectStore gives the processor user access to the stores names,
-// which AddStore added (Kafka Streams' connectProcessorAndStateStores): a
-// join reads the store of the table it looks up. The processor then runs
-// in the stores' sub-topology.
+// which AddStore or AddGlobalStore added (Kafka Streams'
+// connectProcessorAndStateStores): a join reads the store of the table
+// it looks up. The processor then runs in the sub-topology of a store
+// (not of a global store, which every sub-topology reads).
 func (t *Topology) ConnectStore(user NodeRef, names ...string) {
 	n := user.graphNode()
 	switch {
@@ -142,14 +186,21 @@ func (t *Topology) ConnectStore(user NodeRef, names ...string) {
 		return
 	}
 	for _, name := range names {
-		i := slices.IndexFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name })
-		switch {
-		case i < 0:
-			t.fail("ConnectStore: no store %q for %q", name, n.Name)
-		case !slices.Contains(n.Stores, name):
-			t.g.Stores[i].Users = append(t.g.Stores[i].Users, n)
-			n.Stores = append(n.Stores, name)
+		if slices.Contains(n.Stores, name) {
+			continue
 		}
+		if gs := t.g.Global(name); gs != nil {
+			gs.Users = append(gs.Users, n)
+			n.Stores = append(n.Stores, name)
+			continue
+		}
+		i := slices.IndexFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name })
+		if i < 0 {
+			t.fail("ConnectStore: no store %q for %q", name, n.Name)
+			continue
+		}
+		t.g.Stores[i].Users = append(t.g.Stores[i].Users, n)
+		n.Stores = append(n.Stores, name)
 	}
 }
 

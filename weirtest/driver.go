@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/queue"
@@ -55,6 +56,7 @@ type Driver struct {
 	pending  []*sarama.ConsumerMessage
 	offsets  map[string]int64
 	outputs  map[string][]*sarama.ConsumerMessage
+	globals  map[string]changelog.Bytes // global store topic -> its bytes
 	now      time.Time
 	err      error // sticky: the first failure
 	closed   bool
@@ -98,6 +100,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	d := &Driver{
 		app: cfg.ApplicationID, log: cfg.Logger, ctx: ctx, cancel: cancel, now: cfg.WallClock,
 		inputs: map[string]*input{}, internal: map[string]bool{}, offsets: map[string]int64{}, outputs: map[string][]*sarama.ConsumerMessage{},
+		globals: map[string]changelog.Bytes{},
 	}
 	for _, r := range g.Repartitions {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
@@ -107,12 +110,19 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 		topicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
 			Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
 	}
+	globals := map[string]changelog.Bytes{}
+	for _, gs := range g.Globals {
+		b := &changelog.Memory{}
+		globals[gs.Name] = b
+		d.globals[gs.Topic] = b
+	}
 	sh := &task.Shared{
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
 			DeserializationErrors: task.Policy(cfg.DeserializationErrors), ProcessingErrors: task.Policy(cfg.ProcessingErrors),
 			TopicErrors: topicErrors},
 		Graph:   g,
 		Metrics: m,
+		Globals: globals,
 	}
 	for _, sub := range g.Subtopologies() {
 		tk, err := task.NewInMemory(ctx, sh, host{d}, d.log, sub, 0)
@@ -185,6 +195,14 @@ func (d *Driver) usable() error {
 func (d *Driver) pipe(m *sarama.ConsumerMessage) error {
 	if err := d.usable(); err != nil {
 		return err
+	}
+	if b := d.globals[m.Topic]; b != nil {
+		// A global store's topic: the record goes into the store as it
+		// is, at once, as an application's global updater writes it.
+		if m.Value == nil {
+			return b.Delete(m.Key)
+		}
+		return b.Put(m.Key, m.Value)
 	}
 	if d.inputs[m.Topic] == nil || d.internal[m.Topic] {
 		return fmt.Errorf("weirtest: no source reads topic %q", m.Topic)

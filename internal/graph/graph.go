@@ -130,11 +130,36 @@ func SchemaSerdeOf(s any) SchemaSerde {
 	return nil
 }
 
+// GlobalStore is a key-value store that every instance keeps whole: all
+// partitions of Topic, read as they are (the topic is its changelog; a
+// null value deletes its key), restored before any task starts and kept
+// current while the application runs. Its processors read it from any
+// task; none writes it.
+type GlobalStore struct {
+	Name  string
+	Topic string
+	Users []*Node // processors that read it
+	// Keys and Values are the store's serdes when their bytes carry a
+	// schema registry id (see [SchemaSerde]); nil otherwise.
+	Keys, Values SchemaSerde
+}
+
 // Graph is a whole topology, nodes in the order they were added.
 type Graph struct {
 	Nodes        []*Node
 	Repartitions []*Repartition
 	Stores       []*Store
+	Globals      []*GlobalStore
+}
+
+// Global returns the global store name, nil if there is none.
+func (g *Graph) Global(name string) *GlobalStore {
+	for _, s := range g.Globals {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
 }
 
 // ChangelogTopic returns the changelog topic of store for application app:

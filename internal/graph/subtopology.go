@@ -27,7 +27,8 @@ func (s *Subtopology) Sources() []*Node {
 
 // Subtopologies splits g into its connected components, numbered in the
 // order of their first node. Nodes are connected by parent links and by
-// sharing a state store (a store belongs to exactly one task).
+// sharing a state store (a store belongs to exactly one task); a global
+// store connects nothing.
 func (g *Graph) Subtopologies() []*Subtopology {
 	parent := make(map[*Node]*Node, len(g.Nodes))
 	var find func(n *Node) *Node
@@ -53,6 +54,9 @@ func (g *Graph) Subtopologies() []*Subtopology {
 			union(p, n)
 		}
 		for _, s := range n.Stores {
+			if g.Global(s) != nil {
+				continue // every task reads a global store
+			}
 			if o, ok := storeOwner[s]; ok {
 				union(o, n)
 			} else {

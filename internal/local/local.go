@@ -6,6 +6,7 @@ package local
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,7 +71,11 @@ type dbSpaces struct{ db *changelog.DB }
 func (d dbSpaces) drop(s space) error      { return d.db.Space(s.store, s.partition).Drop() }
 func (d dbSpaces) size(store string) int64 { return d.db.EstimatedDiskBytes(store) }
 
-func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int) (*State, error) {
+// New returns the local state of db, whose stores belong to the
+// sub-topologies storeSub gives. The store partitions held are dropped
+// after delay unless their task is acquired first, except those of the
+// stores keep names (the global stores, which belong to no task).
+func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int, keep ...string) (*State, error) {
 	l := &State{
 		spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
 		ckpts: map[space]int64{}, holders: map[assign.TaskID]map[int]struct{}{},
@@ -84,6 +89,9 @@ func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[s
 	// Nothing runs yet: everything held is dropped unless its task is
 	// assigned within the delay.
 	for _, cp := range cps {
+		if slices.Contains(keep, cp.Store) {
+			continue
+		}
 		s := space{cp.Store, cp.Partition}
 		l.ckpts[s] = cp.Offset
 		l.due[s] = time.Now().Add(delay)

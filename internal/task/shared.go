@@ -118,6 +118,9 @@ type Shared struct {
 	// Cache bounds the record caches of the instance's tasks; nil turns
 	// caching off.
 	Cache *graph.CacheBudget
+	// Globals holds the bytes of each global store (Graph.Globals), which
+	// the instance keeps current and every task reads.
+	Globals map[string]changelog.Bytes
 }
 
 // Host is the stream thread that runs a task: the task's only way out.

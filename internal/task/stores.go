@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +93,13 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 // Store implements graph.TaskEnv. The store's buffer comes wrapped in the
 // null-key rule (see nullKeyBytes).
 func (t *Task) Store(node, name string) (changelog.Bytes, error) {
+	if b := t.sh.Globals[name]; b != nil {
+		gs := t.sh.Graph.Global(name)
+		if gs == nil || !slices.ContainsFunc(gs.Users, func(n *graph.Node) bool { return n.Name == node }) {
+			return nil, fmt.Errorf("weir: processor %q is not connected to global store %q (Topology.ConnectStore)", node, name)
+		}
+		return readOnly{b, name}, nil
+	}
 	st := t.stores[name]
 	if st == nil {
 		return nil, fmt.Errorf("weir: task %s has no store %q", t.name, name)
@@ -194,3 +202,16 @@ func (t *Task) DiscardState() {
 		st.last, st.staged = nil, -1
 	}
 }
+
+// readOnly is a global store as its readers see it: every task reads it,
+// only the instance's global updater writes it.
+type readOnly struct {
+	changelog.Bytes
+	name string
+}
+
+func (r readOnly) Put(key, value []byte) error {
+	return fmt.Errorf("weir: global store %q is read-only: it follows its topic", r.name)
+}
+
+func (r readOnly) Delete(key []byte) error { return r.Put(key, nil) }

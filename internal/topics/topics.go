@@ -141,6 +141,11 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 			missing = append(missing, name)
 		}
 	}
+	for _, gs := range g.Globals {
+		if !exists[gs.Topic] && !slices.Contains(missing, gs.Topic) {
+			missing = append(missing, gs.Topic)
+		}
+	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return nil, &MissingError{Topics: missing}

@@ -1,0 +1,228 @@
+// Package global keeps an instance's global stores (graph.GlobalStore):
+// each is the whole of its topic, every partition, restored into the
+// state database before any task starts and kept current while the
+// application runs. The topic is the store's changelog; the records are
+// applied as they are, a null value deleting its key.
+//
+// A store's data lives in the database space of partition [Partition];
+// the offset reached in each topic partition is that partition's
+// checkpoint (space (store, partition)), written in the same batch as the
+// data it covers, so a restart resumes where the last batch ended.
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// Partition is the database partition that holds a global store's data.
+const Partition int32 = -1
+
+// DefaultPoll is how long Run waits before it looks again at a topic
+// partition that had nothing new.
+const DefaultPoll = 100 * time.Millisecond
+
+// Updater restores and keeps current an instance's global stores.
+type Updater struct {
+	db     *changelog.DB
+	client sarama.Client
+	log    *slog.Logger
+	// Poll is how long Run waits after a round that found nothing new in
+	// any partition; DefaultPoll when zero.
+	Poll   time.Duration
+	stores []*store
+}
+
+type store struct {
+	name, topic string
+	parts       []*part
+}
+
+type part struct {
+	p   int32
+	pos int64 // next offset to read
+	r   *changelog.Reader
+}
+
+// New returns an Updater of the global stores gs, reading through client
+// (read_committed) and writing to db. It does no I/O.
+func New(db *changelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.GlobalStore) *Updater {
+	u := &Updater{db: db, client: client, log: log}
+	for _, g := range gs {
+		u.stores = append(u.stores, &store{name: g.Name, topic: g.Topic})
+	}
+	return u
+}
+
+// Space returns the bytes of global store name in db.
+func Space(db *changelog.DB, name string) *changelog.Space { return db.Space(name, Partition) }
+
+// Restore brings every global store up to the committed end of its topic,
+// from where its checkpoints left it. A checkpoint the topic no longer
+// holds (compaction or retention moved the log start past it, or the
+// topic was recreated) makes the store start over from the topic's start,
+// its data dropped first, so that no deleted key survives.
+func (u *Updater) Restore(ctx context.Context) error {
+	for _, s := range u.stores {
+		start := time.Now()
+		n, err := u.restore(ctx, s, 0)
+		if err != nil {
+			return err
+		}
+		u.log.Info("global store restored", "store", s.name, "topic", s.topic, "records", n, "took", time.Since(start))
+	}
+	return nil
+}
+
+// maxStartOvers bounds how often a restore starts over because its
+// position left the topic.
+const maxStartOvers = 3
+
+func (u *Updater) restore(ctx context.Context, s *store, attempt int) (int64, error) {
+	ps, err := u.client.Partitions(s.topic)
+	if err != nil {
+		return 0, fmt.Errorf("weir: global store %s: partitions of %s: %w", s.name, s.topic, err)
+	}
+	s.parts = s.parts[:0]
+	for _, p := range ps {
+		ck, found, err := u.db.Space(s.name, p).Checkpoint()
+		if err != nil {
+			return 0, err
+		}
+		pt := &part{p: p, r: changelog.NewReader(u.client, s.topic, p, changelog.ReaderOptions{})}
+		if found {
+			pt.pos = ck.Offset
+		} else if pt.pos, err = pt.r.Start(ctx); err != nil {
+			return 0, fmt.Errorf("weir: global store %s: %w", s.name, err)
+		}
+		s.parts = append(s.parts, pt)
+	}
+	var total int64
+	for _, pt := range s.parts {
+		n, err := u.catchUp(ctx, s, pt)
+		var oor *changelog.OffsetOutOfRangeError
+		if errors.As(err, &oor) && attempt < maxStartOvers {
+			u.log.Warn("global store checkpoint out of range of its topic; restoring it from the start",
+				"store", s.name, "topic", s.topic, "partition", pt.p, "offset", oor.Offset)
+			if err := u.drop(s, ps); err != nil {
+				return 0, err
+			}
+			return u.restore(ctx, s, attempt+1)
+		}
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// drop deletes a global store's data and checkpoints.
+func (u *Updater) drop(s *store, ps []int32) error {
+	if err := Space(u.db, s.name).Drop(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := u.db.Space(s.name, p).Drop(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp applies what the partition holds past its position, up to its
+// committed end now, and returns how many records it applied.
+func (u *Updater) catchUp(ctx context.Context, s *store, pt *part) (int64, error) {
+	end, err := pt.r.End(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("weir: global store %s: %w", s.name, err)
+	}
+	if end == pt.pos {
+		return 0, nil
+	}
+	var n int64
+	data, ckpt := Space(u.db, s.name), u.db.Space(s.name, pt.p)
+	pos, err := pt.r.ReadTo(ctx, pt.pos, end, func(recs []changelog.Record, next int64) error {
+		entries := make([]changelog.Entry, len(recs))
+		for i, r := range recs {
+			entries[i] = changelog.Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil}
+		}
+		c := u.db.NewCommit()
+		if err := c.Stage(data, entries); err != nil {
+			c.Cancel()
+			return err
+		}
+		c.Checkpoint(ckpt, next, time.Now())
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		n += int64(len(recs))
+		return nil
+	})
+	pt.pos = pos
+	if err != nil {
+		return n, fmt.Errorf("weir: global store %s: %w", s.name, err)
+	}
+	return n, nil
+}
+
+// Run keeps the global stores current until ctx ends: it reads what each
+// topic partition gained since Restore or the last round, and waits Poll
+// after a round that found nothing. It returns nil when ctx ends, or the
+// error that stopped it.
+func (u *Updater) Run(ctx context.Context) error {
+	poll := u.Poll
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		var applied int64
+		for _, s := range u.stores {
+			for _, pt := range s.parts {
+				n, err := u.catchUp(ctx, s, pt)
+				var oor *changelog.OffsetOutOfRangeError
+				if errors.As(err, &oor) {
+					u.log.Warn("global store lost its place in its topic; restoring it from the start",
+						"store", s.name, "topic", s.topic, "partition", pt.p, "offset", oor.Offset)
+					ps := make([]int32, len(s.parts))
+					for i, pt := range s.parts {
+						ps[i] = pt.p
+					}
+					if err := u.drop(s, ps); err != nil {
+						return err
+					}
+					if _, err = u.restore(ctx, s, 0); err != nil && ctx.Err() == nil {
+						return err
+					}
+					break
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				applied += n
+			}
+		}
+		if applied > 0 {
+			continue
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+	}
+	return nil
+}
