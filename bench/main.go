@@ -5,6 +5,9 @@
 // It loads a fresh topic with a sarama AsyncProducer, then reads it back with
 // a bare sarama consumer group, with a weir application that only counts
 // records, and with a weir application that copies them to an output topic.
+// The sarama transactional passthrough (not in the default set, txn.go)
+// copies the topic with sarama's transactional producer, the bare peer of
+// weir's exactly-once passthrough.
 // The count workload (not in the default set, count.go) runs a weir
 // application that counts records per key in a key-value store and emits
 // the counts, under exactly-once and at-least-once in the same run, and
@@ -22,6 +25,7 @@
 // Usage:
 //
 //	cd bench && go run . [-records 1000000] [-value-size 100] [-partitions 4] [-json]
+//	cd bench && go run . -guarantee exactly_once -workloads sarama-txn-passthrough,weir-passthrough [-rounds 3]
 //	cd bench && go run . -workloads count [-records 1000000] [-rounds 2]
 //	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
 //	cd bench && go run . -workloads aborts [-records 200000] [-aborts 5]
@@ -58,6 +62,7 @@ const (
 	wlSarama            = "sarama"
 	wlSource            = "weir-source"
 	wlSaramaPassthrough = "sarama-passthrough"
+	wlSaramaTxn         = "sarama-txn-passthrough"
 	wlPassthrough       = "weir-passthrough"
 	wlLoad              = "load" // runs before the read workloads; accepted in -workloads for clarity
 	wlRestore           = "restore"
@@ -69,8 +74,12 @@ const (
 // allWorkloads are the read workloads of the load's topic, the default.
 var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrough}
 
+// readOrder are all the read workloads of the load's topic, in the order
+// they run: the default ones and the sarama transactional passthrough.
+var readOrder = []string{wlSarama, wlSource, wlSaramaPassthrough, wlSaramaTxn, wlPassthrough}
+
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(allWorkloads), wlCount, wlRestore, wlAborts, wlWordcount)
+var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlAborts, wlWordcount)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -274,7 +283,7 @@ func parsePositives[T int | int64](s string) ([]T, error) {
 
 // readWorkloads returns the selected workloads that read the load's topic.
 func (o *options) readWorkloads() []string {
-	return slices.DeleteFunc(slices.Clone(o.workloads), func(w string) bool { return !slices.Contains(allWorkloads, w) })
+	return slices.DeleteFunc(slices.Clone(o.workloads), func(w string) bool { return !slices.Contains(readOrder, w) })
 }
 
 // logger returns the logger weir applications get, and turns on sarama's
@@ -363,6 +372,11 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 				output := id + "-out"
 				if err = c.createTopic(ctx, output, o.partitions); err == nil {
 					res, err = runSaramaPassthrough(ctx, o, c, input, output, id, round)
+				}
+			case wlSaramaTxn:
+				output := id + "-out"
+				if err = c.createTopic(ctx, output, o.partitions); err == nil {
+					res, err = runSaramaTxnPassthrough(ctx, o, c, input, output, id, round)
 				}
 			case wlPassthrough:
 				output := id + "-out"

@@ -185,3 +185,33 @@ func TestRestoreRatiosUseMediansOfFullRestores(t *testing.T) {
 		t.Errorf("ratios = %+v\nwant %+v", r.RestoreRatios, want)
 	}
 }
+
+func TestParseFlagsSaramaTxn(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-workloads", "weir-passthrough,sarama-txn-passthrough,sarama-passthrough,count", "-commit-interval", "0"}, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{wlSaramaPassthrough, wlSaramaTxn, wlPassthrough}
+	if !slices.Equal(o.readWorkloads(), want) {
+		t.Errorf("read workloads = %v, want %v", o.readWorkloads(), want)
+	}
+	if slices.Contains(allWorkloads, wlSaramaTxn) {
+		t.Error("the sarama transactional passthrough runs by default")
+	}
+	if got := txnCommitInterval(o); got != 100*time.Millisecond {
+		t.Errorf("commit interval for -commit-interval 0 = %v, want weir's exactly-once default 100ms", got)
+	}
+}
+
+func TestRatiosAgainstSaramaTxn(t *testing.T) {
+	t.Parallel()
+	r := &report{Results: []*result{
+		{Workload: wlSaramaTxn, SteadyRate: 200, Rate: 100},
+		{Workload: wlPassthrough, SteadyRate: 100, Rate: 80},
+	}}
+	r.computeRatios()
+	if len(r.Ratios) != 1 || r.Ratios[0].Name != "weir passthrough / sarama transactional passthrough" || r.Ratios[0].Steady != 0.5 || r.Ratios[0].EndToEnd != 0.8 {
+		t.Errorf("ratios = %+v", r.Ratios)
+	}
+}

@@ -81,6 +81,7 @@ func (r *report) computeRatios() {
 		{wlSource, wlSarama, "weir source-only / bare sarama consumer group"},
 		{wlPassthrough, wlSarama, "weir passthrough / bare sarama consumer group"},
 		{wlPassthrough, wlSaramaPassthrough, "weir passthrough / sarama passthrough"},
+		{wlPassthrough, wlSaramaTxn, "weir passthrough / sarama transactional passthrough"},
 	} {
 		bs, be, ok := r.medians(w.base)
 		if !ok || bs == 0 || be == 0 {
@@ -136,7 +137,7 @@ func (r *report) writeTable(w io.Writer) error {
 			fmt.Fprintln(w, "ratios:")
 		}
 		for _, q := range r.Ratios {
-			fmt.Fprintf(w, "  %-46s steady %.2f   end to end %.2f\n", q.Name, q.Steady, q.EndToEnd)
+			fmt.Fprintf(w, "  %-52s steady %.2f   end to end %.2f\n", q.Name, q.Steady, q.EndToEnd)
 		}
 	}
 	fmt.Fprintln(w)
