@@ -23,7 +23,8 @@ import (
 const dslChildEnv = "WEIR_IT_DSL_CHILD"
 
 // runDSLChild runs dslWindowedCount, or dslWordCount when WEIR_IT_TOPOLOGY
-// is "wordcount" (deadLetterTopology when "deadletter"), under exactly
+// is "wordcount" (dslJoins when "joins", deadLetterTopology when
+// "deadletter"), under exactly
 // once with the topics, application id and state directory of its
 // WEIR_IT_ environment, until SIGTERM.
 func runDSLChild() int {
@@ -33,6 +34,8 @@ func runDSLChild() int {
 	switch get("TOPOLOGY") {
 	case "wordcount":
 		top = dslWordCount(get("IN"), get("OUT"))
+	case "joins":
+		top = dslJoins(get("IN"), get("CUSTOMERS"), get("TIERS"), get("OWNERS"), get("OUT"), get("PROFILE"), get("ACCOUNTS"))
 	case "deadletter":
 		var err error
 		if top, cfg, err = runDeadLetterChild(get); err != nil {

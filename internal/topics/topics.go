@@ -165,7 +165,12 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 			writer[n.Topic] = n
 		}
 	}
+	// A cycle (a foreign-key join's subscription and response topics each
+	// written by the sub-topology reading the other) cannot be resolved in
+	// full: then a topic takes the largest count of the writer's sources
+	// known so far, which the co-partitioning check below confirms.
 	pending := slices.Clone(g.Repartitions)
+	partial := false
 	for len(pending) > 0 {
 		progress := false
 		for i := 0; i < len(pending); i++ {
@@ -179,11 +184,11 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 					n, ok := l.Counts[TopicName(app, src)]
 					if !ok {
 						known = false
-						break
+						continue
 					}
 					count = max(count, n)
 				}
-				if !known {
+				if !known && (!partial || count == 0) {
 					continue
 				}
 			}
@@ -192,7 +197,12 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 			i--
 			progress = true
 		}
-		if !progress {
+		switch {
+		case progress:
+			partial = false
+		case !partial:
+			partial = true
+		default:
 			return nil, errors.New("weir: cannot resolve the partition counts of repartition topics")
 		}
 	}

@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/serde"
+)
+
+// globalJoin left-joins orders (id → product id) with the global table of
+// products (id → name): "order=name", or "order=?" for no product.
+func globalJoin(orders, products, out string) *kstream.Builder {
+	b := kstream.NewBuilder()
+	p := b.GlobalTable("products", products, serde.String(), serde.String())
+	b.Stream("orders", orders, serde.String(), serde.String()).
+		LeftJoinGlobal(p, func(_, product string) string { return product }, func(order, _ string, name string, found bool) string {
+			if !found {
+				name = "?"
+			}
+			return order + "=" + name
+		}).
+		To(out, serde.String(), serde.String())
+	return b
+}
+
+// TestGlobalTableBootstrapsAndFollows: a global table is whole before the
+// first record is processed (every order finds a product written before
+// the start, on any partition of the products topic, whatever partition
+// the order is on); updates and deletions written while it runs become
+// visible to later records; and after a restart on the same state
+// directory the table resumes from its checkpoints, with what changed
+// meanwhile (a deletion) applied before the first record.
+func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	orders, products, out, app := c.Name(t, "orders"), c.Name(t, "products"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, orders, 3, nil)
+	c.CreateTopic(t, out, 3, nil)
+	c.CreateTopic(t, products, 2, map[string]string{"cleanup.policy": "compact"})
+	msg := func(topic, key, value string) *sarama.ProducerMessage {
+		m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key)}
+		if value != "" {
+			m.Value = sarama.StringEncoder(value)
+		}
+		return m
+	}
+	var catalog []*sarama.ProducerMessage
+	for i := range 1000 {
+		catalog = append(catalog, msg(products, fmt.Sprintf("p%d", i), fmt.Sprintf("name%d", i)))
+	}
+	harness.Produce(t, c, catalog...)
+
+	cfg := baseConfig(c, app, t)
+	cfg.Guarantee = weir.ExactlyOnce
+	cfg.State.CleanupDelay = time.Second // a global store's state must outlive it
+	dir := cfg.StateDir
+	in := start(t, globalJoin(orders, products, out), cfg)
+
+	var first []*sarama.ProducerMessage
+	for i := range 100 {
+		first = append(first, msg(orders, fmt.Sprintf("o%d", i), fmt.Sprintf("p%d", i*9)))
+	}
+	harness.Produce(t, c, first...)
+	got := map[string]string{}
+	read := func(until func() bool) {
+		t.Helper()
+		clear(got)
+		harness.ReadAll(t, c, out, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
+			if len(ms) > 0 {
+				m := ms[len(ms)-1]
+				order, name, _ := strings.Cut(string(m.Value), "=")
+				got[order] = name
+			}
+			return until()
+		})
+	}
+	read(func() bool { return len(got) == 100 })
+	for i := range 100 {
+		if want := fmt.Sprintf("name%d", i*9); got[fmt.Sprintf("o%d", i)] != want {
+			t.Fatalf("order o%d joined %q, want %q: the global table was not whole before the first record", i, got[fmt.Sprintf("o%d", i)], want)
+		}
+	}
+
+	// Updates while running: visible some time later.
+	harness.Produce(t, c, msg(products, "p5", "renamed"), msg(products, "p6", ""))
+	n := 0
+	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		n++
+		a, b := fmt.Sprintf("u%d-a", n), fmt.Sprintf("u%d-b", n)
+		harness.Produce(t, c, msg(orders, a, "p5"), msg(orders, b, "p6"))
+		read(func() bool { return got[a] != "" && got[b] != "" })
+		return got[a] == "renamed" && got[b] == "?", fmt.Sprintf("p5 joins %q and p6 %q", got[a], got[b])
+	})
+	if err := in.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// While stopped, a product is deleted; the restart applies it before
+	// the first order.
+	harness.Produce(t, c, msg(products, "p7", ""))
+	cfg.StateDir = dir
+	start(t, globalJoin(orders, products, out), cfg)
+	harness.Produce(t, c, msg(orders, "after-restart-7", "p7"), msg(orders, "after-restart-8", "p8"))
+	read(func() bool { return got["after-restart-7"] != "" && got["after-restart-8"] != "" })
+	if got["after-restart-7"] != "?" || got["after-restart-8"] != "name8" {
+		t.Fatalf("after the restart p7 joins %q (deleted while stopped), p8 %q; want ? and name8", got["after-restart-7"], got["after-restart-8"])
+	}
+}
