@@ -5,6 +5,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -30,6 +31,7 @@ import (
 // use is held shared by that work and exclusively by Close, so the
 // database is never touched once Close has returned.
 type State struct {
+	db       *changelog.DB
 	spaces   spaceOps // what the cleaner and the scrapes do to the database
 	log      *slog.Logger
 	delay    time.Duration
@@ -77,7 +79,7 @@ func (d dbSpaces) size(store string) int64 { return d.db.EstimatedDiskBytes(stor
 // stores keep names (the global stores, which belong to no task).
 func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int, keep ...string) (*State, error) {
 	l := &State{
-		spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
+		db: db, spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
 		ckpts: map[space]int64{}, holders: map[assign.TaskID]map[int]struct{}{},
 		due: map[space]time.Time{}, dropping: map[space]struct{}{},
 	}
@@ -196,6 +198,21 @@ func (l *State) Sizes() map[string]int64 {
 		stores[store] = l.spaces.size(store)
 	}
 	return stores
+}
+
+// ErrClosed is returned by View once Close has begun.
+var ErrClosed = errors.New("weir: local state is closed")
+
+// View runs fn with the database, which stays open until fn returns; it
+// returns ErrClosed without running fn once Close has begun. For reads
+// from outside the stream threads (store views).
+func (l *State) View(fn func(db *changelog.DB) error) error {
+	l.use.RLock()
+	defer l.use.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return fn(l.db)
 }
 
 // close stops reads of the database by metrics scrapes and the cleaner,

@@ -1,0 +1,188 @@
+// Package ktable gives typed, read-only views of the key-value stores of
+// a running weir application: its tables and aggregations, as of their
+// last commit.
+//
+//	counts, err := ktable.KeyValue(app, "counts", serde.String(), serde.Int64())
+//	n, found, err := counts.Get("weir")
+//	for word, n := range counts.All() { ... }
+//	if err := counts.Err(); err != nil { ... }
+//
+// A view reads what the stores' tasks last committed, never what they
+// have changed since: under exactly once that may still be undone. It
+// answers for the partitions whose tasks run on this instance and are not
+// restoring; for the others it returns a *weir.StoreUnavailableError
+// naming the task, so that a caller can retry later (a task restoring or
+// moving) or ask the instance that runs it (see App.Tasks). Reads never
+// see a store that has been closed: they fail once the App stops.
+package ktable
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/serde"
+)
+
+// View is a typed, read-only view of one key-value store of an App. It is
+// safe for concurrent use, except that Err reports the iteration errors
+// of all goroutines together.
+type View[K, V any] struct {
+	r      *weir.StoreReader
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	err    error
+}
+
+// KeyValue returns a view of the key-value store name of app, read with
+// the serdes the store was declared with. It fails if the topology has no
+// key-value store of that name.
+func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values serde.Serde[V]) (*View[K, V], error) {
+	if keys == nil || values == nil {
+		return nil, errors.New("ktable: nil serde")
+	}
+	r, err := app.StoreReader(name)
+	if err != nil {
+		return nil, err
+	}
+	return &View[K, V]{r: r, keys: keys, values: values}, nil
+}
+
+// Get returns the committed value of key and whether the store holds it.
+// The error is a *weir.StoreUnavailableError when key's partition cannot
+// be read here now.
+func (v *View[K, V]) Get(key K) (value V, found bool, err error) {
+	kb, err := v.keys.Serialize(v.r.Name(), key)
+	if err != nil {
+		return value, false, fmt.Errorf("ktable: %s: serialize key: %w", v.r.Name(), err)
+	}
+	vb, found, err := v.r.Get(kb)
+	if err != nil || !found {
+		return value, false, err
+	}
+	value, err = v.values.Deserialize(v.r.Name(), vb)
+	if err != nil {
+		return value, false, fmt.Errorf("ktable: %s: deserialize value: %w", v.r.Name(), err)
+	}
+	return value, true, nil
+}
+
+// All yields every committed entry of the partitions this instance runs,
+// partition by partition, each in key order. A partition that cannot be
+// read (see Err) is left out; the iteration goes on with the next.
+func (v *View[K, V]) All() iter.Seq2[K, V] { return v.scan(nil, nil) }
+
+// Range yields the committed entries with lo <= key < hi (by their
+// serialized bytes), as All does.
+func (v *View[K, V]) Range(lo, hi K) iter.Seq2[K, V] {
+	lb, err1 := v.keys.Serialize(v.r.Name(), lo)
+	hb, err2 := v.keys.Serialize(v.r.Name(), hi)
+	if err := errors.Join(err1, err2); err != nil {
+		return v.fail(fmt.Errorf("ktable: %s: serialize bound: %w", v.r.Name(), err))
+	}
+	return v.scan(lb, hb)
+}
+
+// Prefix yields the committed entries whose serialized key starts with
+// the serialized prefix, as All does: meaningful for serdes whose
+// encoding of a prefix is a prefix of the encoding (serde.String,
+// serde.Bytes).
+func (v *View[K, V]) Prefix(prefix K) iter.Seq2[K, V] {
+	pb, err := v.keys.Serialize(v.r.Name(), prefix)
+	if err != nil {
+		return v.fail(fmt.Errorf("ktable: %s: serialize prefix: %w", v.r.Name(), err))
+	}
+	return v.scan(pb, prefixEnd(pb))
+}
+
+// Err returns the first error the iterations since the last call met (a
+// partition that could not be read, as a *weir.StoreUnavailableError, or
+// an entry that could not be decoded), and clears it.
+func (v *View[K, V]) Err() error {
+	err := v.err
+	v.err = nil
+	return err
+}
+
+func (v *View[K, V]) setErr(err error) {
+	if v.err == nil {
+		v.err = err
+	}
+}
+
+func (v *View[K, V]) fail(err error) iter.Seq2[K, V] {
+	return func(func(K, V) bool) { v.setErr(err) }
+}
+
+// chunk bounds the entries a scan holds at once: it reads a partition
+// chunk by chunk, and yields each chunk outside the reader, so that a
+// slow loop holds neither memory nor the store.
+const chunk = 1024
+
+func (v *View[K, V]) scan(lo, hi []byte) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		n, err := v.r.Partitions()
+		if err != nil {
+			v.setErr(err)
+			return
+		}
+		type entry struct {
+			k K
+			v V
+		}
+		for p := range n {
+			from := lo
+			for {
+				var entries []entry
+				var next []byte
+				err := v.r.Scan(p, from, hi, func(kb, vb []byte) bool {
+					if len(entries) == chunk {
+						next = append([]byte(nil), kb...)
+						return false
+					}
+					k, err := v.keys.Deserialize(v.r.Name(), kb)
+					if err == nil {
+						var val V
+						if val, err = v.values.Deserialize(v.r.Name(), vb); err == nil {
+							entries = append(entries, entry{k, val})
+							return true
+						}
+					}
+					v.setErr(fmt.Errorf("ktable: %s, partition %d: decode entry: %w", v.r.Name(), p, err))
+					return false
+				})
+				if err != nil {
+					v.setErr(err)
+					var ue *weir.StoreUnavailableError
+					if !errors.As(err, &ue) {
+						return
+					}
+					break // the next partition may be readable
+				}
+				for _, e := range entries {
+					if !yield(e.k, e.v) {
+						return
+					}
+				}
+				if next == nil {
+					break
+				}
+				from = next
+			}
+		}
+	}
+}
+
+// prefixEnd returns the smallest key greater than every key that starts
+// with prefix, or nil when there is none.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package weir
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/local"
+	"github.com/weirstream/weir/internal/topics"
+)
+
+// Why a store partition cannot be read: the Reason of a
+// [StoreUnavailableError].
+const (
+	// StoreNotRunning: the App is not running (before Run, or after it
+	// returned), so it has no state to read.
+	StoreNotRunning = "not running"
+	// StoreNotHere: the partition's task does not run on this instance
+	// now (it runs on another, or is moving).
+	StoreNotHere = "not on this instance"
+	// StoreRestoring: the partition's task runs here but its stores are
+	// being restored; what they hold is not yet the committed state.
+	StoreRestoring = "restoring"
+)
+
+// StoreUnavailableError reports a read of a store partition this
+// instance cannot answer now. It names the task that owns the partition,
+// so that a caller can retry later or ask the instance running it.
+type StoreUnavailableError struct {
+	Store     string
+	Partition int32
+	Task      string // "<sub-topology>_<partition>"; "" when the App is not running
+	Reason    string // StoreNotRunning, StoreNotHere or StoreRestoring
+}
+
+// Error implements error.
+func (e *StoreUnavailableError) Error() string {
+	if e.Task == "" {
+		return fmt.Sprintf("weir: store %s: %s", e.Store, e.Reason)
+	}
+	return fmt.Sprintf("weir: store %s, partition %d (task %s): %s", e.Store, e.Partition, e.Task, e.Reason)
+}
+
+// StoreReader reads the committed state of one of an App's key-value
+// stores, as bytes, from outside the topology: what the last commit of
+// each of its tasks wrote, never what a task has changed since (the
+// uncommitted state of exactly once may still be undone). It reads the
+// partitions whose tasks run on this instance and are not restoring, and
+// fails with a *StoreUnavailableError for the others. Package ktable
+// gives typed views on top of it.
+//
+// A StoreReader is safe for concurrent use and stays valid across runs
+// of its App; reads fail while the App is not running.
+type StoreReader struct {
+	a    *App
+	name string
+}
+
+// StoreReader returns a reader of the key-value store name (a store of
+// kind key-value, as processor.KeyValue and the DSL's tables and
+// aggregations declare). It fails if the topology has no such store.
+func (a *App) StoreReader(name string) (*StoreReader, error) {
+	i := slices.IndexFunc(a.graph.Stores, func(s *graph.Store) bool { return s.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("weir: no store %q in the topology", name)
+	}
+	if k := a.graph.Stores[i].Kind; k != graph.KeyValueStore {
+		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value stores", name, k)
+	}
+	return &StoreReader{a: a, name: name}, nil
+}
+
+// Name returns the store's name.
+func (r *StoreReader) Name() string { return r.name }
+
+// placement returns the sub-topology of the store and its partition count,
+// while the App runs.
+func (r *StoreReader) placement() (sub int, partitions int32, lay *topics.Layout, st *local.State, err error) {
+	r.a.mu.Lock()
+	lay, st = r.a.layout, r.a.local
+	r.a.mu.Unlock()
+	state, _ := r.a.State()
+	if lay == nil || st == nil || state == StateStopping || state == StateStopped || state == StateFailed {
+		return 0, 0, nil, nil, &StoreUnavailableError{Store: r.name, Partition: -1, Reason: StoreNotRunning}
+	}
+	for i, s := range lay.Subs {
+		for _, n := range s.Nodes {
+			if !slices.Contains(n.Stores, r.name) {
+				continue
+			}
+			for _, src := range s.Sources() {
+				if c, ok := lay.Counts[topics.TopicName(r.a.cfg.ApplicationID, src)]; ok {
+					return i, c, lay, st, nil
+				}
+			}
+		}
+	}
+	return 0, 0, nil, nil, fmt.Errorf("weir: store %s: its sub-topology has no input", r.name)
+}
+
+// Partitions returns the number of partitions of the store: one per task
+// of its sub-topology, as many as its input topics have.
+func (r *StoreReader) Partitions() (int32, error) {
+	_, n, _, _, err := r.placement()
+	return n, err
+}
+
+// PartitionOf returns the partition that holds key (serialized as the
+// store's key serde writes it): murmur2 of the bytes, as Kafka's Java
+// producers and weir's sinks and repartition topics partition records.
+// It is right for the stores of the DSL's aggregations, whose keys come
+// through a repartition topic, and for tables read from topics written
+// by such producers; a topic written with another partitioner puts keys
+// elsewhere.
+func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
+	_, n, _, _, err := r.placement()
+	if err != nil {
+		return 0, err
+	}
+	return partitionOf(key, n)
+}
+
+func partitionOf(key []byte, n int32) (int32, error) {
+	return sarama.NewMurmur2Partitioner("").Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+}
+
+// read runs fn on the committed bytes of partition p, after checking that
+// its task runs here and is not restoring.
+func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
+	sub, n, _, st, err := r.placement()
+	if err != nil {
+		return err
+	}
+	if p < 0 || p >= n {
+		return fmt.Errorf("weir: store %s has partitions 0 to %d, not %d", r.name, n-1, p)
+	}
+	id := fmt.Sprintf("%d_%d", sub, p)
+	tasks := r.a.Tasks()
+	i := slices.IndexFunc(tasks, func(t TaskInfo) bool { return t.ID == id })
+	switch {
+	case i < 0:
+		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotHere}
+	case tasks[i].Restoring:
+		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreRestoring}
+	}
+	err = st.View(func(db *changelog.DB) error { return fn(db.Space(r.name, p)) })
+	if errors.Is(err, local.ErrClosed) {
+		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotRunning}
+	}
+	return err
+}
+
+// Get returns the committed value of key (serialized), and whether the
+// store holds it. A partition that cannot be read is a
+// *StoreUnavailableError.
+func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
+	p, err := r.PartitionOf(key)
+	if err != nil {
+		return nil, false, err
+	}
+	err = r.read(p, func(s *changelog.Space) error {
+		v, err := s.Get(key)
+		value, found = v, v != nil
+		return err
+	})
+	return value, found, err
+}
+
+// Scan calls fn with the committed entries of partition p whose keys lie
+// in [lo, hi) (a nil bound is open), in key order, until fn returns false.
+// fn must not call the reader. A partition that cannot be read is a
+// *StoreUnavailableError.
+func (r *StoreReader) Scan(p int32, lo, hi []byte, fn func(key, value []byte) bool) error {
+	return r.read(p, func(s *changelog.Space) error {
+		for k, v := range s.Range(lo, hi) {
+			if !fn(k, v) {
+				break
+			}
+		}
+		return s.Err()
+	})
+}
