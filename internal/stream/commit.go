@@ -306,11 +306,15 @@ func (th *Thread) shutdown(cause error) error {
 		for _, id := range th.order {
 			th.tasks[id].DiscardState()
 		}
-	} else if _, err := th.commit(); err != nil {
+	} else if o, err := th.commit(); err != nil {
 		th.log.Warn("final commit failed", "error", err)
 		if cause == nil {
 			cause = err
 		}
+	} else if o != committed && o != deferred {
+		// Nothing is lost: the next owner of the tasks processes again
+		// what this commit would have covered.
+		th.log.Warn("the final commit did not commit; the records since the last commit will be processed again", "outcome", o)
 	}
 	for _, id := range slices.Clone(th.order) {
 		th.closeTask(th.tasks[id])
