@@ -155,13 +155,18 @@
 //     [Stream.OuterJoinStream] within [JoinWithin] windows; unmatched
 //     records are emitted only once their window has closed;
 //   - foreign-key: [Table.JoinOnForeignKey] and
-//     [Table.LeftJoinOnForeignKey] (KIP-213).
+//     [Table.LeftJoinOnForeignKey] (KIP-213);
+//   - stream-global-table: [Stream.JoinGlobal] and [Stream.LeftJoinGlobal]
+//     by a key computed from the record, with no repartition: a
+//     [GlobalTable] ([Builder.GlobalTable]) is held whole by every
+//     instance, restored before any task starts and kept current.
 //
 // The sides of a join that is not by foreign key must be partitioned by
 // the key alike: Build refuses a side re-keyed since its last repartition,
 // and Run checks that their topics have the same partition count.
-// Global tables, versioned tables and read-only views of a running
-// application's tables are not there yet.
+// Package ktable reads a running application's tables (their key-value
+// stores) from outside the topology. Versioned tables (joins as of a
+// record's timestamp) are not there yet.
 //
 // # Testing
 //
