@@ -165,8 +165,9 @@
 // the key alike: Build refuses a side re-keyed since its last repartition,
 // and Run checks that their topics have the same partition count.
 // Package ktable reads a running application's tables (their key-value
-// stores) from outside the topology. Versioned tables (joins as of a
-// record's timestamp) are not there yet.
+// stores) from outside the topology. [Builder.VersionedTable] keeps each
+// key's history, and a stream joins it as of each record's timestamp (a
+// temporal join), whatever order the two topics arrive in.
 //
 // # Testing
 //

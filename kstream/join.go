@@ -1,11 +1,15 @@
 package kstream
 
 import (
+	"time"
+
 	"github.com/weirstream/weir/processor"
 )
 
 // Join joins every record of s with the row of table under the same key,
-// as the table stands when the record is processed, and forwards
+// as the table stands when the record is processed (for a table from
+// [Builder.VersionedTable], as it stood at the record's timestamp), and
+// forwards
 // joiner's result with the record's key, timestamp and headers. A record
 // whose key has no row, a record with a null key and a tombstone produce
 // nothing. Updates of the table produce nothing either: the stream side
@@ -70,15 +74,22 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], table *Table[K, VT], op 
 }
 
 // tableJoiner is the processor of a stream-table join: Kafka Streams'
-// KStreamKTableJoinProcessor.
+// KStreamKTableJoinProcessor. Over a versioned table it looks the table
+// up as of the stream record's timestamp.
 type tableJoiner[K, V, VT, VR any] struct {
 	lookup *lookup[K, VT]
-	get    func(K) (VT, bool, error)
+	get    func(K, time.Time) (VT, bool, error)
 	join   func(K, V, VT, bool) (VR, bool)
 }
 
-func (j *tableJoiner[K, V, VT, VR]) Init(ctx processor.Context[K, VR]) (err error) {
-	j.get, err = j.lookup.open(ctx)
+func (j *tableJoiner[K, V, VT, VR]) Init(ctx processor.Context[K, VR]) error {
+	if j.lookup.asOf != nil {
+		get, err := j.lookup.asOf(ctx)
+		j.get = get
+		return err
+	}
+	get, err := j.lookup.open(ctx)
+	j.get = func(k K, _ time.Time) (VT, bool, error) { return get(k) }
 	return err
 }
 
@@ -88,7 +99,7 @@ func (j *tableJoiner[K, V, VT, VR]) Process(ctx processor.Context[K, VR], rec pr
 	if rec.Tombstone {
 		return nil
 	}
-	row, found, err := j.get(rec.Key)
+	row, found, err := j.get(rec.Key, rec.Timestamp)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package kstream
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -36,6 +37,9 @@ type Table[K, V any] struct {
 type lookup[K, V any] struct {
 	stores []string // the stores to connect to the processor
 	open   func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
+	// asOf, for a versioned table, reads the value a key had at a time: a
+	// stream-table join looks it up as of the stream record's timestamp.
+	asOf func(ctx processor.StoreContext) (func(key K, at time.Time) (V, bool, error), error)
 }
 
 // Name returns the table's name: its store's name for a materialized
@@ -62,6 +66,85 @@ func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], value
 	}, src)
 	b.t.AddStore(spec, n)
 	return &Table[K, V]{b: b, node: n, name: name, keys: keys, values: values, lookup: storeLookup(spec)}
+}
+
+// VersionedTable reads topic as a versioned table: like [Builder.Table],
+// but materialized in a versioned store (processor.Versioned) that keeps
+// each key's values with the times they became valid (the records'
+// timestamps) for history behind stream time. A stream joined to it
+// ([Stream.Join], [Stream.LeftJoin]) looks a key up as of the stream
+// record's timestamp, not as the table stands when the record is
+// processed, so the join does not depend on the order in which the
+// broker delivers the two topics (a temporal join). A table record older
+// than the key's latest version is kept in the history, for lookups of
+// its time, and is not passed on: the table's latest value did not
+// change. Kafka Streams' table materialized as a versioned store.
+func (b *Builder) VersionedTable[K, V any](name, topic string, keys serde.Serde[K], values serde.Serde[V], history time.Duration) *Table[K, V] {
+	src := b.t.AddSource(name+"-source", topic, keys, values, processor.WithTombstones[K, V]())
+	spec := processor.Versioned(name, history, keys, values)
+	n := b.t.AddProcessor(name, func() processor.Processor[K, V, K, change[V]] {
+		return &versionedSource[K, V]{spec: spec, keys: keys, name: name}
+	}, src)
+	b.t.AddStore(spec, n)
+	l := &lookup[K, V]{stores: []string{name},
+		open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+			st, err := spec.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K) (V, bool, error) {
+				v, _, found, err := st.Get(k)
+				return v, found, err
+			}, nil
+		},
+		asOf: func(ctx processor.StoreContext) (func(K, time.Time) (V, bool, error), error) {
+			st, err := spec.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(k K, at time.Time) (V, bool, error) {
+				v, _, found, err := st.GetAsOf(k, at)
+				return v, found, err
+			}, nil
+		}}
+	return &Table[K, V]{b: b, node: n, name: name, keys: keys, values: values, lookup: l}
+}
+
+// versionedSource materializes a topic's records as versions and passes
+// on the updates of each key's latest version.
+type versionedSource[K, V any] struct {
+	spec  *processor.VersionedSpec[K, V]
+	keys  serde.Serde[K]
+	name  string
+	store processor.VersionedStore[K, V]
+}
+
+func (p *versionedSource[K, V]) Init(ctx processor.Context[K, change[V]]) (err error) {
+	p.store, err = p.spec.Open(ctx)
+	return err
+}
+
+func (p *versionedSource[K, V]) Close() error { return nil }
+
+func (p *versionedSource[K, V]) Process(ctx processor.Context[K, change[V]], rec processor.Record[K, V]) error {
+	old, from, found, err := p.store.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	latest := !rec.Timestamp.Before(from) // from is zero when the key has no version
+	if rec.Tombstone {
+		err = p.store.Delete(rec.Key, rec.Timestamp)
+	} else {
+		err = p.store.Put(rec.Key, rec.Value, rec.Timestamp)
+	}
+	if err != nil || !latest || (rec.Tombstone && !found) {
+		return err
+	}
+	c := change[V]{old: old, hasOld: found}
+	if !rec.Tombstone {
+		c.new, c.hasNew = rec.Value, true
+	}
+	return ctx.Forward(processor.Record[K, change[V]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
 }
 
 // storeLookup looks a key up in the store spec declares.

@@ -90,6 +90,10 @@ const (
 	// (processor.TTL); its changelog is compacted like a key-value
 	// store's, expiry sending the tombstones.
 	TTLStore StoreKind = "ttl"
+	// VersionedStore is a key-value store that keeps each key's versions
+	// (processor.Versioned), one entry per version; its changelog is
+	// compacted like a key-value store's.
+	VersionedStore StoreKind = "versioned"
 )
 
 // Store is a state store: local state of one sub-topology, partitioned
