@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -56,26 +57,35 @@ func (e *StoreUnavailableError) Error() string {
 // A StoreReader is safe for concurrent use and stays valid across runs
 // of its App; reads fail while the App is not running.
 type StoreReader struct {
-	a    *App
-	name string
+	a         *App
+	name      string
+	kind      graph.StoreKind
+	retention time.Duration // of a window store
 }
 
-// StoreReader returns a reader of the key-value store name (a store of
-// kind key-value, as processor.KeyValue and the DSL's tables and
-// aggregations declare). It fails if the topology has no such store.
+// StoreReader returns a reader of the store name: a key-value store (as
+// processor.KeyValue and the DSL's tables and aggregations declare), read
+// with Get and Scan, or a window store (processor.Window, the DSL's
+// windowed aggregations), read with FetchWindows. It fails if the
+// topology has no such store.
 func (a *App) StoreReader(name string) (*StoreReader, error) {
 	i := slices.IndexFunc(a.graph.Stores, func(s *graph.Store) bool { return s.Name == name })
 	if i < 0 {
 		return nil, fmt.Errorf("weir: no store %q in the topology", name)
 	}
-	if k := a.graph.Stores[i].Kind; k != graph.KeyValueStore {
-		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value stores", name, k)
+	st := a.graph.Stores[i]
+	if st.Kind != graph.KeyValueStore && st.Kind != graph.WindowStore {
+		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value and window stores", name, st.Kind)
 	}
-	return &StoreReader{a: a, name: name}, nil
+	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention}, nil
 }
 
 // Name returns the store's name.
 func (r *StoreReader) Name() string { return r.name }
+
+// Windowed reports whether the store is a window store (read with
+// FetchWindows) rather than a key-value store (Get and Scan).
+func (r *StoreReader) Windowed() bool { return r.kind == graph.WindowStore }
 
 // placement returns the sub-topology of the store and its partition count,
 // while the App runs.
@@ -158,6 +168,9 @@ func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
 // store holds it. A partition that cannot be read is a
 // *StoreUnavailableError.
 func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
+	if err := r.want(graph.KeyValueStore); err != nil {
+		return nil, false, err
+	}
 	p, err := r.PartitionOf(key)
 	if err != nil {
 		return nil, false, err
@@ -175,6 +188,9 @@ func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
 // fn must not call the reader. A partition that cannot be read is a
 // *StoreUnavailableError.
 func (r *StoreReader) Scan(p int32, lo, hi []byte, fn func(key, value []byte) bool) error {
+	if err := r.want(graph.KeyValueStore); err != nil {
+		return err
+	}
 	return r.read(p, func(s *changelog.Space) error {
 		for k, v := range s.Range(lo, hi) {
 			if !fn(k, v) {
@@ -182,5 +198,43 @@ func (r *StoreReader) Scan(p int32, lo, hi []byte, fn func(key, value []byte) bo
 			}
 		}
 		return s.Err()
+	})
+}
+
+// want fails unless the store is of kind k.
+func (r *StoreReader) want(k graph.StoreKind) error {
+	if r.kind != k {
+		return fmt.Errorf("weir: store %s is a %s store, not a %s store", r.name, r.kind, k)
+	}
+	return nil
+}
+
+// FetchWindows calls fn with the start and committed value of each of
+// key's windows (key serialized) that start in [from, to], both ends
+// included, in ascending order of start, until fn returns false; a window
+// store only. Windows the store keeps past their retention, until its
+// task deletes them, may show. fn must not call the reader. A partition
+// that cannot be read is a *StoreUnavailableError.
+func (r *StoreReader) FetchWindows(key []byte, from, to time.Time, fn func(start time.Time, value []byte) bool) error {
+	if err := r.want(graph.WindowStore); err != nil {
+		return err
+	}
+	p, err := r.PartitionOf(key)
+	if err != nil {
+		return err
+	}
+	return r.read(p, func(s *changelog.Space) error {
+		// The window size only makes the ends of windows, which this
+		// read does not return.
+		w, err := changelog.NewWindowBytes(s, max(r.retention, time.Millisecond), time.Millisecond)
+		if err != nil {
+			return err
+		}
+		for start, v := range w.FetchRange(key, from, to) {
+			if !fn(start, v) {
+				break
+			}
+		}
+		return w.Err()
 	})
 }

@@ -20,6 +20,7 @@ func TestStoreReaderBeforeRun(t *testing.T) {
 	g := b.Stream("in", "in", serde.String(), serde.String()).GroupByKey()
 	g.Count("counts")
 	g.WindowedBy(kstream.Tumbling(time.Minute)).Count("windowed")
+	g.SessionWindowedBy(kstream.Sessions(time.Minute)).Count("sessions")
 	app, err := weir.New(b, weir.Config{ApplicationID: "app", Brokers: []string{"localhost:1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -27,8 +28,21 @@ func TestStoreReaderBeforeRun(t *testing.T) {
 	if _, err := app.StoreReader("nope"); err == nil || !strings.Contains(err.Error(), `no store "nope"`) {
 		t.Errorf("StoreReader(nope) = %v, want no such store", err)
 	}
-	if _, err := app.StoreReader("windowed"); err == nil || !strings.Contains(err.Error(), "window store") {
-		t.Errorf("StoreReader(windowed) = %v, want a refusal of a window store", err)
+	if _, err := app.StoreReader("sessions"); err == nil || !strings.Contains(err.Error(), "session store") {
+		t.Errorf("StoreReader(sessions) = %v, want a refusal of a session store", err)
+	}
+	if _, err := ktable.KeyValue(app, "windowed", serde.String(), serde.Int64()); err == nil {
+		t.Error("ktable.KeyValue accepted a window store")
+	}
+	windows, err := ktable.Window(app, "windowed", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range windows.Fetch("k", time.UnixMilli(0), time.Now()) {
+		t.Error("Fetch yielded a window before Run")
+	}
+	if err := windows.Err(); err == nil {
+		t.Error("Fetch before Run reported no error")
 	}
 	view, err := ktable.KeyValue(app, "counts", serde.String(), serde.Int64())
 	if err != nil {

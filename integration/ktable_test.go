@@ -42,14 +42,17 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	in, app := c.Name(t, "in"), c.Name(t, "app")
 	c.CreateTopic(t, in, 3, nil)
 	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+	grouped := b.Stream("events", in, serde.String(), serde.String()).GroupByKey()
+	grouped.Count("counts")
+	grouped.WindowedBy(kstream.Tumbling(time.Hour)).Count("hourly")
+	hour := time.Now().Truncate(time.Hour)
 
 	want := map[string]int64{}
 	var msgs []*sarama.ProducerMessage
 	for i := range 500 {
 		k := fmt.Sprintf("k%d", i%10)
 		want[k]++
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x"), Timestamp: hour})
 	}
 	harness.Produce(t, c, msgs...)
 
@@ -79,6 +82,19 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	for k, w := range want {
 		if got[k] != w {
 			t.Fatalf("All: %s = %d, want %d", k, got[k], w)
+		}
+	}
+	hourly, err := ktable.Window(first.app, "hourly", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range want {
+		var windows []string
+		for start, n := range hourly.Fetch(k, hour.Add(-time.Hour), hour.Add(time.Hour)) {
+			windows = append(windows, fmt.Sprintf("%s=%d", start.Format(time.RFC3339), n))
+		}
+		if err := hourly.Err(); err != nil || len(windows) != 1 || windows[0] != fmt.Sprintf("%s=%d", hour.UTC().Format(time.RFC3339), w) {
+			t.Fatalf("hourly windows of %s = %v (err %v), want one of %d starting %s", k, windows, err, w, hour.UTC().Format(time.RFC3339))
 		}
 	}
 	if err := first.stop(t); err != nil {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/serde"
@@ -45,6 +46,9 @@ func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values 
 	r, err := app.StoreReader(name)
 	if err != nil {
 		return nil, err
+	}
+	if r.Windowed() {
+		return nil, fmt.Errorf("ktable: store %s is a window store; read it with Window", name)
 	}
 	return &View[K, V]{r: r, keys: keys, values: values}, nil
 }
@@ -185,4 +189,84 @@ func prefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// WindowView is a typed, read-only view of one window store of an App
+// (a windowed aggregation's). It is safe for concurrent use, except that
+// Err reports the iteration errors of all goroutines together.
+type WindowView[K, V any] struct {
+	r      *weir.StoreReader
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	err    error
+}
+
+// Window returns a view of the window store name of app, read with the
+// serdes the store was declared with. It fails if the topology has no
+// window store of that name.
+func Window[K, V any](app *weir.App, name string, keys serde.Serde[K], values serde.Serde[V]) (*WindowView[K, V], error) {
+	if keys == nil || values == nil {
+		return nil, errors.New("ktable: nil serde")
+	}
+	r, err := app.StoreReader(name)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Windowed() {
+		return nil, fmt.Errorf("ktable: store %s is not a window store", name)
+	}
+	return &WindowView[K, V]{r: r, keys: keys, values: values}, nil
+}
+
+// Fetch yields the start and committed aggregate of each of key's windows
+// that start in [from, to], both ends included, in ascending order of
+// start. A partition that cannot be read (see Err) yields nothing.
+func (v *WindowView[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[time.Time, V] {
+	return func(yield func(time.Time, V) bool) {
+		kb, err := v.keys.Serialize(v.r.Name(), key)
+		if err != nil {
+			v.setErr(fmt.Errorf("ktable: %s: serialize key: %w", v.r.Name(), err))
+			return
+		}
+		type window struct {
+			start time.Time
+			v     V
+		}
+		// A key's windows within a range are few (its windows within the
+		// store's retention at most): collect, then yield outside the
+		// reader.
+		var ws []window
+		err = v.r.FetchWindows(kb, from, to, func(start time.Time, vb []byte) bool {
+			val, err := v.values.Deserialize(v.r.Name(), vb)
+			if err != nil {
+				v.setErr(fmt.Errorf("ktable: %s: decode window: %w", v.r.Name(), err))
+				return false
+			}
+			ws = append(ws, window{start, val})
+			return true
+		})
+		if err != nil {
+			v.setErr(err)
+			return
+		}
+		for _, w := range ws {
+			if !yield(w.start, w.v) {
+				return
+			}
+		}
+	}
+}
+
+// Err returns the first error the fetches since the last call met, and
+// clears it.
+func (v *WindowView[K, V]) Err() error {
+	err := v.err
+	v.err = nil
+	return err
+}
+
+func (v *WindowView[K, V]) setErr(err error) {
+	if v.err == nil {
+		v.err = err
+	}
 }
