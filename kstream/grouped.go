@@ -200,12 +200,11 @@ func forwardChange[K, A any](ctx processor.Context[K, change[A]], cache *process
 	if cache == nil {
 		return ctx.Forward(rec)
 	}
-	held, ok, err := cache.Held(rec.Key)
-	if err != nil {
-		return err
-	}
-	if ok {
-		rec.Value.old, rec.Value.hasOld = held.Value.old, held.Value.hasOld
-	}
-	return cache.Forward(rec)
+	return cache.Merge(rec, keepOld[K, A])
+}
+
+// keepOld merges a table change into the one held for its key.
+func keepOld[K, A any](held, next processor.Record[K, change[A]]) processor.Record[K, change[A]] {
+	next.Value.old, next.Value.hasOld = held.Value.old, held.Value.hasOld
+	return next
 }

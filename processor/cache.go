@@ -75,6 +75,15 @@ func NewRecordCache[K, V any](ctx Context[K, V], id func(K) (string, error), siz
 // and forwards the least recently updated records while the instance's
 // caches are over their budget. With caching off it forwards rec.
 func (c *RecordCache[K, V]) Forward(rec Record[K, V]) error {
+	return c.Merge(rec, nil)
+}
+
+// Merge is Forward for records that carry what they replace (the DSL's
+// table updates, with the value forwarded before them): when a record is
+// held for rec's key, merge combines the two (held first) into the
+// record held from now on; nil merge keeps rec. With caching off it
+// forwards rec.
+func (c *RecordCache[K, V]) Merge(rec Record[K, V], merge func(held, next Record[K, V]) Record[K, V]) error {
 	if c.budget == nil {
 		return c.ctx.Forward(rec)
 	}
@@ -88,6 +97,9 @@ func (c *RecordCache[K, V]) Forward(rec Record[K, V]) error {
 	}
 	if e, ok := c.byKey[id]; ok {
 		ce := e.Value.(*cached[K, V])
+		if merge != nil {
+			rec = merge(ce.rec, rec)
+		}
 		ce.rec = rec
 		c.budget.Give(ce.size)
 		c.bytes -= ce.size
@@ -106,25 +118,6 @@ func (c *RecordCache[K, V]) Forward(rec Record[K, V]) error {
 		}
 	}
 	return nil
-}
-
-// Held returns the record held for key, if one is: a processor whose
-// records carry the value they replace (the DSL's table updates) merges a
-// new record with the one held, so that the record forwarded at the
-// commit replaces what was forwarded before it.
-func (c *RecordCache[K, V]) Held(key K) (Record[K, V], bool, error) {
-	if c.budget == nil {
-		return Record[K, V]{}, false, nil
-	}
-	id, err := c.id(key)
-	if err != nil {
-		return Record[K, V]{}, false, err
-	}
-	e, ok := c.byKey[id]
-	if !ok {
-		return Record[K, V]{}, false, nil
-	}
-	return e.Value.(*cached[K, V]).rec, true, nil
 }
 
 // Len returns the number of records held.
