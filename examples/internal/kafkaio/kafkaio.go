@@ -34,35 +34,77 @@ func config(clientID string) *sarama.Config {
 // that another client creates meanwhile is not an error. It returns the
 // topics it created, each with its partition count: "name (n partitions)".
 func EnsureTopics(clientID string, brokers []string, input, output string) (created []string, err error) {
+	return ensure(clientID, brokers, []Topic{{Name: input}, {Name: output}}, 1)
+}
+
+// Topic is a topic for [EnsureCopartitioned] to create when it is
+// missing.
+type Topic struct {
+	Name string
+	// Compact creates the topic with cleanup.policy=compact, for a topic
+	// read as a table: compaction keeps the latest record of every key.
+	// A topic that exists is left as it is.
+	Compact bool
+}
+
+// EnsureCopartitioned creates those of topics that are missing, each with
+// as many partitions as the first of topics that exists has, or
+// DefaultPartitions when none exists, and the broker's default
+// replication; so topics that a join reads side by side get the same
+// partition count, which weir checks at start. Topics that exist are not
+// changed, nor their partition counts compared. A topic that another
+// client creates meanwhile is not an error. It returns the topics it
+// created, as [EnsureTopics] does.
+func EnsureCopartitioned(clientID string, brokers []string, topics ...Topic) (created []string, err error) {
+	return ensure(clientID, brokers, topics, len(topics))
+}
+
+// ensure creates the missing topics among topics, each with as many
+// partitions as the first of topics[:from] that exists has, or
+// DefaultPartitions when none of them exists.
+func ensure(clientID string, brokers []string, topics []Topic, from int) (created []string, err error) {
 	admin, err := sarama.NewClusterAdmin(brokers, config(clientID))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %v: %w", brokers, err)
 	}
 	defer admin.Close()
-	partitions := int32(DefaultPartitions)
-	for _, topic := range []string{input, output} {
-		md, err := admin.DescribeTopics([]string{topic})
+	partitions := int32(0)
+	exists := make([]bool, len(topics))
+	for i, t := range topics {
+		md, err := admin.DescribeTopics([]string{t.Name})
 		if err != nil {
-			return created, fmt.Errorf("describing topic %s: %w", topic, err)
+			return nil, fmt.Errorf("describing topic %s: %w", t.Name, err)
 		}
-		if len(md) == 1 && md[0].Err == sarama.ErrNoError {
-			if topic == input {
-				partitions = int32(len(md[0].Partitions))
-			}
+		exists[i] = len(md) == 1 && md[0].Err == sarama.ErrNoError
+		if exists[i] && i < from && partitions == 0 {
+			partitions = int32(len(md[0].Partitions))
+		}
+	}
+	if partitions == 0 {
+		partitions = DefaultPartitions
+	}
+	for i, t := range topics {
+		if exists[i] {
 			continue
 		}
-		err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
+		detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}
+		if t.Compact {
+			compact := "compact"
+			detail.ConfigEntries = map[string]*string{"cleanup.policy": &compact}
+		}
+		err = admin.CreateTopic(t.Name, detail, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return created, fmt.Errorf("creating topic %s: %w", topic, err)
+			return created, fmt.Errorf("creating topic %s: %w", t.Name, err)
 		}
 		if err == nil {
-			created = append(created, fmt.Sprintf("%s (%d partitions)", topic, partitions))
+			created = append(created, fmt.Sprintf("%s (%d partitions)", t.Name, partitions))
 		}
 	}
 	return created, nil
 }
 
-// Record is a record to produce. A nil Key is a null key.
+// Record is a record to produce. A nil Key is a null key, a nil Value a
+// null value (a tombstone).
 type Record struct {
 	Key, Value []byte
 	Timestamp  time.Time
@@ -78,7 +120,10 @@ func Produce(clientID string, brokers []string, topic string, records []Record) 
 	defer p.Close()
 	msgs := make([]*sarama.ProducerMessage, len(records))
 	for i, r := range records {
-		msgs[i] = &sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(r.Value), Timestamp: r.Timestamp}
+		msgs[i] = &sarama.ProducerMessage{Topic: topic, Timestamp: r.Timestamp}
+		if r.Value != nil {
+			msgs[i].Value = sarama.ByteEncoder(r.Value)
+		}
 		if r.Key != nil {
 			msgs[i].Key = sarama.ByteEncoder(r.Key)
 		}
