@@ -24,6 +24,12 @@
 // stops the driver, as it would stop an application: the failing call and
 // every later one return it.
 //
+// A record piped to the topic of a global store (a kstream.GlobalTable)
+// goes into the store at once, as the application's global updater
+// writes it; [InputTopic.PipeTombstone] deletes a key from a table or a
+// global table. An output record with a null value is read back as a
+// tombstone (processor.Record.Tombstone).
+//
 // # Time
 //
 // Stream time follows the records' timestamps, as in an application.
