@@ -55,6 +55,11 @@ type loadSpec struct {
 	// bad, if set, marks records: their value is badValue instead of the
 	// usual one.
 	bad func(i int64) bool
+	// record, if set, gives record i's key and value instead of
+	// recordKey(i) and the usual value; its values are valueSize bytes
+	// (the result's byte counts assume it).
+	record    func(i int64) (key, value []byte)
+	valueSize int
 	// profile names the CPU profile, PREFIX-<profile>.pprof; "" takes no
 	// profile (a load inside another measurement).
 	profile, name string
@@ -130,6 +135,10 @@ func loadRecords(ctx context.Context, o *options, c *cluster, l loadSpec) (*resu
 		defer close(sending)
 		for i := l.from; i < l.to; i++ {
 			msg := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(recordKey(i)), Value: value}
+			if l.record != nil {
+				k, v := l.record(i)
+				msg.Key, msg.Value = sarama.ByteEncoder(k), sarama.ByteEncoder(v)
+			}
 			if l.bad != nil && l.bad(i) {
 				msg.Value = sarama.ByteEncoder(badValue)
 			}
@@ -172,12 +181,16 @@ func loadRecords(ctx context.Context, o *options, c *cluster, l loadSpec) (*resu
 		return nil, nil, fmt.Errorf("%s: topic %s holds %d records, want %d", what, topic, sum, l.to)
 	}
 
+	valueSize := o.valueSize
+	if l.record != nil {
+		valueSize = l.valueSize
+	}
 	r := &result{
 		Workload:         wlLoad,
 		Name:             name,
 		Round:            1,
 		Records:          records,
-		Bytes:            records * int64(keySize+o.valueSize),
+		Bytes:            records * int64(keySize+valueSize),
 		FirstSeconds:     time.Duration(acks.first.Load()).Seconds(),
 		ProcessedSeconds: time.Duration(acks.last.Load()).Seconds(),
 		EndSeconds:       time.Duration(acks.last.Load()).Seconds(),

@@ -18,6 +18,9 @@
 // The aborts workload (not in the default set) runs three exactly-once
 // weir instances and makes the broker refuse K of their output records,
 // to count the rebalances each aborted transaction costs (aborts.go).
+// The join workload (not in the default set, join.go) measures a
+// stream-table join written with package kstream over a table of
+// -join-table-keys keys against the DSL count of the same stream.
 // Every run uses new topics, consumer groups and application ids and deletes
 // them at the end, also when it fails. See README.md for the workloads and
 // the figures measured on the project's machine.
@@ -29,6 +32,7 @@
 //	cd bench && go run . -workloads count [-records 1000000] [-rounds 2]
 //	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
 //	cd bench && go run . -workloads aborts [-records 200000] [-aborts 5]
+//	cd bench && go run . -workloads join [-records 1000000] [-join-table-keys 100000] [-rounds 3]
 package main
 
 import (
@@ -69,6 +73,7 @@ const (
 	wlCount             = "count"
 	wlAborts            = "aborts"
 	wlWordcount         = "wordcount"
+	wlJoin              = "join"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
@@ -79,7 +84,7 @@ var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrou
 var readOrder = []string{wlSarama, wlSource, wlSaramaPassthrough, wlSaramaTxn, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlAborts, wlWordcount)
+var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlAborts, wlWordcount, wlJoin)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -111,6 +116,9 @@ type options struct {
 
 	// wcInstances is the wordcount workload's instance count.
 	wcInstances int
+
+	// joinTableKeys is the join workload's table size.
+	joinTableKeys int64
 }
 
 func main() {
@@ -150,6 +158,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	aborts := fs.Int("aborts", 5, "aborts workload: bad input records, each an output record the broker refuses (an aborted transaction); 0 is a baseline without injection")
 	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
 	wcInstances := fs.Int("wc-instances", 1, "wordcount workload: weir instances (each with -threads threads) sharing the work")
+	joinTableKeys := fs.Int64("join-table-keys", 100_000, "join workload: keys of the table topic; the stream's keys are drawn uniformly from them")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each workload's wait for its records")
@@ -182,6 +191,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		aborts:         *aborts,
 		abortsWindow:   *abortsWindow,
 		wcInstances:    *wcInstances,
+		joinTableKeys:  *joinTableKeys,
 		registryURL:    *registryURL,
 	}
 	fs.Visit(func(f *flag.Flag) { o.partitionsSet = o.partitionsSet || f.Name == "partitions" })
@@ -208,6 +218,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 	if o.rounds < 1 {
 		errs = append(errs, fmt.Errorf("-rounds: %d is below 1", o.rounds))
+	}
+	if o.joinTableKeys < 1 || o.joinTableKeys > 1<<31-1 {
+		errs = append(errs, fmt.Errorf("-join-table-keys: %d is not in [1, %d]", o.joinTableKeys, 1<<31-1))
 	}
 	if o.commitInterval < 0 {
 		errs = append(errs, fmt.Errorf("-commit-interval: negative (%v)", o.commitInterval))
@@ -413,8 +426,16 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 			return err
 		}
 	}
+	if slices.Contains(o.workloads, wlJoin) {
+		if rep.Records == 0 {
+			rep.Records = o.records
+		}
+		if err := runJoins(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
+	}
 	if slices.Contains(o.workloads, wlAborts) {
-		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) {
+		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlJoin) {
 			// The header describes the aborts workload alone.
 			rep.Records, rep.Partitions, rep.Guarantee = o.records, o.abortsPartitions(), weir.ExactlyOnce.String()
 		}
@@ -439,7 +460,7 @@ func commitIntervalLabel(o *options) string {
 // refuse the configuration the weir workloads use (such as a guarantee
 // that is not available yet).
 func checkWeirConfig(o *options) error {
-	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) && !slices.Contains(o.workloads, wlRestore) {
+	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlJoin) {
 		return nil
 	}
 	t := processor.NewTopology()

@@ -43,6 +43,12 @@ type report struct {
 
 	// Wordcounts are the wordcount workload's (wordcount.go).
 	Wordcounts []*wordcountResult `json:"wordcounts,omitempty"`
+
+	// JoinTableKeys, Joins and JoinRatios are the join workload's
+	// (join.go).
+	JoinTableKeys int64         `json:"join_table_keys,omitempty"`
+	Joins         []*joinResult `json:"joins,omitempty"`
+	JoinRatios    []joinRatio   `json:"join_ratios,omitempty"`
 }
 
 // ratio compares a weir workload with the bare sarama consumer group,
@@ -168,6 +174,11 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	if len(r.Wordcounts) > 0 {
 		if err := r.writeWordcountTable(w); err != nil {
+			return err
+		}
+	}
+	if len(r.Joins) > 0 {
+		if err := r.writeJoinTable(w); err != nil {
 			return err
 		}
 	}
