@@ -471,12 +471,17 @@ func TestReaderCompactedGaps(t *testing.T) {
 	all := harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(ms []*sarama.ConsumerMessage) bool {
 		return len(ms) > 0 && ms[len(ms)-1].Offset >= end-1
 	})
+	// The cleaner goes on while the two read: a filler, and key-4's
+	// tombstone (delete.retention.ms is 100 ms), may be gone by the time
+	// sarama reads. The other keys' records are cleaned for good.
+	settled := func(key string) bool { return key != "filler" && key != "key-4" }
 	var want []readerRec
 	for _, m := range all {
-		if m.Offset < end {
+		if m.Offset < end && settled(string(m.Key)) {
 			want = append(want, readerRec{string(m.Key), string(m.Value), m.Value == nil, m.Offset})
 		}
 	}
+	got = slices.DeleteFunc(got, func(g readerRec) bool { return !settled(g.Key) })
 	if d := readerDiff(got, want); d != "" {
 		t.Errorf("reader and sarama's consumer differ: %s", d)
 	}
