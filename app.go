@@ -202,8 +202,10 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
+	tc := a.cfg.taskConfig()
 	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor,
-		DeadLetter: a.cfg.deadLetterTopics(), Logger: a.cfg.Logger}, a.graph)
+		DeadLetter: a.cfg.deadLetterTopics(), Logger: a.cfg.Logger,
+		RawRestore: func(topic string) bool { return tc.PoliciesFor(topic).Deserialization.Fails() }}, a.graph)
 	if err != nil {
 		return publicError(err)
 	}
@@ -285,6 +287,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			RestoreSlots:  make(chan struct{}, a.cfg.State.MaxConcurrentRestores),
 			Cache:         a.cfg.cacheBudget(),
 			Globals:       globals,
+			CommittedOffset: func(topic string, partition int32) (int64, bool, error) {
+				return committedOffset(admin, a.cfg.ApplicationID, topic, partition)
+			},
 		},
 		ProcessID: dir.ProcessID,
 		Admin:     admin,
@@ -382,3 +387,20 @@ func (a *App) processID() string {
 
 // Describe returns the topology's description.
 func (a *App) Describe() string { return a.graph.Describe() }
+
+// committedOffset reads the group's committed offset of one partition;
+// found is false when it has none.
+func committedOffset(admin sarama.ClusterAdmin, group, topic string, partition int32) (int64, bool, error) {
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: {partition}})
+	if err != nil {
+		return 0, false, err
+	}
+	b := resp.GetBlock(topic, partition)
+	if b == nil {
+		return 0, false, nil
+	}
+	if b.Err != sarama.ErrNoError {
+		return 0, false, b.Err
+	}
+	return b.Offset, b.Offset >= 0, nil
+}

@@ -55,9 +55,15 @@ func (t *Table[K, V]) Name() string { return t.name }
 // for a key the table does not hold changes nothing and is not passed
 // on. Kafka Streams' StreamsBuilder.table.
 //
-// The topic serves as nothing but input: the store has a changelog of its
-// own (Kafka Streams can restore from a compacted source topic instead;
-// weir does not yet).
+// When the topic is compacted and its records cannot be skipped (the
+// topic's DeserializationErrors policy is Fail, the default), the topic
+// is the store's changelog: weir writes none, and restores the store from
+// the topic up to the group's committed offset (Kafka Streams'
+// source-topic optimization; see processor.Topology.UseSourceAsChangelog).
+// The restored keys are the topic's bytes, so keys must serialize to the
+// bytes they were read from (serde.String, serde.Bytes and the integer
+// serdes do; JSON keys written by another program may not). Otherwise
+// the store has a changelog of its own.
 func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], values serde.Serde[V]) *Table[K, V] {
 	src := b.t.AddSource(name+"-source", topic, keys, values, processor.WithTombstones[K, V]())
 	spec := processor.KeyValue(name, keys, values)
@@ -65,6 +71,7 @@ func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], value
 		return &tableSource[K, V]{spec: spec, keys: keys, name: name}
 	}, src)
 	b.t.AddStore(spec, n)
+	b.t.UseSourceAsChangelog(name, src)
 	return &Table[K, V]{b: b, node: n, name: name, keys: keys, values: values, lookup: storeLookup(spec)}
 }
 

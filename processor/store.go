@@ -204,6 +204,44 @@ func (t *Topology) ConnectStore(user NodeRef, names ...string) {
 	}
 }
 
+// UseSourceAsChangelog makes source's topic the changelog of the
+// key-value store name, which must hold exactly that topic's records (the
+// key and value bytes as they are, a null value deleting its key): a
+// table read from a topic. When the topic is compacted, weir writes no
+// changelog for the store, and restores it from the topic, up to the
+// offset the group has committed; otherwise the store keeps a changelog
+// of its own. Kafka Streams' source-topic optimization
+// (reuse.ktable.source.topics).
+//
+// The restore applies the topic's records as they are: a record the
+// store's processor would have skipped (one that cannot be decoded; one
+// with a null key, which the restore leaves out too) would be restored.
+// Use it for topics whose records are all valid, read with a key serde
+// that writes a key back to the bytes it was read from: the restored
+// keys are the topic's bytes, and a key whose bytes differ would be a
+// second key in the store. weir restores from the topic only when the
+// topic's DeserializationErrors policy is Fail.
+func (t *Topology) UseSourceAsChangelog(name string, source NodeRef) {
+	n := source.graphNode()
+	switch {
+	case n == nil || source.topology() != t:
+		t.fail("UseSourceAsChangelog: store %q: the source is nil or of another topology", name)
+		return
+	case n.Kind != graph.KindSource || n.Internal:
+		t.fail("UseSourceAsChangelog: store %q: %s %q is not a source of an input topic", name, n.Kind, n.Name)
+		return
+	}
+	i := slices.IndexFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name })
+	switch {
+	case i < 0:
+		t.fail("UseSourceAsChangelog: no store %q", name)
+	case t.g.Stores[i].Kind != graph.KeyValueStore:
+		t.fail("UseSourceAsChangelog: store %q is a %s store; only a key-value store can follow a topic", name, t.g.Stores[i].Kind)
+	default:
+		t.g.Stores[i].Source = n.Topic
+	}
+}
+
 // KeyValueStore is a typed key-value store. Keys are ordered by their
 // serialized bytes, which is numeric order for serde.Int64 only for
 // non-negative keys and lexical order for serde.String.

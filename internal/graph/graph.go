@@ -109,6 +109,11 @@ type Store struct {
 	// Keys and Values are the store's serdes when their bytes carry a
 	// schema registry id (see [SchemaSerde]); nil otherwise.
 	Keys, Values SchemaSerde
+	// Source, when set, is the input topic whose records are the store's
+	// contents (a table read from a topic): when the topic is compacted
+	// it serves as the store's changelog, and no changelog topic is
+	// written (Layout.SourceChangelog).
+	Source string
 }
 
 // SchemaSerde is what the runtime needs of a serde whose bytes carry the

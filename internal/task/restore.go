@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -75,6 +76,13 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	end, err := r.End(ctx)
 	if err != nil {
 		return err
+	}
+	if st.source {
+		// The store follows the task's input topic: it holds what the
+		// task committed, and the task processes the rest itself.
+		if end, err = t.sourceEnd(ctx, r, st, end); err != nil {
+			return err
+		}
 	}
 	ckpt, ok, err := st.space.Checkpoint()
 	if err != nil {
@@ -153,6 +161,11 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		// The records with the local index entries they imply, which the
 		// changelog does not hold (see storeIndex). They keep pointing
 		// into the fetch's buffers, which the batch keeps alive.
+		if st.source {
+			// A record with a null key is not in the store: the table
+			// drops it.
+			recs = slices.DeleteFunc(recs, func(r changelog.Record) bool { return r.Key == nil })
+		}
 		entries, err := changelog.RestoreEntries(bufs[cur][:0], recs, idx)
 		if err != nil {
 			return err
@@ -232,6 +245,24 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)
 	}
 	return nil
+}
+
+// sourceEnd returns where the restore of a store whose changelog is the
+// task's input topic ends: the group's committed offset of the task's
+// partition (records after it the task processes itself, into the store),
+// or the topic's start when the group has committed none, at most end.
+func (t *Task) sourceEnd(ctx context.Context, r *changelog.Reader, st *taskStore, end int64) (int64, error) {
+	if t.sh.CommittedOffset == nil {
+		return 0, fmt.Errorf("no way to read the committed offset of %s", st.topic)
+	}
+	off, found, err := t.sh.CommittedOffset(st.topic, t.id.Partition)
+	if err != nil {
+		return 0, fmt.Errorf("reading the committed offset of %s/%d: %w", st.topic, t.id.Partition, err)
+	}
+	if !found {
+		return r.Start(ctx)
+	}
+	return min(off, end), nil
 }
 
 // restoreBatch is a batch of changelog records being written to Badger.

@@ -121,6 +121,10 @@ type Shared struct {
 	// Globals holds the bytes of each global store (Graph.Globals), which
 	// the instance keeps current and every task reads.
 	Globals map[string]changelog.Bytes
+	// CommittedOffset reads the group's committed offset of an input
+	// partition (found false for none), where the restore of a store
+	// whose changelog is its input topic ends.
+	CommittedOffset func(topic string, partition int32) (offset int64, found bool, err error)
 }
 
 // Host is the stream thread that runs a task: the task's only way out.

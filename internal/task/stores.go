@@ -30,6 +30,10 @@ type RestoreListener interface {
 type taskStore struct {
 	spec  *graph.Store
 	topic string // changelog topic
+	// source: the changelog is the store's input topic (topic), which
+	// the task consumes (Layout.SourceChangelog). Nothing is produced for
+	// the store; its checkpoint is the task's position in that topic.
+	source bool
 	space *changelog.Space
 	buf   *changelog.Buffer
 	users map[string]bool
@@ -75,9 +79,14 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 			continue
 		}
 		space := sh.DB.Space(s.Name, t.id.Partition)
+		topic, source := sh.Layout.SourceChangelog[s.Name]
+		if !source {
+			topic = graph.ChangelogTopic(sh.ApplicationID, s.Name)
+		}
 		st := &taskStore{
-			spec:  s,
-			topic: graph.ChangelogTopic(sh.ApplicationID, s.Name),
+			spec:   s,
+			topic:  topic,
+			source: source,
 			space: space,
 			buf:   changelog.NewBuffer(space),
 			ckpt:  -1, staged: -1,
@@ -143,7 +152,7 @@ func storeIndex(k graph.StoreKind) changelog.Index {
 func (t *Task) SendChangelog() error {
 	for _, st := range t.stores {
 		changes := st.buf.Changes()
-		if len(changes) == 0 {
+		if len(changes) == 0 || st.source {
 			continue
 		}
 		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
@@ -168,6 +177,13 @@ func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
 		}
 		st.staged = -1
 		switch {
+		case st.source:
+			// The commit committed the task's position in the topic
+			// that is the store's changelog: everything below it is in
+			// the store.
+			if pos := t.position(st.topic); pos >= 0 && (pos != st.ckpt || at.Sub(st.ckptAt) >= checkpointRefresh) {
+				st.staged = pos
+			}
 		case st.last != nil:
 			st.staged = st.last.Offset + 1
 		case st.ckpt >= 0 && at.Sub(st.ckptAt) >= checkpointRefresh:
@@ -215,3 +231,14 @@ func (r readOnly) Put(key, value []byte) error {
 }
 
 func (r readOnly) Delete(key []byte) error { return r.Put(key, nil) }
+
+// position returns the next offset the task will consume of topic (its
+// own partition of it), -1 before it has consumed any.
+func (t *Task) position(topic string) int64 {
+	for _, p := range t.parts {
+		if p.tp.Topic == topic {
+			return p.consumed
+		}
+	}
+	return -1
+}

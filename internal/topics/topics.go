@@ -36,6 +36,10 @@ type Layout struct {
 	// long its tombstones are sure to stay once compaction reaches them.
 	// A restore trusts a checkpoint that is younger (see restoreStore).
 	DeleteRetention map[string]time.Duration
+	// SourceChangelog names the stores whose changelog is their input
+	// topic (graph.Store.Source, when the topic is compacted): store ->
+	// topic. No changelog topic exists for them.
+	SourceChangelog map[string]string
 }
 
 // Limit is what a topic refuses, as configured at start.
@@ -60,6 +64,11 @@ type Options struct {
 	// must exist, like sink topics, and their limits are read.
 	DeadLetter []string
 	Logger     *slog.Logger
+	// RawRestore reports whether a store may follow its input topic
+	// (graph.Store.Source): only when every record of the topic is in
+	// the store, that is when a record that cannot be decoded stops the
+	// application instead of being skipped. nil means never.
+	RawRestore func(topic string) bool
 }
 
 // MissingError reports source and sink topics that do not exist.
@@ -94,6 +103,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		SourceNode: map[string]*graph.Node{},
 
 		DeleteRetention: map[string]time.Duration{},
+		SourceChangelog: map[string]string{},
 	}
 	if err := client.RefreshMetadata(); err != nil {
 		return nil, fmt.Errorf("weir: reading cluster metadata: %w", err)
@@ -236,6 +246,21 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		if len(st.Users) == 0 {
 			continue
 		}
+		if st.Source != "" && c.RawRestore != nil && c.RawRestore(st.Source) {
+			dr, compacted, err := sourceChangelog(admin, st.Source)
+			if err != nil {
+				return nil, err
+			}
+			if compacted {
+				l.SourceChangelog[st.Name] = st.Source
+				l.DeleteRetention[st.Source] = dr
+				continue
+			}
+			if c.Logger != nil {
+				c.Logger.Info("the input topic of a store is not compacted; the store keeps a changelog of its own",
+					"store", st.Name, "topic", st.Source)
+			}
+		}
 		name := graph.ChangelogTopic(app, st.Name)
 		dr, err := ensureChangelog(client, admin, c, name, st, l.Partitions[subOf[st.Users[0]]], exists[name])
 		if err != nil {
@@ -254,7 +279,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		}
 	}
 	for _, st := range g.Stores {
-		if len(st.Users) > 0 {
+		if _, ok := l.SourceChangelog[st.Name]; len(st.Users) > 0 && !ok {
 			written = append(written, graph.ChangelogTopic(app, st.Name))
 		}
 	}
@@ -397,6 +422,29 @@ func ensureChangelog(client sarama.Client, admin sarama.ClusterAdmin, c *Options
 		deleteRetention = time.Duration(ms) * time.Millisecond
 	}
 	return deleteRetention, nil
+}
+
+// sourceChangelog reports whether the input topic can serve as a store's
+// changelog (its cleanup.policy includes compact), with its
+// delete.retention.ms.
+func sourceChangelog(admin sarama.ClusterAdmin, topic string) (time.Duration, bool, error) {
+	entries, err := describe(admin, sarama.ConfigResource{Type: sarama.TopicResource, Name: topic,
+		ConfigNames: []string{"cleanup.policy", "delete.retention.ms"}})
+	if err != nil {
+		return 0, false, fmt.Errorf("weir: describing topic %s: %w", topic, err)
+	}
+	dr, compacted := DefaultDeleteRetention, false
+	for _, e := range entries {
+		switch e.Name {
+		case "cleanup.policy":
+			compacted = strings.Contains(e.Value, "compact")
+		case "delete.retention.ms":
+			if ms, err := strconv.ParseInt(e.Value, 10, 64); err == nil && ms >= 0 {
+				dr = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	return dr, compacted, nil
 }
 
 // ConfigResource names a topic's retention.ms, for describing it.
