@@ -34,9 +34,9 @@ type taskStore struct {
 	// the task consumes (Layout.SourceChangelog). Nothing is produced for
 	// the store; its checkpoint is the task's position in that topic.
 	source bool
-	space *changelog.Space
-	buf   *changelog.Buffer
-	users map[string]bool
+	space  *changelog.Space
+	buf    *changelog.Buffer
+	users  map[string]bool
 	// last is the newest changelog record sent for this partition by the
 	// commit under way; after the flush its offset gives the checkpoint.
 	last *sarama.ProducerMessage
@@ -87,9 +87,9 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 			spec:   s,
 			topic:  topic,
 			source: source,
-			space: space,
-			buf:   changelog.NewBuffer(space),
-			ckpt:  -1, staged: -1,
+			space:  space,
+			buf:    changelog.NewBuffer(space),
+			ckpt:   -1, staged: -1,
 			users: map[string]bool{},
 		}
 		for _, u := range s.Users {
