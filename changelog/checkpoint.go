@@ -58,6 +58,48 @@ func (s *Space) SetCheckpointAt(offset int64, at time.Time) error {
 	return nil
 }
 
+// Log returns the log the partition's checkpoint is an offset of, when it
+// is not the store's changelog topic (SetLog); "" for the changelog.
+func (s *Space) Log() (string, error) {
+	var log string
+	err := s.db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(s.ckptLog)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		log = string(v)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("changelog: reading the checkpoint log of %s/%d: %w", s.store, s.partition, err)
+	}
+	return log, nil
+}
+
+// SetLog records that the partition's checkpoint is an offset of log (a
+// store restored from its input topic), or, with "", of the store's
+// changelog topic. A checkpoint read against another log than the one it
+// was taken in would skip or replay the wrong records: the restore
+// compares the two. Drop removes the mark with the checkpoint.
+func (s *Space) SetLog(log string) error {
+	s.db.drop.RLock()
+	defer s.db.drop.RUnlock()
+	err := s.db.bdb.Update(func(txn *badger.Txn) error {
+		if log == "" {
+			return txn.Delete(s.ckptLog)
+		}
+		return txn.Set(s.ckptLog, []byte(log))
+	})
+	if err != nil {
+		return fmt.Errorf("changelog: writing the checkpoint log of %s/%d: %w", s.store, s.partition, err)
+	}
+	return nil
+}
+
 // A checkpoint is two keys written in one transaction: the offset, 8 bytes
 // big-endian, under the checkpoint key, as weir has always kept it, and
 // the time in Unix milliseconds, 8 bytes big-endian, under a key of its

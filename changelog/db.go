@@ -164,6 +164,9 @@ const (
 	kindData           = 'd'
 	kindCheckpoint     = 'c'
 	kindCheckpointTime = 't'
+	// kindCheckpointLog marks a partition whose checkpoint is an offset of
+	// another log than the store's changelog topic (SetLog).
+	kindCheckpointLog = 'l'
 )
 
 func spacePrefix(kind byte, store string, partition int32) []byte {
@@ -181,6 +184,7 @@ func (d *DB) Space(store string, partition int32) *Space {
 		prefix:   spacePrefix(kindData, store, partition),
 		ckpt:     spacePrefix(kindCheckpoint, store, partition),
 		ckptTime: spacePrefix(kindCheckpointTime, store, partition),
+		ckptLog:  spacePrefix(kindCheckpointLog, store, partition),
 	}
 }
 
@@ -194,6 +198,7 @@ type Space struct {
 	prefix    []byte
 	ckpt      []byte
 	ckptTime  []byte
+	ckptLog   []byte
 	err       error
 }
 
@@ -357,7 +362,7 @@ func (s *Space) Drop() error {
 	}
 	s.db.drop.Lock()
 	defer s.db.drop.Unlock()
-	err := s.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime)
+	err := s.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime, s.ckptLog)
 	s.db.cache.clear() // drops are rare: forget everything rather than scan
 	if err != nil {
 		return fmt.Errorf("changelog: dropping state: %w", err)
@@ -369,7 +374,7 @@ func (s *Space) Drop() error {
 func (s *Space) empty() bool {
 	found := false
 	_ = s.db.bdb.View(func(txn *badger.Txn) error {
-		for _, p := range [][]byte{s.prefix, s.ckpt, s.ckptTime} {
+		for _, p := range [][]byte{s.prefix, s.ckpt, s.ckptTime, s.ckptLog} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			it.Rewind()
 			found = found || it.Valid()

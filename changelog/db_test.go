@@ -361,3 +361,45 @@ func TestLastWritten(t *testing.T) {
 		t.Errorf("LastWritten of an in-memory database = %v, want zero", got)
 	}
 }
+
+// The log a checkpoint is an offset of is kept per partition and goes
+// with the checkpoint when the partition is dropped.
+func TestCheckpointLog(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, other := db.Space("customers", 1), db.Space("customers", 2)
+	if log, err := s.Log(); err != nil || log != "" {
+		t.Fatalf("Log of a new partition = %q, %v; want the changelog (\"\")", log, err)
+	}
+	if err := s.SetCheckpointAt(7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLog("customers-topic"); err != nil {
+		t.Fatal(err)
+	}
+	if log, err := s.Log(); err != nil || log != "customers-topic" {
+		t.Fatalf("Log = %q, %v; want customers-topic", log, err)
+	}
+	if log, _ := other.Log(); log != "" {
+		t.Fatalf("another partition's Log = %q", log)
+	}
+	if err := s.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	if log, err := s.Log(); err != nil || log != "" {
+		t.Fatalf("Log after Drop = %q, %v; want none", log, err)
+	}
+	if err := s.SetLog("t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLog(""); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := s.Log(); log != "" {
+		t.Fatalf("Log after SetLog(\"\") = %q", log)
+	}
+}

@@ -98,6 +98,18 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	// begun, as tombstones written before the restore started may still
 	// vanish before it reaches them. A full restore reads every record
 	// it applies after start.
+	if ok {
+		// A checkpoint taken in another log (the store switched between
+		// its changelog topic and its input topic) says nothing here.
+		log, err := st.space.Log()
+		if err != nil {
+			return err
+		}
+		if want := st.sourceLog(); log != want {
+			t.log.Info("store checkpoint is of another log; restoring in full", "store", st.spec.Name, "checkpoint_log", log, "log", want)
+			ok = false
+		}
+	}
 	var since time.Time
 	reason := fullNoState
 	if ok {
@@ -233,6 +245,9 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	// Having read up to end, the state holds everything the changelog had
 	// when the restore started; later records are newer than start.
 	if err := st.space.SetCheckpointAt(next, start); err != nil {
+		return err
+	}
+	if err := st.space.SetLog(st.sourceLog()); err != nil {
 		return err
 	}
 	st.ckpt, st.ckptAt = next, start

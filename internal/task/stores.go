@@ -49,6 +49,16 @@ type taskStore struct {
 	remaining atomic.Int64
 }
 
+// sourceLog is the log the store's checkpoints are offsets of, as
+// changelog.Space.SetLog records it: its input topic, or "" for its own
+// changelog topic.
+func (st *taskStore) sourceLog() string {
+	if st.source {
+		return st.topic
+	}
+	return ""
+}
+
 // checkpointRefresh is how often an idle store partition's checkpoint is
 // written again with the current time. Its state still holds everything
 // its changelog has below the checkpoint (the task owns the partition and
