@@ -17,6 +17,8 @@ import (
 // Kafka Streams' Suppressed.
 type Suppression struct {
 	untilWindowCloses bool
+	// idleClose is CloseWhenIdle's: 0 means stream time only.
+	idleClose time.Duration
 	// timeLimit, limit and whenFull are UntilTimeLimit's.
 	timeLimit time.Duration
 	limit     BufferLimit
@@ -48,6 +50,30 @@ func UntilWindowCloses(limit ...BufferLimit) Suppression {
 		s.limit, s.whenFull = limit[0], FailWhenFull
 	default:
 		s.whenFull = -1 // reported by problems
+	}
+	return s
+}
+
+// CloseWhenIdle returns s, an [UntilWindowCloses] suppression, closing
+// windows by the wall clock too when their task's stream time stops: once
+// the stream time has not moved for d of wall-clock time, the suppression
+// acts as if it had moved on with the wall clock since it stopped, and
+// emits the windows that such a stream time would have closed. A quiet
+// partition (no more records, so no stream time) then still gets its
+// final results. Beyond Kafka Streams, which emits them only when records
+// arrive again.
+//
+// What it costs: a window closed this way is final. An update of it that
+// arrives later (the records were only late) is dropped by the
+// suppression and counted in weir_records_late_total, as a record after
+// the grace period is. The point up to which windows were closed is kept
+// in the buffer's store, so a restart does not emit a window twice.
+// Checked every d/2 of wall-clock time (at least every millisecond). d
+// must be a whole number of milliseconds, at least one.
+func (s Suppression) CloseWhenIdle(d time.Duration) Suppression {
+	s.idleClose = d
+	if d == 0 {
+		s.idleClose = -1 // reported by problems
 	}
 	return s
 }
@@ -108,6 +134,10 @@ func UntilTimeLimit(d time.Duration, limit BufferLimit, whenFull WhenFull) Suppr
 // problems returns what is wrong with s, for Build.
 func (s Suppression) problems() []string {
 	switch {
+	case s.idleClose != 0 && !s.untilWindowCloses:
+		return []string{"CloseWhenIdle applies to UntilWindowCloses only"}
+	case s.idleClose != 0 && (s.idleClose < time.Millisecond || !wholeMS(s.idleClose)):
+		return []string{fmt.Sprintf("CloseWhenIdle %v is not a positive whole number of milliseconds", s.idleClose)}
 	case s.untilWindowCloses && s.whenFull == -1:
 		return []string{"UntilWindowCloses takes one BufferLimit at most"}
 	case s.untilWindowCloses && s.limit != (BufferLimit{}) && (s.limit.MaxRecords < 0 || s.limit.MaxBytes < 0):
@@ -171,7 +201,7 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 		spec = processor.KeyValue[bufferKey[K], bufferValue[V]](name, nil, nil)
 	}
 	n := t.b.t.AddProcessor(name, func() processor.Processor[Windowed[K], V, Windowed[K], V] {
-		return &suppressor[K, V]{spec: spec, closeLag: lag, name: name, limit: s.limit,
+		return &suppressor[K, V]{spec: spec, closeLag: lag, name: name, limit: s.limit, idle: s.idleClose,
 			keys: bufferKeySerde[K]{t.keys}, values: bufferValueSerde[V]{t.values}}
 	}, t.node)
 	t.b.t.AddStore(spec, n)
@@ -244,6 +274,25 @@ type suppressor[K, V any] struct {
 	// while no window can close: stream time moves with every record.
 	earliest      int64
 	earliestKnown bool
+	// idle is CloseWhenIdle's (0: none). closedThrough is the window end
+	// up to which the wall clock has closed windows (math.MinInt64 none),
+	// kept in the store under closedKey; lastST and since are the stream
+	// time last seen by the idle check and the wall-clock time it was
+	// first seen.
+	idle          time.Duration
+	closedThrough int64
+	lastST        int64
+	since         time.Time
+}
+
+// closedMark is the end and start of the buffer entry that keeps the
+// point up to which the wall clock closed windows (CloseWhenIdle): after
+// every window in the store's order (end, big-endian), so that emit,
+// which stops at the first window still open, never reaches it.
+const closedMark = math.MaxInt64
+
+func (s *suppressor[K, V]) closedKey() bufferKey[K] {
+	return bufferKey[K]{end: closedMark, start: closedMark}
 }
 
 func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err error) {
@@ -255,8 +304,45 @@ func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err erro
 	// A stream-time punctuator fires after every record that advances
 	// the stream time (times are whole milliseconds), which is when
 	// windows close.
-	_, err = ctx.Schedule(time.Millisecond, processor.StreamTime, s.emit)
+	if _, err = ctx.Schedule(time.Millisecond, processor.StreamTime, s.emit); err != nil || s.idle <= 0 {
+		return err
+	}
+	s.closedThrough, s.since = math.MinInt64, time.Time{}
+	v, found, err := s.buf.Get(s.closedKey())
+	if err != nil {
+		return err
+	}
+	if found {
+		s.closedThrough = v.ts
+	}
+	_, err = ctx.Schedule(max(s.idle/2, time.Millisecond), processor.WallClockTime, s.idleTick)
 	return err
+}
+
+// idleTick closes windows by the wall clock once the stream time has not
+// moved for s.idle (see CloseWhenIdle).
+func (s *suppressor[K, V]) idleTick(now time.Time) error {
+	st := s.ctx.StreamTime()
+	if st.IsZero() {
+		return nil
+	}
+	if ms := st.UnixMilli(); ms != s.lastST || s.since.IsZero() {
+		s.lastST, s.since = ms, now
+		return nil
+	}
+	idleFor := now.Sub(s.since)
+	if idleFor < s.idle {
+		return nil
+	}
+	closeAt := s.lastST + idleFor.Milliseconds() - s.closeLag
+	if closeAt <= s.closedThrough {
+		return nil
+	}
+	s.closedThrough = closeAt
+	if err := s.buf.Put(s.closedKey(), bufferValue[V]{ts: closeAt}); err != nil {
+		return err
+	}
+	return s.emitUpTo(closeAt)
 }
 
 func (s *suppressor[K, V]) Close() error { return nil }
@@ -265,6 +351,15 @@ func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec pr
 	// The aggregation forwards updates of open windows only, so the
 	// entry waits for a later advance of the stream time.
 	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
+	if s.idle > 0 && k.end <= s.closedThrough {
+		// The wall clock closed this window, and emitted its result.
+		if !rec.Tombstone {
+			processor.CountLate(ctx)
+			ctx.Logger().Debug("weir: update of a window closed by the wall clock dropped", "store", s.name,
+				"window_end_ms", k.end, "closed_through_ms", s.closedThrough)
+		}
+		return nil
+	}
 	if rec.Tombstone {
 		// A session merged into another: it has no final result.
 		return s.drop(k)
@@ -320,6 +415,9 @@ func (s *suppressor[K, V]) full() bool {
 func (s *suppressor[K, V]) account(k bufferKey[K], v bufferValue[V]) error {
 	if !s.counted {
 		for k, v := range s.buf.All() {
+			if k.end == closedMark {
+				continue // CloseWhenIdle's mark, not a window
+			}
 			n, err := s.size(k, v)
 			if err != nil {
 				return err
@@ -361,7 +459,12 @@ func (s *suppressor[K, V]) size(k bufferKey[K], v bufferValue[V]) (int64, error)
 // has closed. The buffer is ordered by window end, so they are its first
 // entries.
 func (s *suppressor[K, V]) emit(now time.Time) error {
-	closeAt := now.UnixMilli() - s.closeLag
+	return s.emitUpTo(now.UnixMilli() - s.closeLag)
+}
+
+// emitUpTo forwards and deletes the buffered windows that end at closeAt
+// or earlier.
+func (s *suppressor[K, V]) emitUpTo(closeAt int64) error {
 	if s.earliestKnown && s.earliest > closeAt {
 		return nil
 	}

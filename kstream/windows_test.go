@@ -548,3 +548,56 @@ func TestSuppressUntilWindowClosesWithALimit(t *testing.T) {
 		t.Errorf("two limits: Build = %v", err)
 	}
 }
+
+// TestSuppressCloseWhenIdle: with CloseWhenIdle, a window whose task's
+// stream time stopped (a quiet partition) is emitted once the wall clock
+// has gone past its close as if the stream time had moved on with it; an
+// update of it that arrives after is dropped and counted as late, never a
+// second result; and the stream time, when it moves again, closes the
+// next windows as usual.
+func TestSuppressCloseWhenIdle(t *testing.T) {
+	t.Parallel()
+	w := kstream.Tumbling(time.Minute)
+	b := kstream.NewBuilder()
+	b.Stream("in", "in", serde.String(), serde.String()).
+		GroupByKey().
+		WindowedBy(w).
+		Count("counts").
+		Suppress("final-counts", kstream.UntilWindowCloses().CloseWhenIdle(10*time.Second)).
+		ToStream(kstream.WindowedKey).
+		To("final", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+	d, reg := windowedDriver(t, b)
+	in := weirtest.Input(d, "in", serde.String(), serde.String())
+	pipe := func(key string, ts int64) {
+		t.Helper()
+		if err := in.Pipe(key, "x", at(ts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	advance := func(d2 time.Duration, want ...string) {
+		t.Helper()
+		if err := d.AdvanceWallClock(d2); err != nil {
+			t.Fatal(err)
+		}
+		if got := windowedOutput(t, d, "final", w.Size()); !slices.Equal(got, want) {
+			t.Errorf("after %v more of wall clock: emitted %q, want %q", d2, got, want)
+		}
+	}
+	pipe("A", 10_000)
+	pipe("A", 20_000)                             // stream time 20 s, window [0,60 s) open
+	advance(5 * time.Second)                      // the idle check starts watching
+	advance(30 * time.Second)                     // idle 30 s: as if stream time were 50 s, still open
+	advance(20*time.Second, "A[0,60000)=2@20000") // idle 50 s: 70 s, past the end
+	pipe("A", 30_000)                             // an update of the emitted window: dropped
+	if got := windowedOutput(t, d, "final", w.Size()); len(got) != 0 {
+		t.Errorf("a second result %q for a window closed by the wall clock", got)
+	}
+	if n := metric(t, reg, "weir_records_late_total"); n != 1 {
+		t.Errorf("%v late records counted, want the update of the closed window", n)
+	}
+	pipe("B", 70_000)  // [60 s,120 s) opens; stream time moves
+	pipe("B", 130_000) // and closes it, by stream time
+	if got := windowedOutput(t, d, "final", w.Size()); !slices.Equal(got, []string{"B[60000,120000)=1@70000"}) {
+		t.Errorf("stream time emitted %q, want B[60000,120000)=1@70000", got)
+	}
+}
