@@ -130,8 +130,10 @@
 // updates back in a store of its own and emits the final aggregate once,
 // when the window closes; with [UntilTimeLimit] it emits each key and
 // window's latest update at most once per time limit, from a bounded
-// buffer. [WindowedGrouped.LateTo] writes the records dropped as late to
-// a topic of their own.
+// buffer. [Suppression.CloseWhenIdle] also closes windows by the wall
+// clock when a partition goes quiet (beyond Kafka Streams).
+// [WindowedGrouped.LateTo] writes the records dropped as late to a topic
+// of their own.
 //
 // # Tables and joins
 //
