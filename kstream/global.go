@@ -75,41 +75,10 @@ func globalJoin[K, V, KG, VG, VR any](s *Stream[K, V], g *GlobalTable[KG, VG], o
 		s.b.fail("%s of %q with %q: nil key function", op, s.name, g.name)
 	}
 	name := nameOf(s.name, op+"-"+g.name, opts)
-	spec := g.spec
+	l := storeLookup(g.spec)
 	n := s.b.t.AddProcessor(name, func() processor.Processor[K, V, K, VR] {
-		return &globalJoiner[K, V, KG, VG, VR]{spec: spec, key: key, join: join}
+		return &tableJoiner[K, V, KG, VG, VR]{lookup: l, keyOf: key, join: join}
 	}, s.node)
 	s.b.t.ConnectStore(n, g.name)
 	return derive(s, n, name)
-}
-
-// globalJoiner is the processor of a stream-global-table join: Kafka
-// Streams' KStreamKTableJoinProcessor over a GlobalKTable.
-type globalJoiner[K, V, KG, VG, VR any] struct {
-	spec  *processor.KeyValueSpec[KG, VG]
-	key   func(K, V) KG
-	join  func(K, V, VG, bool) (VR, bool)
-	store processor.KeyValueStore[KG, VG]
-}
-
-func (j *globalJoiner[K, V, KG, VG, VR]) Init(ctx processor.Context[K, VR]) (err error) {
-	j.store, err = j.spec.Open(ctx)
-	return err
-}
-
-func (j *globalJoiner[K, V, KG, VG, VR]) Close() error { return nil }
-
-func (j *globalJoiner[K, V, KG, VG, VR]) Process(ctx processor.Context[K, VR], rec processor.Record[K, V]) error {
-	if rec.Tombstone {
-		return nil
-	}
-	row, found, err := j.store.Get(j.key(rec.Key, rec.Value))
-	if err != nil {
-		return err
-	}
-	out, ok := j.join(rec.Key, rec.Value, row, found)
-	if !ok {
-		return nil
-	}
-	return ctx.Forward(processor.Record[K, VR]{Key: rec.Key, Value: out, Timestamp: rec.Timestamp, Headers: rec.Headers})
 }

@@ -65,7 +65,7 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], table *Table[K, VT], op 
 	name := nameOf(s.name, op+"-"+table.name, opts)
 	l := table.lookup
 	n := s.b.t.AddProcessor(name, func() processor.Processor[K, V, K, VR] {
-		return &tableJoiner[K, V, VT, VR]{lookup: l, join: join}
+		return &tableJoiner[K, V, K, VT, VR]{lookup: l, keyOf: recordKey[K, V], join: join}
 	}, s.node)
 	if l != nil {
 		s.b.t.ConnectStore(n, l.stores...)
@@ -74,32 +74,38 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], table *Table[K, VT], op 
 }
 
 // tableJoiner is the processor of a stream-table join: Kafka Streams'
-// KStreamKTableJoinProcessor. Over a versioned table it looks the table
-// up as of the stream record's timestamp.
-type tableJoiner[K, V, VT, VR any] struct {
-	lookup *lookup[K, VT]
-	get    func(K, time.Time) (VT, bool, error)
+// KStreamKTableJoinProcessor. It looks a record up under keyOf(record):
+// the record's key for a table, a key computed from the record for a
+// global table. Over a versioned table it looks the table up as of the
+// stream record's timestamp.
+type tableJoiner[K, V, KT, VT, VR any] struct {
+	lookup *lookup[KT, VT]
+	keyOf  func(K, V) KT
+	get    func(KT, time.Time) (VT, bool, error)
 	join   func(K, V, VT, bool) (VR, bool)
 }
 
-func (j *tableJoiner[K, V, VT, VR]) Init(ctx processor.Context[K, VR]) error {
+// recordKey is a stream-table join's keyOf: the record's own key.
+func recordKey[K, V any](k K, _ V) K { return k }
+
+func (j *tableJoiner[K, V, KT, VT, VR]) Init(ctx processor.Context[K, VR]) error {
 	if j.lookup.asOf != nil {
 		get, err := j.lookup.asOf(ctx)
 		j.get = get
 		return err
 	}
 	get, err := j.lookup.open(ctx)
-	j.get = func(k K, _ time.Time) (VT, bool, error) { return get(k) }
+	j.get = func(k KT, _ time.Time) (VT, bool, error) { return get(k) }
 	return err
 }
 
-func (j *tableJoiner[K, V, VT, VR]) Close() error { return nil }
+func (j *tableJoiner[K, V, KT, VT, VR]) Close() error { return nil }
 
-func (j *tableJoiner[K, V, VT, VR]) Process(ctx processor.Context[K, VR], rec processor.Record[K, V]) error {
+func (j *tableJoiner[K, V, KT, VT, VR]) Process(ctx processor.Context[K, VR], rec processor.Record[K, V]) error {
 	if rec.Tombstone {
 		return nil
 	}
-	row, found, err := j.get(rec.Key, rec.Timestamp)
+	row, found, err := j.get(j.keyOf(rec.Key, rec.Value), rec.Timestamp)
 	if err != nil {
 		return err
 	}
