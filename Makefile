@@ -97,4 +97,4 @@ PEERS_FLAGS ?=
 bench-peers:
 	@. "$(ENV_FILE)" && cd bench/peers/kstreams && mvn -q -B -DskipTests package && \
 	cd .. && go build -o $(CURDIR)/bin/peers . && \
-	$(CURDIR)/bin/peers -kstreams kstreams -results ../results $(PEERS_FLAGS)
+	$(CURDIR)/bin/peers -kstreams kstreams -results ../results $(if $(wildcard $(dir $(ENV_FILE))broker.pid),-broker-pid-file "$(dir $(ENV_FILE))broker.pid") $(PEERS_FLAGS)

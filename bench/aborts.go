@@ -474,7 +474,7 @@ func runAborts(ctx context.Context, o *options, c *cluster, logger *slog.Logger,
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 
-	m, err := startMeasurement(o.cpuProfile, wlAborts, round)
+	m, err := startMeasurement(o.profiling, wlAborts, round)
 	if err != nil {
 		return nil, err
 	}

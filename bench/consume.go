@@ -68,7 +68,7 @@ func runSaramaGroup(ctx context.Context, o *options, c *cluster, topic, group st
 		return errors.Join(errs...)
 	}
 
-	m, err := startMeasurement(o.cpuProfile, wlSarama, round)
+	m, err := startMeasurement(o.profiling, wlSarama, round)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func runWeir(ctx context.Context, o *options, c *cluster, logger *slog.Logger, i
 	}
 	c.addGroup(id)
 
-	m, err := startMeasurement(o.cpuProfile, workload, round)
+	m, err := startMeasurement(o.profiling, workload, round)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +422,7 @@ func runSaramaPassthrough(ctx context.Context, o *options, c *cluster, input, ou
 		return errors.Join(errs...)
 	}
 
-	m, err := startMeasurement(o.cpuProfile, wlSaramaPassthrough, round)
+	m, err := startMeasurement(o.profiling, wlSaramaPassthrough, round)
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,9 @@ type countResult struct {
 	CommitP50  float64 `json:"commit_p50_seconds"`
 	CommitP99  float64 `json:"commit_p99_seconds"`
 	CommitMean float64 `json:"commit_mean_seconds"`
+	// CommitSeconds is the histogram's sum: the thread's time spent
+	// committing, all threads together.
+	CommitSeconds float64 `json:"commit_seconds"`
 	// Transactions is weir_transactions_total by result (exactly once).
 	Transactions map[string]float64 `json:"transactions,omitempty"`
 
@@ -199,7 +202,7 @@ func runCount(ctx context.Context, o *options, c *cluster, logger *slog.Logger, 
 	vo.guarantee = v.Guarantee
 	vo.commitInterval = v.Interval
 
-	m, err := startMeasurement(o.cpuProfile, fmt.Sprintf("count-%s-%s", v.Guarantee, v.effectiveInterval()), round)
+	m, err := startMeasurement(o.profiling, fmt.Sprintf("count-%s-%s", v.Guarantee, v.effectiveInterval()), round)
 	if err != nil {
 		return nil, err
 	}
@@ -374,6 +377,7 @@ func (r *countResult) readMetrics(reg *recordingRegisterer) error {
 			r.Commits = h.count
 			r.CommitP50 = h.quantile(0.50)
 			r.CommitP99 = h.quantile(0.99)
+			r.CommitSeconds = h.sum
 			if h.count > 0 {
 				r.CommitMean = h.sum / float64(h.count)
 			}

@@ -381,7 +381,7 @@ func runJoinApp(ctx context.Context, o *options, c *cluster, logger *slog.Logger
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 
-	m, err := startMeasurement(o.cpuProfile, fmt.Sprintf("join-%s-%s", app, o.guarantee), round)
+	m, err := startMeasurement(o.profiling, fmt.Sprintf("join-%s-%s", app, o.guarantee), round)
 	if err != nil {
 		return nil, err
 	}

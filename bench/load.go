@@ -118,11 +118,11 @@ func loadRecords(ctx context.Context, o *options, c *cluster, l loadSpec) (*resu
 		}
 	}()
 
-	prefix := o.cpuProfile
+	prof := o.profiling
 	if l.profile == "" {
-		prefix = ""
+		prof = profiling{}
 	}
-	m, err := startMeasurement(prefix, l.profile, 1)
+	m, err := startMeasurement(prof, l.profile, 1)
 	if err != nil {
 		return nil, nil, err
 	}

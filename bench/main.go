@@ -102,7 +102,7 @@ type options struct {
 	verify         bool
 	sharedClient   bool
 	json           bool
-	cpuProfile     string
+	profiling      profiling
 	logLevel       string
 
 	restoreRecords     []int64
@@ -166,6 +166,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	sharedClient := fs.Bool("sarama-shared-client", false, "in the sarama passthrough, share one client (one broker connection) between group and producer, as a weir thread does")
 	jsonOut := fs.Bool("json", false, "print machine-readable JSON instead of the table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured workload to PREFIX-<workload>.pprof")
+	trace := fs.Bool("trace", false, "with -cpuprofile, also write an execution trace of each measured workload to PREFIX-<workload>.trace (go tool trace; its -pprof=sync and -pprof=sched show where the stream threads wait)")
 	logLevel := fs.String("log", "off", "weir's logs on stderr: off, info or debug (debug adds sarama's)")
 	registryURL := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL (Confluent-compatible API) for the count workload's Avro store variant, which is left out without one (default: $WEIR_SCHEMA_REGISTRY_URL)")
 	if err := fs.Parse(args); err != nil {
@@ -186,7 +187,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		verify:         *verify,
 		sharedClient:   *sharedClient,
 		json:           *jsonOut,
-		cpuProfile:     *cpuProfile,
+		profiling:      profiling{prefix: *cpuProfile, trace: *trace},
 		logLevel:       *logLevel,
 		aborts:         *aborts,
 		abortsWindow:   *abortsWindow,

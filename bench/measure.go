@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -138,21 +139,29 @@ func (r *result) summary() string {
 	return s
 }
 
-// measurement covers one workload's measured interval: CPU time and,
-// when asked for, a CPU profile.
-type measurement struct {
-	cpu0    time.Duration
-	profile *os.File
+// profiling says what a measurement records besides CPU time: with a
+// prefix, a CPU profile, and with trace also an execution trace.
+type profiling struct {
+	prefix string
+	trace  bool
 }
 
-// startMeasurement starts the CPU accounting and, if prefix is set, a CPU
-// profile written to prefix-<workload>[-r<round>].pprof.
-func startMeasurement(prefix, workload string, round int) (*measurement, error) {
+// measurement covers one workload's measured interval: CPU time and,
+// when asked for, a CPU profile and an execution trace.
+type measurement struct {
+	cpu0           time.Duration
+	profile, trace *os.File
+}
+
+// startMeasurement starts the CPU accounting and, if p.prefix is set, a
+// CPU profile written to prefix-<workload>[-r<round>].pprof (and an
+// execution trace to .trace when p.trace is set).
+func startMeasurement(p profiling, workload string, round int) (*measurement, error) {
 	m := &measurement{cpu0: cpuTime()}
-	if prefix == "" {
+	if p.prefix == "" {
 		return m, nil
 	}
-	name := prefix + "-" + workload
+	name := p.prefix + "-" + workload
 	if round > 1 {
 		name += fmt.Sprintf("-r%d", round)
 	}
@@ -165,6 +174,19 @@ func startMeasurement(prefix, workload string, round int) (*measurement, error) 
 		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	m.profile = f
+	if p.trace {
+		t, err := os.Create(name + ".trace")
+		if err == nil {
+			if err = trace.Start(t); err != nil {
+				t.Close()
+			}
+		}
+		if err != nil {
+			_, _ = m.stop()
+			return nil, fmt.Errorf("execution trace: %w", err)
+		}
+		m.trace = t
+	}
 	return m, nil
 }
 
@@ -176,6 +198,13 @@ func (m *measurement) stop() (time.Duration, error) {
 	}
 	used := cpuTime() - m.cpu0
 	m.cpu0 = -1
+	if m.trace != nil {
+		trace.Stop()
+		if err := m.trace.Close(); err != nil {
+			return used, fmt.Errorf("execution trace: %w", err)
+		}
+		m.trace = nil
+	}
 	if m.profile != nil {
 		pprof.StopCPUProfile()
 		err := m.profile.Close()

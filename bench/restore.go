@@ -202,7 +202,7 @@ func runSaramaRead(ctx context.Context, o *options, topic string, hwm []int64, n
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
 	sc.Consumer.Return.Errors = true
 
-	m, err := startMeasurement(o.cpuProfile, fmt.Sprintf("restore-%d-sarama", n), round)
+	m, err := startMeasurement(o.profiling, fmt.Sprintf("restore-%d-sarama", n), round)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ func runWeirRestore(ctx context.Context, o *options, logger *slog.Logger, app, i
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	profile := map[string]string{restoreFull: "full", restoreRestart: "restart", restoreDeleted: "deleted"}[kind]
-	m, err := startMeasurement(o.cpuProfile, fmt.Sprintf("restore-%d-c%d-%s", n, conc, profile), round)
+	m, err := startMeasurement(o.profiling, fmt.Sprintf("restore-%d-c%d-%s", n, conc, profile), round)
 	if err != nil {
 		return nil, err
 	}

@@ -214,7 +214,7 @@ func runSaramaTxnPassthrough(ctx context.Context, o *options, c *cluster, input,
 		return errors.Join(errs...)
 	}
 
-	m, err := startMeasurement(o.cpuProfile, wlSaramaTxn, round)
+	m, err := startMeasurement(o.profiling, wlSaramaTxn, round)
 	if err != nil {
 		return nil, err
 	}

@@ -89,7 +89,19 @@ type wordcountResult struct {
 	// last count was right.
 	OutputRecords int64              `json:"output_records"`
 	Transactions  map[string]float64 `json:"transactions,omitempty"`
-	Timeline      []wcPoint          `json:"timeline"`
+	// Commits counts the commits of every thread and instance (the
+	// final ones of Close included); CommitSeconds is the time they
+	// took, summed (weir_commit_duration_seconds); CommitP99 is the
+	// largest instance's 99th percentile, in seconds.
+	Commits       uint64  `json:"commits"`
+	CommitSeconds float64 `json:"commit_seconds"`
+	CommitP99     float64 `json:"commit_p99_seconds"`
+	// BusySeconds and IdleSeconds split the stream threads' wall time
+	// until the output was complete (summed over threads): working
+	// (processing, committing) and waiting for records.
+	BusySeconds float64   `json:"busy_seconds"`
+	IdleSeconds float64   `json:"idle_seconds"`
+	Timeline    []wcPoint `json:"timeline"`
 }
 
 // wcInput is the pre-produced input and the counts it must give.
@@ -284,7 +296,7 @@ func runWordcount(ctx context.Context, o *options, c *cluster, logger *slog.Logg
 	}
 	defer reader.close()
 
-	m, err := startMeasurement(o.cpuProfile, fmt.Sprintf("wordcount-%s", v.Guarantee), round)
+	m, err := startMeasurement(o.profiling, fmt.Sprintf("wordcount-%s", v.Guarantee), round)
 	if err != nil {
 		return nil, err
 	}
@@ -336,6 +348,12 @@ func runWordcount(ctx context.Context, o *options, c *cluster, logger *slog.Logg
 	took := time.Since(start)
 	cpu, perr := m.stop()
 	res.OutputRecords, _ = reader.progress()
+	for _, app := range apps {
+		for _, th := range app.Snapshot().Threads {
+			res.BusySeconds += th.Busy.Seconds()
+			res.IdleSeconds += th.Idle.Seconds()
+		}
+	}
 	res.Seconds = took.Seconds()
 	res.LinesPerSecond = float64(in.lines) / took.Seconds()
 	res.CPUSeconds = cpu.Seconds()
@@ -343,24 +361,18 @@ func runWordcount(ctx context.Context, o *options, c *cluster, logger *slog.Logg
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	for _, reg := range regs {
-		fams, err := reg.gatherUpdated()
-		if err != nil {
-			return nil, fmt.Errorf("%s: gathering metrics: %w", name, err)
+		var m countResult
+		if err := m.readMetrics(reg); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		for _, f := range fams {
-			if f.GetName() != "weir_transactions_total" {
-				continue
+		res.Commits += m.Commits
+		res.CommitSeconds += m.CommitSeconds
+		res.CommitP99 = max(res.CommitP99, m.CommitP99)
+		for k, v := range m.Transactions {
+			if res.Transactions == nil {
+				res.Transactions = map[string]float64{}
 			}
-			for _, mt := range f.GetMetric() {
-				for _, l := range mt.GetLabel() {
-					if l.GetName() == "result" {
-						if res.Transactions == nil {
-							res.Transactions = map[string]float64{}
-						}
-						res.Transactions[l.GetValue()] += mt.GetCounter().GetValue()
-					}
-				}
-			}
+			res.Transactions[k] += v
 		}
 	}
 	return res, nil
@@ -482,14 +494,14 @@ func (r *countReader) close() {
 func (r *report) writeWordcountTable(w io.Writer) error {
 	fmt.Fprintf(w, "\nwordcount (%d lines x %d words, %d distinct; split -> repartition by word -> count -> output):\n", r.Wordcounts[0].Lines, wcWordsPerLine, wcVocabulary)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "variant\tthreads\tinstances\tround\tlines/s\tseconds\tCPU s\toutput recs\ttransactions\t\n")
+	fmt.Fprintf(tw, "variant\tthreads\tinstances\tround\tlines/s\tseconds\tCPU s\toutput recs\tbusy s\tidle s\tcommits\tcommitting s\tcommit p99 ms\ttransactions\t\n")
 	for _, res := range r.Wordcounts {
 		txn := "-"
 		if res.Transactions != nil {
 			txn = fmt.Sprintf("%.0f committed / %.0f aborted", res.Transactions["committed"], res.Transactions["aborted"])
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.1f\t%d\t%s\t\n", res.Variant, res.Threads, res.Instances, res.Round,
-			res.LinesPerSecond, res.Seconds, res.CPUSeconds, res.OutputRecords, txn)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.1f\t%d\t%.1f\t%.1f\t%d\t%.2f\t%.0f\t%s\t\n", res.Variant, res.Threads, res.Instances, res.Round,
+			res.LinesPerSecond, res.Seconds, res.CPUSeconds, res.OutputRecords, res.BusySeconds, res.IdleSeconds, res.Commits, res.CommitSeconds, res.CommitP99*1e3, txn)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -69,6 +70,10 @@ type options struct {
 	java           string
 	kstreamsLog    string // the Kafka Streams peer's slf4j-simple level
 	results        string // directory for the table; "" prints only
+	// brokerPID is the local broker's process, whose CPU time each run
+	// reports (the broker shares the machine's cores with the peer); 0:
+	// not reported.
+	brokerPID int
 }
 
 var (
@@ -94,6 +99,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	java := fs.String("java", "java", "the java command")
 	kstreamsLog := fs.String("kstreams-log", "warn", "the Kafka Streams peer's log level (slf4j-simple: error, warn, info, debug)")
 	results := fs.String("results", "", "directory to write the table to (peers-<time>.md); empty prints it only")
+	brokerPIDFile := fs.String("broker-pid-file", "", "file holding the local broker's PID (make kafka-up writes one next to env.sh): each run reports the broker's CPU time too")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -101,6 +107,15 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		kstreams: *kstreams, java: *java, kstreamsLog: *kstreamsLog, results: *results}
 	o.brokers = strings.Split(*brokers, ",")
 	var errs []error
+	if *brokerPIDFile != "" {
+		b, err := os.ReadFile(*brokerPIDFile)
+		if err == nil {
+			o.brokerPID, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-broker-pid-file: %w", err))
+		}
+	}
 	list := func(name, v string, known []string) []string {
 		var out []string
 		for s := range strings.SplitSeq(v, ",") {

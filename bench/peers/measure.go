@@ -24,8 +24,12 @@ type result struct {
 	// count.
 	total, steady time.Duration
 	cpu           time.Duration // the process's user+system CPU until then
-	peakRSS       int64         // the process's VmHWM until then, bytes
-	outputs       int           // output records read (read_committed)
+	// brokerCPU is the local broker's CPU time over the same span (zero
+	// when not known): what the peer's traffic cost the broker, which
+	// shares the machine's cores.
+	brokerCPU time.Duration
+	peakRSS   int64 // the process's VmHWM until then, bytes
+	outputs   int   // output records read (read_committed)
 }
 
 func (r result) rate() float64 {
@@ -36,8 +40,8 @@ func (r result) rate() float64 {
 }
 
 func (r result) summary() string {
-	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, peak RSS %d MiB, %d output records",
-		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.peakRSS>>20, r.outputs)
+	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, broker %.1f CPU s, peak RSS %d MiB, %d output records",
+		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.peakRSS>>20, r.outputs)
 }
 
 // measure starts peer on w's input with a fresh application id and output
@@ -62,6 +66,7 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 	}
 	defer reader.close()
 
+	brokerBefore := brokerCPU(o)
 	start := time.Now()
 	p, err := startPeer(o, self, peer, peerArgs{w.name, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit})
 	if err != nil {
@@ -106,6 +111,7 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 		return r, fmt.Errorf("%d of %d keys reached their count: %w", reached, len(w.want), err)
 	}
 	done := time.Now()
+	r.brokerCPU = brokerCPU(o) - brokerBefore
 	stopJoin()
 	from := <-joined
 	if from.IsZero() || from.After(first) {
@@ -155,6 +161,19 @@ func usage(pid int) (time.Duration, int64, error) {
 		}
 	}
 	return cpu, rss, nil
+}
+
+// brokerCPU returns the local broker's CPU time so far, or zero when its
+// process is not known (or gone).
+func brokerCPU(o *options) time.Duration {
+	if o.brokerPID == 0 {
+		return 0
+	}
+	cpu, _, err := usage(o.brokerPID)
+	if err != nil {
+		return 0
+	}
+	return cpu
 }
 
 // tail returns the end of a process's output, for errors.
@@ -235,6 +254,7 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	if err := c.produceTo(msgs); err != nil {
 		return r, err
 	}
+	brokerBefore := brokerCPU(o)
 	start := time.Now()
 	second, err := startPeer(o, self, peer, args)
 	if err != nil {
@@ -255,6 +275,7 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 		return r, fmt.Errorf("restoring: %w", err)
 	}
 	done := time.Now()
+	r.brokerCPU = brokerCPU(o) - brokerBefore
 	r.total, r.steady = done.Sub(start), done.Sub(start)
 	r.cpu, r.peakRSS, err = usage(second.cmd.Process.Pid)
 	if err != nil {

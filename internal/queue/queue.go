@@ -4,6 +4,12 @@
 // A Queue holds at most a number of items and of bytes. Push blocks while
 // it is full, which stops the fetching goroutine and so stops fetching:
 // a slow task makes lag grow, never memory. The consumer side never blocks.
+//
+// A blocked Push resumes once the queue has drained to half of both
+// limits (or is empty), not at every item that leaves: waking the
+// fetching goroutine for one record at a time made the two goroutines
+// trade the processor record by record, and on a machine with few cores
+// the stream thread spent most of its time waiting for its turn to run.
 package queue
 
 import (
@@ -35,7 +41,7 @@ type Queue[T any] struct {
 	head, n int
 	bytes   int
 	closed  bool
-	space   chan struct{} // signalled (cap 1) when an item leaves or on close
+	space   chan struct{} // signalled (cap 1) when a waiting Push may go on, or on close
 	done    chan struct{} // closed by Close
 
 	blocked time.Duration // time Push spent waiting for space
@@ -124,10 +130,17 @@ func (q *Queue[T]) Pop() (T, bool) {
 	q.head = (q.head + 1) % len(q.items)
 	q.n--
 	q.bytes -= q.size(v)
+	// Wake a waiting Push only once half the queue is free (see the
+	// package comment). The Push rechecks its own item's room and waits
+	// again if it does not fit; every Pop below the mark signals again,
+	// and an empty queue admits any item, so it cannot wait forever.
+	wake := !q.waiting.IsZero() && (q.n == 0 || 2*q.n <= q.limits.Items && 2*q.bytes <= q.limits.Bytes)
 	q.mu.Unlock()
-	select {
-	case q.space <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case q.space <- struct{}{}:
+		default:
+		}
 	}
 	return v, true
 }

@@ -122,3 +122,65 @@ func TestNotifyOnPush(t *testing.T) {
 		t.Fatalf("notify called %d times, want 2", calls)
 	}
 }
+
+// A blocked Push resumes once half the queue is free, not at the first
+// Pop: the fetching goroutine is woken once per half queue, not once per
+// record.
+func TestBlockedPushResumesAtHalf(t *testing.T) {
+	t.Parallel()
+	q := New(Limits{Items: 10, Bytes: 1000}, size, nil)
+	for range 10 {
+		if err := q.Push(context.Background(), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := pushInBackground(q, "y")
+	waitForBlockedPush(t, q)
+	for i := range 4 {
+		q.Pop()
+		if n, _ := q.Len(); len(q.space) != 0 || n != 10-i-1 {
+			t.Fatalf("a Pop leaving %d of 10 items let the waiting Push go on (%d items queued)", 10-i-1, n)
+		}
+	}
+	q.Pop() // 5 of 10 left: half free
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := q.Len(); n != 6 {
+		t.Fatalf("after the resumed Push: %d items, want 6", n)
+	}
+}
+
+// An item that does not fit at the half mark waits on and goes in once
+// the queue has room for it: the mark never strands a Push.
+func TestLargeItemResumesBelowTheMark(t *testing.T) {
+	t.Parallel()
+	q := New(Limits{Items: 10, Bytes: 10}, size, nil)
+	for range 10 {
+		if err := q.Push(context.Background(), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := pushInBackground(q, "yyyyyyyy") // 8 bytes: fits once 2 are left
+	waitForBlockedPush(t, q)
+	for range 8 {
+		q.Pop()
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, b := q.Len(); n != 3 || b != 10 {
+		t.Fatalf("Len = %d items, %d bytes; want 3, 10", n, b)
+	}
+}
+
+// waitForBlockedPush polls, bounded, until a Push is waiting for room.
+func waitForBlockedPush(t *testing.T, q *Queue[string]) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); q.Blocked() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("Push into a full queue did not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
