@@ -116,6 +116,8 @@ type options struct {
 
 	// wcInstances is the wordcount workload's instance count.
 	wcInstances int
+	// wcVariants are the wordcount variants to run, in wcVariants' order.
+	wcVariants []wcVariant
 
 	// joinTableKeys is the join workload's table size.
 	joinTableKeys int64
@@ -158,6 +160,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	aborts := fs.Int("aborts", 5, "aborts workload: bad input records, each an output record the broker refuses (an aborted transaction); 0 is a baseline without injection")
 	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
 	wcInstances := fs.Int("wc-instances", 1, "wordcount workload: weir instances (each with -threads threads) sharing the work")
+	wcVariantNames := fs.String("wc-variants", "", "wordcount workload: the variants to run, a comma list of their labels (default all: "+wcVariantLabels()+")")
 	joinTableKeys := fs.Int64("join-table-keys", 100_000, "join workload: keys of the table topic; the stream's keys are drawn uniformly from them")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
@@ -242,6 +245,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 	if o.restoreConcurrency, err = parsePositives[int](*restoreConcurrency); err != nil {
 		errs = append(errs, fmt.Errorf("-restore-concurrency: %w", err))
+	}
+	if o.wcVariants, err = parseWcVariants(*wcVariantNames); err != nil {
+		errs = append(errs, fmt.Errorf("-wc-variants: %w", err))
 	}
 	if slices.Contains(o.workloads, wlAborts) {
 		errs = append(errs, o.checkAborts()...)

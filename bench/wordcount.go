@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -62,6 +63,38 @@ var wcVariants = []wcVariant{
 	{Label: "EOS 100ms DSL", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond, DSL: true},
 	{Label: "EOS 100ms DSL cached", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond, DSL: true, Cache: true},
 	{Label: "ALOS 100ms", Guarantee: weir.AtLeastOnce, Interval: 100 * time.Millisecond},
+}
+
+// wcVariantLabels lists the variants' labels, for the flag's help.
+func wcVariantLabels() string {
+	labels := make([]string, len(wcVariants))
+	for i, v := range wcVariants {
+		labels[i] = v.Label
+	}
+	return strings.Join(labels, ", ")
+}
+
+// parseWcVariants returns the variants a comma list of labels names, in
+// wcVariants' order; an empty list means all of them.
+func parseWcVariants(list string) ([]wcVariant, error) {
+	if strings.TrimSpace(list) == "" {
+		return wcVariants, nil
+	}
+	want := map[string]bool{}
+	for l := range strings.SplitSeq(list, ",") {
+		l = strings.TrimSpace(l)
+		if !slices.ContainsFunc(wcVariants, func(v wcVariant) bool { return v.Label == l }) {
+			return nil, fmt.Errorf("unknown variant %q (want %s)", l, wcVariantLabels())
+		}
+		want[l] = true
+	}
+	var out []wcVariant
+	for _, v := range wcVariants {
+		if want[v.Label] {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // wcPoint is one second of a run's timeline.
@@ -229,7 +262,7 @@ func runWordcounts(ctx context.Context, o *options, c *cluster, logger *slog.Log
 	}
 	progress("wordcount: %d lines of %d words on %d partitions produced in %v", in.lines, wcWordsPerLine, o.wcPartitions(), time.Since(loadStart).Round(time.Millisecond))
 	for round := 1; round <= o.rounds; round++ {
-		for i, v := range wcVariants {
+		for i, v := range o.wcVariants {
 			id := fmt.Sprintf("%s-wc%d-r%d", prefix, i, round)
 			res, err := runWordcount(ctx, o, c, logger, v, in, id, round)
 			if err != nil {
