@@ -95,6 +95,13 @@ func New(t Topology, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg.withDefaults(), graph: g, schemas: uses, stopped: make(chan struct{}), ready: make(chan struct{})}
+	if cfg.Security.TLS != nil {
+		tc, err := cfg.Security.TLS.Load()
+		if err != nil {
+			return nil, fmt.Errorf("weir: Config.Security.TLS: %w", err)
+		}
+		a.cfg.tls = tc
+	}
 	if cfg.Registry != (schema.Config{}) {
 		reg, err := schema.New(cfg.Registry)
 		if err != nil {

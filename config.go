@@ -89,7 +89,11 @@ type Config struct {
 	// State configures local state stores.
 	State StateConfig
 
-	// Net secures connections to the brokers.
+	// Security secures connections to the brokers: TLS and SASL (PLAIN,
+	// SCRAM-SHA-256, SCRAM-SHA-512) for every client weir creates.
+	Security Security
+
+	// Net configures connections to the brokers.
 	Net NetConfig
 
 	// DeserializationErrors is the policy for input records whose key or
@@ -200,6 +204,9 @@ type Config struct {
 	// has them already). Registering two Apps with the same ApplicationID
 	// on one registry fails in New.
 	Metrics prometheus.Registerer
+
+	// tls is Security.TLS loaded, set by New: the files are read once.
+	tls *tls.Config
 }
 
 // QueueConfig bounds one input partition's queue.
@@ -240,22 +247,10 @@ type TopicConfig struct {
 	PurgeInterval time.Duration
 }
 
-// NetConfig secures broker connections.
+// NetConfig configures broker connections; Config.Security secures them.
 type NetConfig struct {
-	// TLS, when not nil, encrypts connections with this configuration.
-	TLS *tls.Config
-	// SASL authenticates connections when Mechanism is set.
-	SASL SASLConfig
 	// DialTimeout bounds connecting to a broker. Default 30 s.
 	DialTimeout time.Duration
-}
-
-// SASLConfig is SASL/PLAIN authentication.
-type SASLConfig struct {
-	// Mechanism is "" (off) or "PLAIN".
-	Mechanism string
-	User      string
-	Password  string
 }
 
 const (
@@ -349,15 +344,7 @@ func (c *Config) Validate() error {
 	if c.Topics.PurgeInterval < 0 {
 		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
 	}
-	switch c.Net.SASL.Mechanism {
-	case "":
-	case "PLAIN":
-		if c.Net.SASL.User == "" {
-			bad("Net.SASL.User", "required with mechanism PLAIN")
-		}
-	default:
-		bad("Net.SASL.Mechanism", "%q is not supported (use PLAIN)", c.Net.SASL.Mechanism)
-	}
+	c.Security.validate(bad)
 	if c.Registry != (schema.Config{}) {
 		if err := c.Registry.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("weir: Config.Registry: %w", err))

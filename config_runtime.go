@@ -13,8 +13,8 @@ import (
 func (c *Config) clientOptions() *client.Options {
 	o := &client.Options{
 		ApplicationID: c.ApplicationID,
-		TLS:           c.Net.TLS,
-		SASLMechanism: c.Net.SASL.Mechanism, SASLUser: c.Net.SASL.User, SASLPassword: c.Net.SASL.Password,
+		TLS:           c.tls,
+		SASLMechanism: string(c.Security.SASL.Mechanism), SASLUser: c.Security.SASL.User, SASLPassword: c.Security.SASL.Password,
 		DialTimeout:       c.Net.DialTimeout,
 		FetchMaxWait:      c.Consumer.FetchMaxWait,
 		SessionTimeout:    c.Consumer.SessionTimeout,

@@ -20,7 +20,7 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 		CommitInterval: time.Microsecond,
 		Queue:          QueueConfig{MaxRecords: -1, MaxBytes: -1},
 		Consumer:       ConsumerConfig{SessionTimeout: time.Second, HeartbeatInterval: 2 * time.Second},
-		Net:            NetConfig{SASL: SASLConfig{Mechanism: "GSSAPI"}},
+		Security:       Security{SASL: SASL{Mechanism: "GSSAPI"}},
 	}
 	err := c.Validate()
 	if err == nil {
@@ -29,7 +29,7 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 	for _, field := range []string{
 		"Config.ApplicationID", "Config.Brokers", "Config.Threads", "Config.CommitInterval",
 		"Config.Queue.MaxRecords", "Config.Queue.MaxBytes", "Config.Consumer.HeartbeatInterval",
-		"Config.Net.SASL.Mechanism",
+		"Config.Security.SASL.Mechanism",
 	} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s:\n%v", field, err)

@@ -23,8 +23,8 @@ var Version = sarama.V4_0_0_0
 type Options struct {
 	ApplicationID string
 	TLS           *tls.Config
-	// SASLUser and SASLPassword authenticate with SASL/PLAIN when
-	// SASLMechanism is "PLAIN".
+	// SASLUser and SASLPassword authenticate with SASLMechanism: "PLAIN",
+	// "SCRAM-SHA-256" or "SCRAM-SHA-512" (checked by weir's Config).
 	SASLMechanism, SASLUser, SASLPassword string
 	DialTimeout                           time.Duration
 
@@ -48,9 +48,13 @@ func Base(o *Options, clientID string) *sarama.Config {
 	}
 	if o.SASLMechanism != "" {
 		sc.Net.SASL.Enable = true
-		sc.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		sc.Net.SASL.Handshake = true
+		sc.Net.SASL.Mechanism = sarama.SASLMechanism(o.SASLMechanism)
 		sc.Net.SASL.User = o.SASLUser
 		sc.Net.SASL.Password = o.SASLPassword
+		if gen, err := newSCRAM(o.SASLMechanism); err == nil {
+			sc.Net.SASL.SCRAMClientGeneratorFunc = gen
+		}
 	}
 	sc.Metadata.AllowAutoTopicCreation = false
 	return sc
