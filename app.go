@@ -195,9 +195,10 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		}
 	}()
 
-	kc, err := sarama.NewClient(a.cfg.Brokers, client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-admin"))
+	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-admin")
+	kc, err := sarama.NewClient(a.cfg.Brokers, adminCfg)
 	if err != nil {
-		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, err)
+		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, diagnoseConnect(a.cfg.Brokers, adminCfg, a.cfg.Security.SASL, err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(kc)
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/IBM/sarama"
 )
 
 // Security secures weir's connections to the brokers: every client weir
@@ -138,4 +141,51 @@ func (s *Security) validate(bad func(field, format string, args ...any)) {
 	default:
 		bad("Security.SASL.Mechanism", "%q is not supported (want %s, %s or %s)", s.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
+}
+
+// ErrAuthentication is wrapped by the error Run returns when the brokers
+// refuse the SASL credentials of Config.Security (a wrong user or
+// password, or a mechanism the listener does not enable). Run fails at
+// once: retrying the same credentials cannot succeed.
+var ErrAuthentication = errors.New("weir: the brokers refused the SASL credentials")
+
+// ErrTLS is wrapped by the error Run returns when a TLS connection to the
+// brokers fails: a certificate not signed by Config.Security.TLS's CAs
+// (or the system's), a name that does not match, or a broker that does
+// not speak TLS on that port.
+var ErrTLS = errors.New("weir: TLS connection to the brokers failed")
+
+// diagnoseConnect returns what made connecting to the brokers fail when
+// it is the security setup: sarama's client reports only that it ran out
+// of brokers, so diagnoseConnect opens one connection to each broker
+// itself and classifies the first failure that says more (TLS, SASL).
+// Otherwise it returns err.
+func diagnoseConnect(brokers []string, sc *sarama.Config, sasl SASL, err error) error {
+	for _, addr := range brokers {
+		b := sarama.NewBroker(addr)
+		if b.Open(sc) != nil {
+			continue
+		}
+		_, cerr := b.Connected()
+		_ = b.Close()
+		if cerr == nil {
+			continue
+		}
+		var (
+			verify   *tls.CertificateVerificationError
+			unknown  x509.UnknownAuthorityError
+			hostname x509.HostnameError
+			invalid  x509.CertificateInvalidError
+			header   tls.RecordHeaderError
+		)
+		switch {
+		case errors.As(cerr, &verify), errors.As(cerr, &unknown), errors.As(cerr, &hostname), errors.As(cerr, &invalid), errors.As(cerr, &header):
+			return fmt.Errorf("%w: %s: %w", ErrTLS, addr, cerr)
+		case errors.Is(cerr, sarama.ErrSASLAuthenticationFailed), errors.Is(cerr, sarama.ErrUnsupportedSASLMechanism), errors.Is(cerr, sarama.ErrIllegalSASLState):
+			return fmt.Errorf("%w: %s as user %q at %s: %w", ErrAuthentication, sasl.Mechanism, sasl.User, addr, cerr)
+		case sasl.Mechanism != "" && strings.HasPrefix(cerr.Error(), "scram:"):
+			return fmt.Errorf("%w: %s as user %q at %s: %w", ErrAuthentication, sasl.Mechanism, sasl.User, addr, cerr)
+		}
+	}
+	return err
 }

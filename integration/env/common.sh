@@ -5,6 +5,7 @@
 #   WEIR_CACHE_DIR      where Maven artifacts are unpacked (kept across runs)
 #   WEIR_KAFKA_PORT     broker listener on 127.0.0.1 (default 19092)
 #   WEIR_CONTROLLER_PORT KRaft controller listener (default 19093)
+#   WEIR_SASL_SSL_PORT  broker SASL_SSL listener on 127.0.0.1 (default 19094)
 #   WEIR_REGISTRY_PORT  Apicurio HTTP port (default 18081)
 #   WEIR_REGISTRY_MGMT_PORT Apicurio management (health) port (default 18082)
 #   WEIR_REGISTRY_JAVA  java binary (version 21 or newer) for Apicurio 3.3.x
@@ -21,6 +22,14 @@ CACHE_DIR="${WEIR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/weir}"
 RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
 KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
 CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
+SASL_SSL_PORT="${WEIR_SASL_SSL_PORT:-19094}"
+# The SASL_SSL listener's test credentials (not secrets: a test cluster on
+# 127.0.0.1). SCRAM_USER exists for SCRAM-SHA-256 and SCRAM-SHA-512.
+SCRAM_USER=weir-scram
+SCRAM_PASSWORD=weir-scram-secret
+PLAIN_USER=weir-plain
+PLAIN_PASSWORD=weir-plain-secret
+TLS_DIR="$RUN_DIR/tls"
 REGISTRY_PORT="${WEIR_REGISTRY_PORT:-18081}"
 REGISTRY_MGMT_PORT="${WEIR_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 UP_TIMEOUT="${WEIR_UP_TIMEOUT:-120}"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Starts the real test cluster of weir on 127.0.0.1:
 #   - Apache Kafka 4.4.0, one KRaft node that is broker and controller,
+#     with a PLAINTEXT listener and a SASL_SSL one (TLS with a certificate
+#     made here by the JDK's keytool; SASL PLAIN, SCRAM-SHA-256 and
+#     SCRAM-SHA-512 with the test users of common.sh),
 #   - Apicurio Registry 3.x with in-memory storage, used through its
 #     Confluent-compatible API (/apis/ccompat/v7).
 # Both come from Maven Central (fetched once into $WEIR_CACHE_DIR) and run
@@ -10,6 +13,7 @@
 # On success it prints, and writes to $WEIR_ENV_DIR/env.sh:
 #   export WEIR_BOOTSTRAP_SERVERS=127.0.0.1:19092
 #   export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:18081/apis/ccompat/v7
+# and the SASL_SSL listener's address, CA file and users (WEIR_SASL_SSL_*).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -89,18 +93,31 @@ start_broker() {
   if port_open "$KAFKA_PORT"; then
     fail "port $KAFKA_PORT is taken by a process up.sh did not start; set WEIR_KAFKA_PORT" /dev/null
   fi
+  if port_open "$SASL_SSL_PORT"; then
+    fail "port $SASL_SSL_PORT is taken by a process up.sh did not start; set WEIR_SASL_SSL_PORT" /dev/null
+  fi
   fetch_kafka
+  make_tls
   local conf="$RUN_DIR/server.properties"
   rm -rf "$RUN_DIR/kafka-data" "$RUN_DIR/kafka-meta"
   cat >"$conf" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+# The SASL_SSL listener: TLS with make_tls's certificate, then SASL.
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$PLAIN_USER="$PLAIN_PASSWORD";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/broker.p12
+ssl.keystore.password=$TLS_PASSWORD
+ssl.key.password=$TLS_PASSWORD
 log.dirs=$RUN_DIR/kafka-data
 metadata.log.dir=$RUN_DIR/kafka-meta
 num.partitions=1
@@ -134,13 +151,31 @@ EOF
   local cluster_id
   cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
   java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
-    kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" >"$RUN_DIR/format.log" 2>&1 ||
+    kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" \
+    --add-scram "SCRAM-SHA-256=[name=$SCRAM_USER,password=$SCRAM_PASSWORD]" \
+    --add-scram "SCRAM-SHA-512=[name=$SCRAM_USER,password=$SCRAM_PASSWORD]" >"$RUN_DIR/format.log" 2>&1 ||
     fail "formatting the broker's storage failed" "$RUN_DIR/format.log"
   log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
   nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
   echo $! >"$BROKER_PID"
+}
+
+# make_tls: a key pair and a self-signed certificate for the broker's
+# SASL_SSL listener (names localhost and 127.0.0.1), made with the JDK's
+# keytool; clients trust the certificate itself ($TLS_DIR/ca.pem).
+make_tls() {
+  TLS_PASSWORD=weir-test-keystore
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  keytool -genkeypair -alias broker -keyalg EC -groupname secp256r1 -validity 3650 \
+    -dname "CN=localhost" -ext "SAN=dns:localhost,ip:127.0.0.1" \
+    -keystore "$TLS_DIR/broker.p12" -storetype PKCS12 -storepass "$TLS_PASSWORD" -keypass "$TLS_PASSWORD" \
+    >"$RUN_DIR/keytool.log" 2>&1 || fail "making the broker's TLS certificate failed" "$RUN_DIR/keytool.log"
+  keytool -exportcert -rfc -alias broker -keystore "$TLS_DIR/broker.p12" -storetype PKCS12 \
+    -storepass "$TLS_PASSWORD" -file "$TLS_DIR/ca.pem" \
+    >>"$RUN_DIR/keytool.log" 2>&1 || fail "exporting the broker's TLS certificate failed" "$RUN_DIR/keytool.log"
 }
 
 start_registry() {
@@ -172,7 +207,7 @@ start_registry() {
 
 wait_broker() {
   local deadline=$((SECONDS + UP_TIMEOUT))
-  until grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT"; do
+  until grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT" && port_open "$SASL_SSL_PORT"; do
     alive "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
     [ $SECONDS -lt $deadline ] || fail "the broker did not start within ${UP_TIMEOUT}s" "$BROKER_LOG"
     sleep 0.2
@@ -211,5 +246,11 @@ export WEIR_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
 export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7
 export WEIR_KAFKA_VERSION=$KAFKA_VERSION
 export WEIR_REGISTRY_VERSION="Apicurio Registry ${registry_version:-unknown}"
+export WEIR_SASL_SSL_BOOTSTRAP_SERVERS=127.0.0.1:$SASL_SSL_PORT
+export WEIR_SASL_SSL_CA_FILE=$TLS_DIR/ca.pem
+export WEIR_SASL_SSL_SCRAM_USER=$SCRAM_USER
+export WEIR_SASL_SSL_SCRAM_PASSWORD=$SCRAM_PASSWORD
+export WEIR_SASL_SSL_PLAIN_USER=$PLAIN_USER
+export WEIR_SASL_SSL_PLAIN_PASSWORD=$PLAIN_PASSWORD
 EOF
 cat "$ENV_FILE"

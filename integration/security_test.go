@@ -1,0 +1,174 @@
+package integration
+
+// Tests of weir over the broker's SASL_SSL listener (make kafka-up starts
+// it: TLS with a certificate of its own and SASL PLAIN, SCRAM-SHA-256 and
+// SCRAM-SHA-512 users; see integration/env/up.sh).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/serde"
+)
+
+// secureListener is the broker's SASL_SSL listener and its test users.
+type secureListener struct {
+	brokers              []string
+	caFile               string
+	scramUser, scramPass string
+	plainUser, plainPass string
+}
+
+// saslSSL returns the SASL_SSL listener make kafka-up describes in its
+// environment, skipping the test without it (failing under CI=true).
+func saslSSL(t *testing.T) secureListener {
+	t.Helper()
+	l := secureListener{
+		caFile:    os.Getenv("WEIR_SASL_SSL_CA_FILE"),
+		scramUser: os.Getenv("WEIR_SASL_SSL_SCRAM_USER"), scramPass: os.Getenv("WEIR_SASL_SSL_SCRAM_PASSWORD"),
+		plainUser: os.Getenv("WEIR_SASL_SSL_PLAIN_USER"), plainPass: os.Getenv("WEIR_SASL_SSL_PLAIN_PASSWORD"),
+	}
+	if b := os.Getenv("WEIR_SASL_SSL_BOOTSTRAP_SERVERS"); b != "" {
+		l.brokers = strings.Split(b, ",")
+	}
+	if len(l.brokers) == 0 || l.caFile == "" || l.scramUser == "" {
+		msg := "no SASL_SSL listener in the environment (WEIR_SASL_SSL_*): start the cluster with make kafka-up"
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return l
+}
+
+// securedConfig is a Config for the SASL_SSL listener with mechanism m.
+func (l secureListener) config(t *testing.T, app string, m weir.SASLMechanism) weir.Config {
+	user, pass := l.scramUser, l.scramPass
+	if m == weir.SASLPlain {
+		user, pass = l.plainUser, l.plainPass
+	}
+	return weir.Config{
+		ApplicationID: app,
+		Brokers:       l.brokers,
+		StateDir:      t.TempDir(),
+		Guarantee:     weir.ExactlyOnce,
+		Security: weir.Security{
+			TLS:  &weir.TLS{CAFile: l.caFile},
+			SASL: weir.SASL{Mechanism: m, User: user, Password: pass},
+		},
+		Logger: testLogger(t),
+	}
+}
+
+// An exactly-once App with a store runs over TLS with each SASL mechanism:
+// its consumers, transactional producer, admin client and changelog all
+// connect through the SASL_SSL listener, and its output is exact.
+func TestExactlyOnceOverSASLSSL(t *testing.T) {
+	t.Parallel()
+	l := saslSSL(t)
+	c := harness.Get(t)
+	for _, m := range []weir.SASLMechanism{weir.SASLScramSHA256, weir.SASLScramSHA512, weir.SASLPlain} {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
+			c.CreateTopic(t, in, 2, nil)
+			c.CreateTopic(t, out, 2, nil)
+			const keys, seqs = 20, 10
+			var msgs []*sarama.ProducerMessage
+			for s := range seqs {
+				for k := range keys {
+					msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%02d", k)), Value: sarama.StringEncoder(strconv.Itoa(s))})
+				}
+			}
+			harness.Produce(t, c, msgs...)
+
+			app, err := weir.New(maxSeqTopology(in, out), l.config(t, c.Name(t, "sec-app"), m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan error, 1)
+			go func() { stopped <- app.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-stopped; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			// Every key ends at the highest sequence number, seqs-1 (8
+			// bytes, big-endian).
+			done := map[string]bool{}
+			harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+				if len(got) > 0 {
+					last := got[len(got)-1]
+					if v, err := serde.Int64().Deserialize(out, last.Value); err == nil && v == seqs-1 {
+						done[string(last.Key)] = true
+					}
+				}
+				return len(done) == keys
+			})
+		})
+	}
+}
+
+// runFailsFast runs an App that cannot connect and returns Run's error; the
+// test fails if Run is still going after a bound far above a fast failure.
+func runFailsFast(t *testing.T, cfg weir.Config, in, out string) error {
+	t.Helper()
+	app, err := weir.New(maxSeqTopology(in, out), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = app.Run(ctx)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v; want it to fail on its own", err)
+	}
+	return err
+}
+
+func TestWrongPasswordFailsFast(t *testing.T) {
+	t.Parallel()
+	l := saslSSL(t)
+	c := harness.Get(t)
+	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	cfg := l.config(t, c.Name(t, "sec-app"), weir.SASLScramSHA256)
+	cfg.Security.SASL.Password = "not-the-password-4f1c"
+	err := runFailsFast(t, cfg, in, out)
+	if !errors.Is(err, weir.ErrAuthentication) || !strings.Contains(err.Error(), "SCRAM-SHA-256") {
+		t.Fatalf("Run = %v; want weir.ErrAuthentication naming the mechanism", err)
+	}
+	if strings.Contains(err.Error(), "not-the-password-4f1c") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+	t.Logf("wrong password: %v", err)
+}
+
+func TestUntrustedCertificateFailsFast(t *testing.T) {
+	t.Parallel()
+	l := saslSSL(t)
+	c := harness.Get(t)
+	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	cfg := l.config(t, c.Name(t, "sec-app"), weir.SASLScramSHA512)
+	cfg.Security.TLS = &weir.TLS{} // the system's roots do not hold the test broker's certificate
+	err := runFailsFast(t, cfg, in, out)
+	if !errors.Is(err, weir.ErrTLS) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Run = %v; want weir.ErrTLS about the certificate", err)
+	}
+	t.Logf("untrusted certificate: %v", err)
+}
