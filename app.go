@@ -186,6 +186,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	defer dir.Close()
 
 	db, err := changelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
+	if errors.Is(err, ErrStateEncryptionKey) {
+		return fmt.Errorf("weir: local state in %s: set State.EncryptionKey to the key it was written with, or delete the directory to restore the stores from their changelogs: %w", dir.Path, err)
+	}
 	if err != nil {
 		return err
 	}

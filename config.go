@@ -338,8 +338,14 @@ func (c *Config) Validate() error {
 	if c.State.MaxConcurrentRestores < 0 {
 		bad("State.MaxConcurrentRestores", "negative (%d)", c.State.MaxConcurrentRestores)
 	}
-	if n := len(c.State.Badger.EncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
-		bad("State.Badger.EncryptionKey", "%d bytes; want 16, 24 or 32", n)
+	if n := len(c.State.EncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		bad("State.EncryptionKey", "%d bytes; want 16, 24 or 32 (AES-128, -192 or -256)", n)
+	}
+	if len(c.State.Badger.EncryptionKey) != 0 {
+		bad("State.Badger.EncryptionKey", "set State.EncryptionKey instead")
+	}
+	if c.State.EncryptionKeyRotation < 0 {
+		bad("State.EncryptionKeyRotation", "negative (%v)", c.State.EncryptionKeyRotation)
 	}
 	if c.Topics.PurgeInterval < 0 {
 		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
@@ -448,6 +454,8 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}
+	c.State.Badger.EncryptionKey = c.State.EncryptionKey
+	c.State.Badger.EncryptionKeyRotation = c.State.EncryptionKeyRotation
 	if c.State.Badger.Logger == nil {
 		c.State.Badger.Logger = c.Logger
 	}

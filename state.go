@@ -12,6 +12,20 @@ type StateConfig struct {
 	// front of it; see changelog.Options for the defaults (about 100 MiB
 	// of Badger memory and a 32 MiB read cache).
 	Badger changelog.Options
+	// EncryptionKey, when set, encrypts the local state at rest (AES, in
+	// Badger's tables, value log and memtable logs); it must be 16, 24 or
+	// 32 bytes (AES-128, -192, -256). State written with a key opens only
+	// with that key, and state written without one only without one: Run
+	// fails with ErrStateEncryptionKey and changes nothing, so a wrong key
+	// never corrupts state. To change keys, delete the state directory:
+	// the stores are restored from their changelogs, which the key does
+	// not cover (they are protected by the brokers: TLS in transit, disk
+	// encryption at rest). Leave State.Badger.EncryptionKey unset.
+	EncryptionKey []byte
+	// EncryptionKeyRotation is how often a new data key, itself encrypted
+	// with EncryptionKey, is made for new files. Default 10 days
+	// (Badger's).
+	EncryptionKeyRotation time.Duration
 	// MaxBufferBytes bounds the state changes a thread buffers between
 	// commits (keys and values); crossing it commits at once. Default
 	// 16 MiB.
@@ -37,6 +51,11 @@ const (
 	defaultMaxConcurrentRestores = 2
 	defaultCleanupDelay          = 10 * time.Minute
 )
+
+// ErrStateEncryptionKey is wrapped by the error Run returns when the state
+// directory was written with another State.EncryptionKey, or with one when
+// none is set, or without one when one is set. Nothing was changed.
+var ErrStateEncryptionKey = changelog.ErrEncryptionKey
 
 // RestoreListener observes restores of store partitions from their
 // changelogs. Kafka Streams' StateRestoreListener.

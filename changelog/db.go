@@ -39,8 +39,12 @@ type Options struct {
 	ValueLogFileSize int64
 	// EncryptionKey, when set, encrypts data at rest with AES; it must be
 	// 16, 24 or 32 bytes. A database written with a key can only be opened
-	// with the same key.
+	// with the same key, and one written without a key only without one:
+	// Open returns ErrEncryptionKey otherwise, having changed nothing.
 	EncryptionKey []byte
+	// EncryptionKeyRotation is how often Badger makes a new data key
+	// (encrypted with EncryptionKey) for new files. Default 10 days.
+	EncryptionKeyRotation time.Duration
 	// Logger receives Badger's warnings and errors. Default: discarded.
 	Logger *slog.Logger
 	// ReadCacheBytes bounds a cache of committed values (and of keys
@@ -57,6 +61,12 @@ const (
 	defaultIndexCacheSize   = 16 << 20
 	defaultValueLogFileSize = 64 << 20
 )
+
+// ErrEncryptionKey is returned by Open when the database was written with
+// another encryption key than Options.EncryptionKey, or with one while
+// none is given, or without one while one is given. Nothing was changed:
+// opening again with the right key finds the state intact.
+var ErrEncryptionKey = errors.New("changelog: the state was written with another encryption key, or with none while one is given, or with one while none is")
 
 // DB is the Badger database of one instance, shared by all its stores.
 // Keys are prefixed by store and partition; a partition's checkpoint is
@@ -96,12 +106,18 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	if len(o.EncryptionKey) > 0 {
 		opts = opts.WithEncryptionKey(o.EncryptionKey)
+		if o.EncryptionKeyRotation > 0 {
+			opts = opts.WithEncryptionKeyRotationDuration(o.EncryptionKeyRotation)
+		}
 	}
 	var last time.Time
 	if !o.InMemory {
 		last = newestModTime(dir)
 	}
 	bdb, err := badger.Open(opts)
+	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, ErrEncryptionKey)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, err)
 	}

@@ -1,8 +1,11 @@
 package changelog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -401,5 +404,86 @@ func TestCheckpointLog(t *testing.T) {
 	}
 	if log, _ := s.Log(); log != "" {
 		t.Fatalf("Log after SetLog(\"\") = %q", log)
+	}
+}
+
+// An encrypted database keeps no plaintext on disk, opens only with its
+// key, and a wrong key or none changes nothing.
+func TestEncryptedState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	secret := []byte("plaintext-marker-7c41e9")
+	db, err := Open(dir, Options{EncryptionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := db.Space("users", 3)
+	for i := range 100 {
+		if err := s.Apply([]Entry{{Key: fmt.Appendf(nil, "%s-key-%d", secret, i), Value: fmt.Appendf(nil, "%s-value-%d", secret, i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertNoPlaintext(t, dir, secret) // while open: the memtable's log
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertNoPlaintext(t, dir, secret) // after close: the tables
+
+	for _, o := range []Options{{}, {EncryptionKey: []byte("fedcba9876543210fedcba9876543210")}} {
+		if db, err := Open(dir, o); !errors.Is(err, ErrEncryptionKey) {
+			if db != nil {
+				db.Close()
+			}
+			t.Fatalf("Open with key %q = %v; want ErrEncryptionKey", o.EncryptionKey, err)
+		}
+	}
+	db, err = Open(dir, Options{EncryptionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.Space("users", 3).Get(fmt.Appendf(nil, "%s-key-%d", secret, 42)); err != nil || string(v) != string(secret)+"-value-42" {
+		t.Fatalf("after refused opens: %q, %v", v, err)
+	}
+
+	// A database written without a key refuses one.
+	plain := t.TempDir()
+	pdb, err := Open(plain, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.Close()
+	if db, err := Open(plain, Options{EncryptionKey: key}); !errors.Is(err, ErrEncryptionKey) {
+		if db != nil {
+			db.Close()
+		}
+		t.Fatalf("opening a plaintext database with a key = %v; want ErrEncryptionKey", err)
+	}
+}
+
+// assertNoPlaintext fails if any file under dir holds b.
+func assertNoPlaintext(t *testing.T, dir string, b []byte) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n++
+		if bytes.Contains(data, b) {
+			t.Errorf("%s holds the plaintext %q", path, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no files to look at")
 	}
 }

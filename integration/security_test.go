@@ -5,10 +5,13 @@ package integration
 // SCRAM-SHA-512 users; see integration/env/up.sh).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,4 +174,94 @@ func TestUntrustedCertificateFailsFast(t *testing.T) {
 		t.Fatalf("Run = %v; want weir.ErrTLS about the certificate", err)
 	}
 	t.Logf("untrusted certificate: %v", err)
+}
+
+// An App with State.EncryptionKey keeps no plaintext key in its state
+// directory, refuses to start on it without the key (changing nothing),
+// and starts with the key on the state it left.
+func TestEncryptedStateAtRest(t *testing.T) {
+	t.Parallel()
+	c := harness.Get(t)
+	in, out := c.Name(t, "enc-in"), c.Name(t, "enc-out")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 2, nil)
+	const secret = "enc-secret-7c41e9"
+	produce := func(seq int) {
+		var msgs []*sarama.ProducerMessage
+		for k := range 10 {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("%s-%02d", secret, k)), Value: sarama.StringEncoder(strconv.Itoa(seq))})
+		}
+		harness.Produce(t, c, msgs...)
+	}
+	key := []byte("0123456789abcdef")
+	cfg := weir.Config{ApplicationID: c.Name(t, "enc-app"), Brokers: c.Brokers, StateDir: t.TempDir(), Logger: testLogger(t)}
+	cfg.State.EncryptionKey = key
+	// run runs an App on cfg until every key's output reaches seq.
+	run := func(cfg weir.Config, seq int64) {
+		t.Helper()
+		app, err := weir.New(maxSeqTopology(in, out), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- app.Run(ctx) }()
+		reached := map[string]bool{}
+		harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+			if len(got) > 0 {
+				last := got[len(got)-1]
+				if v, err := serde.Int64().Deserialize(out, last.Value); err == nil && v == seq {
+					reached[string(last.Key)] = true
+				}
+			}
+			return len(reached) == 10
+		})
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	produce(1)
+	run(cfg, 1)
+
+	err := filepath.WalkDir(cfg.StateDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(data, []byte(secret)) {
+			t.Errorf("%s holds the plaintext key %q", path, secret)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, wrong := range [][]byte{nil, []byte("fedcba9876543210")} {
+		bad := cfg
+		bad.State.EncryptionKey = wrong
+		app, err := weir.New(maxSeqTopology(in, out), bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err = app.Run(ctx)
+		cancel()
+		if !errors.Is(err, weir.ErrStateEncryptionKey) || !strings.Contains(err.Error(), "State.EncryptionKey") {
+			t.Fatalf("Run with key %q = %v; want weir.ErrStateEncryptionKey", wrong, err)
+		}
+	}
+
+	// The right key finds the state intact: no store partition is
+	// restored in full.
+	restores := &restoreLog{}
+	cfg.State.RestoreListener = restores
+	produce(2)
+	run(cfg, 2)
+	for _, e := range restores.snapshot() {
+		if e.Kind == "start" && e.Full {
+			t.Errorf("store %s/%d restored in full after the refused starts: the state was lost", e.Store, e.Partition)
+		}
+	}
 }
