@@ -29,7 +29,10 @@ type result struct {
 	// shares the machine's cores.
 	brokerCPU time.Duration
 	peakRSS   int64 // the process's VmHWM until then, bytes
-	outputs   int   // output records read (read_committed)
+	// commits is how often the peer committed, as it reports at exit
+	// (Kafka Streams' commit-total, weir's commit count); -1 unknown.
+	commits int64
+	outputs int // output records read (read_committed)
 }
 
 func (r result) rate() float64 {
@@ -40,8 +43,8 @@ func (r result) rate() float64 {
 }
 
 func (r result) summary() string {
-	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, broker %.1f CPU s, peak RSS %d MiB, %d output records",
-		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.peakRSS>>20, r.outputs)
+	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, broker %.1f CPU s, peak RSS %d MiB, %d output records, %d commits",
+		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.peakRSS>>20, r.outputs, r.commits)
 }
 
 // measure starts peer on w's input with a fresh application id and output
@@ -50,7 +53,7 @@ func (r result) summary() string {
 // checks the output: every key's last count exact, and under exactly once
 // no count above it at any time (a duplicate) .
 func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
-	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records)}
+	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records), commits: -1}
 	output := app + "-out"
 	if err := c.createTopic(output, o.partitions); err != nil {
 		return r, err
@@ -127,6 +130,7 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 		// The JVM exits with 143 on SIGTERM; the Go peers exit cleanly.
 		return r, fmt.Errorf("%s: %v: %s", peer, err, tail(p.out.String()))
 	}
+	r.commits = reportedCommits(p.out.String())
 	if len(over) > 0 && guarantee == "exactly_once" {
 		return r, fmt.Errorf("counts above the input's under exactly once (records counted twice): %v", over)
 	}
@@ -163,6 +167,19 @@ func usage(pid int) (time.Duration, int64, error) {
 	return cpu, rss, nil
 }
 
+// reportedCommits returns the commit count a stopped peer printed
+// ("peer-commits N"), or -1.
+func reportedCommits(out string) int64 {
+	for line := range strings.Lines(out) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "peer-commits "); ok {
+			if n, err := strconv.ParseInt(rest, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // brokerCPU returns the local broker's CPU time so far, or zero when its
 // process is not known (or gone).
 func brokerCPU(o *options) time.Duration {
@@ -193,7 +210,7 @@ func tail(s string) string {
 // which the other peer pays too). Its CPU and peak RSS are the restarted
 // process's.
 func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
-	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records)}
+	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records), commits: -1}
 	output := app + "-out"
 	if err := c.createTopic(output, o.partitions); err != nil {
 		return r, err

@@ -16,6 +16,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/kstream"
@@ -87,7 +88,9 @@ func runWeir(args []string) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
 	app, err := weir.New(b, weir.Config{
+		Metrics:        reg,
 		ApplicationID:  a.app,
 		Brokers:        strings.Split(a.brokers, ","),
 		StateDir:       a.stateDir,
@@ -113,7 +116,29 @@ func runWeir(args []string) error {
 	}
 	ctx, stop := untilSIGTERM()
 	defer stop()
-	return app.Run(ctx)
+	err = app.Run(ctx)
+	printCommits(reg)
+	return err
+}
+
+// printCommits tells the driver how often the App committed (the count
+// of weir_commit_duration_seconds), as the Kafka Streams peer prints its
+// commit-total: "peer-commits N" on stderr.
+func printCommits(reg *prometheus.Registry) {
+	families, err := reg.Gather()
+	if err != nil {
+		return
+	}
+	for _, f := range families {
+		if f.GetName() != "weir_commit_duration_seconds" {
+			continue
+		}
+		var n uint64
+		for _, m := range f.GetMetric() {
+			n += m.GetHistogram().GetSampleCount()
+		}
+		fmt.Fprintf(os.Stderr, "peer-commits %d\n", n)
+	}
 }
 
 // int64Codec is goka's codec for counts: 8 bytes big-endian, as the other

@@ -81,6 +81,13 @@ public final class Main {
     KafkaStreams streams = new KafkaStreams(b.build(), p);
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      // The driver reads how often the thread committed: Kafka Streams'
+      // commit-total, next to weir's count of commits.
+      streams.metrics().forEach((name, metric) -> {
+        if (name.name().equals("commit-total") && name.group().equals("stream-thread-metrics")) {
+          System.err.println("peer-commits " + ((Number) metric.metricValue()).longValue());
+        }
+      });
       streams.close(Duration.ofSeconds(30));
       stopped.countDown();
     }));
