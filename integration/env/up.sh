@@ -88,6 +88,9 @@ fetch_registry() {
 start_broker() {
   if alive "$BROKER_PID"; then
     log "broker already running (pid $(cat "$BROKER_PID"))"
+    if ! port_open "$SASL_SSL_PORT"; then
+      fail "the running broker has no SASL_SSL listener on $SASL_SSL_PORT (started by an older up.sh?): run down.sh, then up.sh" /dev/null
+    fi
     return 0
   fi
   if port_open "$KAFKA_PORT"; then
@@ -166,14 +169,20 @@ EOF
 # SASL_SSL listener (names localhost and 127.0.0.1), made with the JDK's
 # keytool; clients trust the certificate itself ($TLS_DIR/ca.pem).
 make_tls() {
+  local keytool
+  keytool=$(command -v keytool || true)
+  if [ -z "$keytool" ]; then
+    # keytool sits next to java in every JDK.
+    keytool="$(dirname "$(readlink -f "$(command -v java)")")/keytool"
+  fi
   TLS_PASSWORD=weir-test-keystore
   rm -rf "$TLS_DIR"
   mkdir -p "$TLS_DIR"
-  keytool -genkeypair -alias broker -keyalg EC -groupname secp256r1 -validity 3650 \
+  "$keytool" -genkeypair -alias broker -keyalg EC -groupname secp256r1 -validity 3650 \
     -dname "CN=localhost" -ext "SAN=dns:localhost,ip:127.0.0.1" \
     -keystore "$TLS_DIR/broker.p12" -storetype PKCS12 -storepass "$TLS_PASSWORD" -keypass "$TLS_PASSWORD" \
     >"$RUN_DIR/keytool.log" 2>&1 || fail "making the broker's TLS certificate failed" "$RUN_DIR/keytool.log"
-  keytool -exportcert -rfc -alias broker -keystore "$TLS_DIR/broker.p12" -storetype PKCS12 \
+  "$keytool" -exportcert -rfc -alias broker -keystore "$TLS_DIR/broker.p12" -storetype PKCS12 \
     -storepass "$TLS_PASSWORD" -file "$TLS_DIR/ca.pem" \
     >>"$RUN_DIR/keytool.log" 2>&1 || fail "exporting the broker's TLS certificate failed" "$RUN_DIR/keytool.log"
 }
