@@ -8,7 +8,7 @@ export GOTOOLCHAIN ?= go1.27.3
 SHELL := /bin/bash
 ENV_DIR := integration/env
 # Every Go module of the repository; each has its own go.mod.
-MODULES := . $(patsubst %/go.mod,%,$(wildcard examples/go.mod cmd/weir/go.mod bench/go.mod bench/peers/go.mod)) integration
+MODULES := . $(patsubst %/go.mod,%,$(wildcard weirtest/kafka/go.mod examples/go.mod cmd/weir/go.mod bench/go.mod bench/peers/go.mod)) integration
 # Modules whose tests need no cluster.
 UNIT_MODULES := $(filter-out integration,$(MODULES))
 
