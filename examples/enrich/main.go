@@ -55,8 +55,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // main runs the command and exits with status 1 on an error.
@@ -206,7 +206,7 @@ type report struct {
 // runEmbedded enriches the sample orders on an embedded broker and
 // prints them.
 func runEmbedded(w io.Writer, o options, cfg weir.Config) error {
-	cluster, err := embedded.Start(kafkaio.DefaultPartitions, o.orders, o.customers, o.products, o.output)
+	cluster, err := kafka.StartEmbedded(kafkaio.DefaultPartitions, o.orders, o.customers, o.products, o.output)
 	if err != nil {
 		return err
 	}

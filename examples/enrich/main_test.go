@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func TestFlagsKeepTheirContract(t *testing.T) {
@@ -212,7 +212,7 @@ func TestOrderWithoutKeyIsWrittenWithoutCustomer(t *testing.T) {
 // the enriched orders it writes and what it prints.
 func TestEmbeddedRun(t *testing.T) {
 	o, _ := parseFlags(nil)
-	cluster, err := embedded.Start(kafkaio.DefaultPartitions, o.orders, o.customers, o.products, o.output)
+	cluster, err := kafka.StartEmbedded(kafkaio.DefaultPartitions, o.orders, o.customers, o.products, o.output)
 	if err != nil {
 		t.Fatal(err)
 	}

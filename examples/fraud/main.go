@@ -44,9 +44,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func main() {
@@ -180,7 +180,7 @@ type report struct {
 // runEmbedded detects fraud in the sample logins on an embedded broker
 // and prints the alerts.
 func runEmbedded(w io.Writer, o options, cfg weir.Config) error {
-	cluster, err := embedded.Start(kafkaio.DefaultPartitions, o.input, o.output)
+	cluster, err := kafka.StartEmbedded(kafkaio.DefaultPartitions, o.input, o.output)
 	if err != nil {
 		return err
 	}

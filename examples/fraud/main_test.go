@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func TestFlagsKeepTheirContract(t *testing.T) {
@@ -172,7 +172,7 @@ func TestWindowsAreAlignedToTheEpoch(t *testing.T) {
 // its alerts, its skipped and late records and what it prints.
 func TestEmbeddedRun(t *testing.T) {
 	o, _ := parseFlags(nil)
-	cluster, err := embedded.Start(4, o.input, o.output)
+	cluster, err := kafka.StartEmbedded(4, o.input, o.output)
 	if err != nil {
 		t.Fatal(err)
 	}

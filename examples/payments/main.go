@@ -31,9 +31,9 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func main() {
@@ -147,7 +147,7 @@ type report struct {
 // runEmbedded keeps the balances of the sample payments on an embedded
 // broker and prints them.
 func runEmbedded(w io.Writer, o options, cfg weir.Config) error {
-	cluster, err := embedded.Start(kafkaio.DefaultPartitions, o.input, o.output)
+	cluster, err := kafka.StartEmbedded(kafkaio.DefaultPartitions, o.input, o.output)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/examples/internal/embedded"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // saramaConfig is the base of every client the example makes; txn's
@@ -25,8 +25,8 @@ func saramaConfig(clientID string) *sarama.Config {
 }
 
 // startEmbedded starts a broker with the example's topics.
-func startEmbedded(input, output string) (*embedded.Cluster, error) {
-	return embedded.Start(4, input, output)
+func startEmbedded(input, output string) (*kafka.EmbeddedBroker, error) {
+	return kafka.StartEmbedded(4, input, output)
 }
 
 // ensureTopics creates the topics when they are missing, with 4 partitions

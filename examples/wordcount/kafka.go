@@ -11,8 +11,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/examples/internal/embedded"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func saramaConfig() *sarama.Config {
@@ -27,8 +27,8 @@ func saramaConfig() *sarama.Config {
 }
 
 // startEmbedded starts a broker with the example's topics.
-func startEmbedded(input, output string) (*embedded.Cluster, error) {
-	return embedded.Start(4, input, output)
+func startEmbedded(input, output string) (*kafka.EmbeddedBroker, error) {
+	return kafka.StartEmbedded(4, input, output)
 }
 
 // ensureTopics creates the input and output topics when they are missing,

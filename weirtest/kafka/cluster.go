@@ -246,10 +246,10 @@ func (r *resolution) describe() string {
 		return fmt.Sprintf("weirtest/kafka: %s at %s (%s), %s at %s",
 			kafka, strings.Join(c.Brokers, ","), c.Source, registry, c.RegistryURL)
 	case r.err != nil:
-		return fmt.Sprintf("%v (every test will fail)", r.err)
+		return fmt.Sprintf("%v (every test that asks for the cluster will fail)", r.err)
 	case inCI():
-		return fmt.Sprintf("weirtest/kafka: no cluster and %s=true, every test will fail: %s", envCI, r.missing)
+		return fmt.Sprintf("weirtest/kafka: no cluster and %s=true, every test that asks for one will fail: %s", envCI, r.missing)
 	default:
-		return fmt.Sprintf("weirtest/kafka: no cluster, every test will be skipped: %s", r.missing)
+		return fmt.Sprintf("weirtest/kafka: no cluster, every test that asks for one will be skipped: %s", r.missing)
 	}
 }

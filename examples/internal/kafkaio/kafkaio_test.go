@@ -7,7 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/examples/internal/embedded"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // partitions returns the partition count of every topic on brokers.
@@ -50,7 +50,7 @@ func cleanupPolicy(t *testing.T, brokers []string, topic string) string {
 }
 
 func TestEnsureTopics(t *testing.T) {
-	cluster, err := embedded.Start(6, "existing")
+	cluster, err := kafka.StartEmbedded(6, "existing")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestEnsureTopics(t *testing.T) {
 }
 
 func TestProduceTombstone(t *testing.T) {
-	cluster, err := embedded.Start(1, "t")
+	cluster, err := kafka.StartEmbedded(1, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
