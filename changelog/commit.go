@@ -63,7 +63,7 @@ func (c *Commit) Stage(s *Space, entries []Entry) error {
 			c.staged = append(c.staged, Entry{Key: k, Value: append([]byte{}, e.Value...), Deleted: e.Deleted})
 		}
 		if err != nil {
-			return fmt.Errorf("changelog: staging %s/%d: %w", s.store, s.partition, err)
+			return fmt.Errorf("changelog: staging %s/%d: %w", s.store, s.partition, c.db.refused(err, k, e.Value))
 		}
 	}
 	return nil

@@ -81,6 +81,8 @@ type DB struct {
 	// lastWritten is what LastWritten returns, read before Badger opened
 	// the directory (opening writes to it).
 	lastWritten time.Time
+	// maxValue is the largest value Badger takes (see entryTooLarge).
+	maxValue int64
 }
 
 // Open opens or creates the database in dir.
@@ -125,7 +127,11 @@ func Open(dir string, o Options) (*DB, error) {
 	if cacheBytes == 0 {
 		cacheBytes = DefaultReadCacheBytes
 	}
-	return &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last}, nil
+	maxValue := opts.ValueLogFileSize
+	if o.InMemory {
+		maxValue = min(maxValue, opts.ValueThreshold)
+	}
+	return &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last, maxValue: maxValue}, nil
 }
 
 // newestModTime returns the latest modification time of dir and the files
@@ -302,7 +308,7 @@ func (s *Space) Apply(entries []Entry) error {
 			err = wb.Set(s.key(e.Key), v)
 		}
 		if err != nil {
-			return fmt.Errorf("changelog: write: %w", err)
+			return fmt.Errorf("changelog: write: %w", s.db.refused(err, s.key(e.Key), e.Value))
 		}
 	}
 	if err := wb.Flush(); err != nil {
@@ -431,20 +437,75 @@ func storePrefix(store string) []byte {
 	return p[:len(p)-4]
 }
 
-// badgerLogger forwards Badger's warnings and errors to slog.
+// badgerMaxKey is the longest key Badger takes, in bytes (its
+// Txn.modify); a Space's key counts with its prefix.
+const badgerMaxKey = 65000
+
+// entryTooLarge is an entry whose key or value is over Badger's size
+// limits, in weir's words: Badger's own error for it carries a hex dump of
+// the first KiB of the key or value, a record's data, which weir keeps out
+// of its errors and logs. Badger's error stays reachable through
+// errors.Unwrap, out of the text.
+type entryTooLarge struct {
+	key, value       int // lengths in bytes; key with the Space's prefix
+	maxKey, maxValue int64
+	err              error
+}
+
+func (e *entryTooLarge) Error() string {
+	if int64(e.key) > e.maxKey {
+		return fmt.Sprintf("a key of %d bytes (with the store's prefix) is over Badger's limit of %d", e.key, e.maxKey)
+	}
+	return fmt.Sprintf("a value of %d bytes is over Badger's limit of %d", e.value, e.maxValue)
+}
+
+func (e *entryTooLarge) Unwrap() error { return e.err }
+
+// refused returns err, Badger's refusal to write key (with its Space's
+// prefix) and value, as an *entryTooLarge when the entry is over Badger's
+// size limits, so that the error does not carry the data; Badger's other
+// refusals (its sentinel errors) carry none and are returned as they are.
+func (d *DB) refused(err error, key, value []byte) error {
+	if len(key) <= badgerMaxKey && int64(len(value)) <= d.maxValue {
+		return err
+	}
+	return &entryTooLarge{key: len(key), value: len(value), maxKey: badgerMaxKey, maxValue: d.maxValue, err: err}
+}
+
+// badgerLogger forwards Badger's warnings and errors to slog. A byte slice
+// among a line's arguments is a key or a value (Badger logs the key of a
+// value it cannot read) and is logged as its length only.
 type badgerLogger struct{ l *slog.Logger }
 
 func (b badgerLogger) Errorf(f string, a ...any) {
 	if b.l != nil {
-		b.l.Error("badger: " + fmt.Sprintf(f, a...))
+		b.l.Error("badger: " + fmt.Sprintf(f, redactBytes(a)...))
 	}
 }
 
 func (b badgerLogger) Warningf(f string, a ...any) {
 	if b.l != nil {
-		b.l.Warn("badger: " + fmt.Sprintf(f, a...))
+		b.l.Warn("badger: " + fmt.Sprintf(f, redactBytes(a)...))
 	}
 }
+
+// redactBytes returns a with every byte slice replaced by its length.
+func redactBytes(a []any) []any {
+	out := make([]any, len(a))
+	for i, v := range a {
+		if b, ok := v.([]byte); ok {
+			v = byteCount(len(b))
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// byteCount formats as "<n bytes>" whatever the verb, so that a %x or %s
+// meant for the bytes shows their length only.
+type byteCount int
+
+func (n byteCount) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "<%d bytes>", int(n)) }
 
 func (badgerLogger) Infof(string, ...any) {}
 

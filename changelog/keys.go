@@ -63,7 +63,7 @@ func DecodeTime(b []byte) (time.Time, error) {
 
 func decodeMillis(b []byte) (int64, error) {
 	if len(b) != TimeLen {
-		return 0, malformed("a time is %d bytes, not %d", b, TimeLen, len(b))
+		return 0, malformed("a time is %d bytes, not %d", b, len(b), TimeLen)
 	}
 	return int64(binary.BigEndian.Uint64(b) ^ signFlip), nil
 }
@@ -132,13 +132,11 @@ func DecodeKeyTime(b []byte) (key []byte, t time.Time, err error) {
 	return key, t, nil
 }
 
-// malformed returns an error wrapping ErrMalformedKey, naming the start of
-// the offending bytes (at most 32, so a huge key does not flood a log).
-// args are the format's arguments after the bytes.
+// malformed returns an error wrapping ErrMalformedKey that names the
+// length of the offending bytes, never the bytes: they hold a record's
+// key, which weir keeps out of its errors and logs (a store's errors reach
+// Run's error and the log, a restore's too). args are the format's
+// arguments after the bytes.
 func malformed(format string, b []byte, args ...any) error {
-	shown, more := b, ""
-	if len(shown) > 32 {
-		shown, more = shown[:32], "..."
-	}
-	return fmt.Errorf("%w: "+format+" (%x%s)", append(append([]any{ErrMalformedKey}, args...), shown, more)...)
+	return fmt.Errorf("%w: "+format+" (%d bytes)", append(append([]any{ErrMalformedKey}, args...), len(b))...)
 }

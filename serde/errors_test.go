@@ -3,6 +3,7 @@ package serde
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -47,6 +48,20 @@ func TestErrorsDoNotQuoteData(t *testing.T) {
 			return err
 		}},
 		{"JSON.Deserialize time", func() error { _, err := JSON[time.Time]().Deserialize("t", []byte(`"`+marker+`"`)); return err }},
+		// encoding/json names the field path of a type error, map keys
+		// included, and quotes a string that is not a json.Number or a
+		// ",string" number.
+		{"JSON.Deserialize map key in the field path", func() error {
+			_, err := JSON[map[string]map[string]int]().Deserialize("t", []byte(`{"a": {"`+marker+`": "x"}}`))
+			return err
+		}},
+		{"JSON.Deserialize json.Number", func() error { _, err := JSON[json.Number]().Deserialize("t", []byte(`"`+marker+`"`)); return err }},
+		{"JSON.Deserialize string tag", func() error {
+			_, err := JSON[struct {
+				N int `json:",string"`
+			}]().Deserialize("t", []byte(`{"N": "`+marker+`"}`))
+			return err
+		}},
 		{"JSON.Serialize unsupported", func() error {
 			_, err := JSON[map[string]any]().Serialize("t", map[string]any{marker: make(chan int)})
 			return err
