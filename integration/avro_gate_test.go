@@ -21,10 +21,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // profiles is the Avro store of these tests. Its name is theirs alone:
@@ -93,7 +93,7 @@ func avroSerde[T any](t *testing.T, reg *schema.Client, text string) *serde.Avro
 	return s
 }
 
-func registryConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
+func registryConfig(c *kafka.Env, app string, t *testing.T) weir.Config {
 	cfg := baseConfig(c, app, t)
 	cfg.Registry = schema.Config{URL: c.RegistryURL, RetryTimeout: 20 * time.Second}
 	return cfg
@@ -101,11 +101,11 @@ func registryConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
 
 // runUntil starts an App, produces msgs, waits until out holds a record
 // for every want line (in any order, among others), and stops the App.
-func runUntil(t *testing.T, c *harness.Cluster, top weir.Topology, cfg weir.Config, out string, want []string, msgs ...*sarama.ProducerMessage) {
+func runUntil(t *testing.T, c *kafka.Env, top weir.Topology, cfg weir.Config, out string, want []string, msgs ...*sarama.ProducerMessage) {
 	t.Helper()
 	in := start(t, top, cfg)
-	harness.Produce(t, c, msgs...)
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	kafka.Produce(t, c, msgs...)
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		seen := map[string]bool{}
 		for _, m := range got {
 			seen[string(m.Value)] = true
@@ -127,7 +127,7 @@ func ageMsg(topic, name string, age int) *sarama.ProducerMessage {
 }
 
 // committed returns the group's committed offsets of topic's partitions.
-func committed(t *testing.T, c *harness.Cluster, group, topic string, parts []int32) map[int32]int64 {
+func committed(t *testing.T, c *kafka.Env, group, topic string, parts []int32) map[int32]int64 {
 	t.Helper()
 	res, err := c.Admin(t).ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
 	if err != nil {
@@ -152,7 +152,7 @@ func committed(t *testing.T, c *harness.Cluster, group, topic string, parts []in
 // unchanged. Without the start-time check v3 would start and fail on the
 // first v1 value it read.
 func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	reg := newRegistry(t, c)
@@ -190,7 +190,7 @@ func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
 		t.Fatalf("v2 under %s: %+v, %v; want the version after v1's %d", subject, r2, err, r1.Version)
 	}
 	// The changelog's last record of ada is a v2 value.
-	log := harness.ReadAll(t, c, changelog, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= 4 })
+	log := kafka.ReadAll(t, c, changelog, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= 4 })
 	ids := map[string]int{}
 	for _, m := range log {
 		ids[string(m.Key)] = int(binary.BigEndian.Uint32(m.Value[1:5]))
@@ -214,7 +214,7 @@ func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := harness.EndOffsets(t, c, changelog)
+	ends := kafka.EndOffsets(t, c, changelog)
 	offsets := committed(t, c, app, in, []int32{0})
 	if len(offsets) != 1 {
 		t.Fatalf("no committed offset for %s before v3: %v", in, offsets)
@@ -227,7 +227,7 @@ func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Produce(t, c, ageMsg(in, "dan", 50)) // v3 must not consume it
+	kafka.Produce(t, c, ageMsg(in, "dan", 50)) // v3 must not consume it
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err = v3app.Run(runCtx)
@@ -244,7 +244,7 @@ func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
 	if got, err := reg.Versions(ctx, subject); err != nil || !slices.Equal(got, versions) {
 		t.Errorf("versions of %s after the refusal = %v, %v; want %v", subject, got, err, versions)
 	}
-	if got := harness.EndOffsets(t, c, changelog); !maps.Equal(got, ends) {
+	if got := kafka.EndOffsets(t, c, changelog); !maps.Equal(got, ends) {
 		t.Errorf("changelog end offsets after the refusal = %v, want %v", got, ends)
 	}
 	if got := committed(t, c, app, in, []int32{0}); !maps.Equal(got, offsets) {
@@ -285,7 +285,7 @@ func TestAvroStoreEvolvesAndIncompatibleSchemaStopsStart(t *testing.T) {
 // first key schema is registered; a different one is refused with
 // ErrKeySchemaChanged and nothing registered.
 func TestAvroStoreKeySchemaChangeRefused(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	reg := newRegistry(t, c)
@@ -374,7 +374,7 @@ func TestAvroStoreKeySchemaChangeRefused(t *testing.T) {
 // the store's schema that passed its check; a compatible one is
 // registered and the App starts.
 func TestAvroSinkSchemaCheckedAtStart(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	reg := newRegistry(t, c)

@@ -13,10 +13,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // dlEvent is the value of the dead-letter tests' input, in Avro on one
@@ -147,7 +147,7 @@ func deadLetterInputs(t *testing.T, reg serde.Registry, avroIn, jsonIn string, n
 // though it forwarded its output before failing.
 func TestDeadLetterSurvivesKill9(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	avroIn, jsonIn, out, dlq, app := c.Name(t, "avro-in"), c.Name(t, "json-in"), c.Name(t, "out"), c.Name(t, "dlq"), c.Name(t, "app")
 	const partitions = 2
 	for _, topic := range []string{avroIn, jsonIn, out, dlq} {
@@ -174,7 +174,7 @@ func TestDeadLetterSurvivesKill9(t *testing.T) {
 		for _, in := range ins[2*from : 2*to] {
 			msgs = append(msgs, msg(in))
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	})
 	finishAfterKill(t, env, func() {
 		waitLagZero(t, c, admin, app, avroIn)
@@ -270,7 +270,7 @@ func countKind(ins []dlInput, kind string) int {
 // does not loop on it.
 func TestDeadLetterFailStopsAtTheRecord(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	avroIn, jsonIn, out := c.Name(t, "avro-in"), c.Name(t, "json-in"), c.Name(t, "out")
 	for _, topic := range []string{avroIn, jsonIn, out} {
 		c.CreateTopic(t, topic, 1, nil)
@@ -284,7 +284,7 @@ func TestDeadLetterFailStopsAtTheRecord(t *testing.T) {
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in.topic, Key: sarama.StringEncoder(in.key), Value: sarama.ByteEncoder(in.value)})
 		}
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	top, err := deadLetterTopology(avroIn, jsonIn, out, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestRefusedOutputIsDeadLettered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := harness.Get(t)
+			c := kafka.Cluster(t)
 			in, out, dlq, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "dlq"), c.Name(t, "app")
 			c.CreateTopic(t, in, 1, nil)
 			c.CreateTopic(t, out, 1, map[string]string{"cleanup.policy": "delete"})
@@ -333,7 +333,7 @@ func TestRefusedOutputIsDeadLettered(t *testing.T) {
 			inst := start(t, offsetEcho(in, out, func(off int64) bool { return off == 50 }, tc.refuse, true), cfg)
 			if tc.broker {
 				produceFailureInput(t, c, in, 0, 50)
-				harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+				kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 					off := committedOffset(t, c, app, in)
 					return off == 50, fmt.Sprintf("committed offset %d", off)
 				})
@@ -342,7 +342,7 @@ func TestRefusedOutputIsDeadLettered(t *testing.T) {
 			} else {
 				produceFailureInput(t, c, in, 0, failureInput)
 			}
-			harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+			kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 				off := committedOffset(t, c, app, in)
 				return off == failureInput, fmt.Sprintf("committed offset %d", off)
 			})

@@ -8,9 +8,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestDynamicSink: records go to the topic chosen per record, exactly
@@ -19,7 +19,7 @@ import (
 // committing past it.
 func TestDynamicSink(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, app := c.Name(t, "in"), c.Name(t, "app")
 	outA, outB, missing := c.Name(t, "out-a"), c.Name(t, "out-b"), c.Name(t, "missing")
 	c.CreateTopic(t, in, 1, nil)
@@ -38,11 +38,11 @@ func TestDynamicSink(t *testing.T) {
 		}
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(fmt.Sprint(i))})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	cfg := eosFailureConfig(c, app, t)
 	cfg.MaxConsecutiveAborts = 3
 	inst := start(t, b, cfg)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, app, in)
 		return off == 20, fmt.Sprintf("committed offset %d", off)
 	})
@@ -53,7 +53,7 @@ func TestDynamicSink(t *testing.T) {
 		}
 	}
 
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("x"), Value: sarama.StringEncoder("lost?")})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("x"), Value: sarama.StringEncoder("lost?")})
 	err := waitRun(t, inst, 120*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "aborted in a row") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("Run = %v, want the abort bound naming %s", err, missing)

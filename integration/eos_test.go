@@ -40,9 +40,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // eosGuarantee is the guarantee both tests run weir with. Set it to
@@ -358,7 +358,7 @@ func (cl *eosCluster) checkAlive() {
 // group and got its share (6 tasks over 4 threads leaves none empty).
 func (cl *eosCluster) waitTasks(slot int, timeout time.Duration) {
 	cl.t.Helper()
-	harness.Eventually(cl.t, timeout, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(cl.t, timeout, 50*time.Millisecond, func() (bool, string) {
 		cl.checkAlive()
 		tasks := cl.children[slot].reportedTasks()
 		return len(tasks) > 0, fmt.Sprintf("instance %d has no tasks yet", slot)
@@ -471,11 +471,11 @@ func inputByPartition(t *testing.T, msgs []*sarama.ProducerMessage, partitions i
 }
 
 // chunkProducer produces input records from a goroutine other than the
-// test's, with the settings of harness.Produce (idempotent, acks from all
+// test's, with the settings of kafka.Produce (idempotent, acks from all
 // in-sync replicas, murmur2).
 type chunkProducer struct{ p sarama.SyncProducer }
 
-func newChunkProducer(t *testing.T, c *harness.Cluster) *chunkProducer {
+func newChunkProducer(t *testing.T, c *kafka.Env) *chunkProducer {
 	t.Helper()
 	cfg := c.SaramaConfig()
 	cfg.Producer.Idempotent = true
@@ -510,9 +510,9 @@ func (cp *chunkProducer) send(msgs []*sarama.ProducerMessage) error {
 
 // inputLag is the number of records in topic that group has not
 // committed, for the test's log.
-func inputLag(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, group, topic string) int64 {
+func inputLag(t *testing.T, c *kafka.Env, admin sarama.ClusterAdmin, group, topic string) int64 {
 	t.Helper()
-	ends := harness.EndOffsets(t, c, topic)
+	ends := kafka.EndOffsets(t, c, topic)
 	committed, err := groupCommitted(admin, group, topic, int32(len(ends)))
 	if err != nil {
 		return -1
@@ -553,10 +553,10 @@ func groupCommitted(admin sarama.ClusterAdmin, group, topic string, partitions i
 // partition. Under exactly-once the output of those records is committed
 // in the same transactions. check runs at every poll (it may fail the
 // test).
-func waitInputCommitted(t *testing.T, c *harness.Cluster, group, topic string, in map[int32][]inRec, timeout time.Duration, check func()) {
+func waitInputCommitted(t *testing.T, c *kafka.Env, group, topic string, in map[int32][]inRec, timeout time.Duration, check func()) {
 	t.Helper()
 	admin := c.Admin(t)
-	harness.Eventually(t, timeout, 200*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, timeout, 200*time.Millisecond, func() (bool, string) {
 		check()
 		got, err := groupCommitted(admin, group, topic, int32(len(in)))
 		if err != nil {
@@ -588,23 +588,23 @@ func sentinelKeys(partitions int32) map[int32]string {
 // writeSentinels appends a sentinel record to every partition of topic,
 // once nothing else writes to it: a reader that has seen all of them has
 // read the whole topic.
-func writeSentinels(t *testing.T, c *harness.Cluster, topic string, partitions int32) {
+func writeSentinels(t *testing.T, c *kafka.Env, topic string, partitions int32) {
 	t.Helper()
 	var msgs []*sarama.ProducerMessage
 	for _, k := range sentinelKeys(partitions) {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("end")})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 }
 
 // readToSentinels reads topic up to the sentinels of writeSentinels and
 // returns what came before, sentinels left out. read_committed, it cannot
 // pass a transaction that is still open: an instance that stopped without
-// ending its transaction fails the read (after harness.ReadTimeout).
-func readToSentinels(t *testing.T, c *harness.Cluster, topic string, partitions int32, isolation sarama.IsolationLevel) []*sarama.ConsumerMessage {
+// ending its transaction fails the read (after kafka.ReadTimeout).
+func readToSentinels(t *testing.T, c *kafka.Env, topic string, partitions int32, isolation sarama.IsolationLevel) []*sarama.ConsumerMessage {
 	t.Helper()
 	seen := map[int32]bool{}
-	got := harness.ReadAll(t, c, topic, isolation, func(got []*sarama.ConsumerMessage) bool {
+	got := kafka.ReadAll(t, c, topic, isolation, func(got []*sarama.ConsumerMessage) bool {
 		if len(got) > 0 {
 			if m := got[len(got)-1]; strings.HasPrefix(string(m.Key), sentinelPrefix) {
 				seen[m.Partition] = true
@@ -910,7 +910,7 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 // It does not run in parallel with the other tests: it loads both cores on
 // purpose, and sharing them would slow both it and the others.
 func TestExactlyOnceUnderKill9(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, eosPartitions, nil)
@@ -1017,7 +1017,7 @@ func kcatPath(t *testing.T) string {
 // kcatRead reads topic from the beginning to its end with kcat at the given
 // isolation level and returns one "partition offset key value" line per
 // record, sorted.
-func kcatRead(t *testing.T, kcat string, c *harness.Cluster, topic, isolation string) []string {
+func kcatRead(t *testing.T, kcat string, c *kafka.Env, topic, isolation string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -1066,14 +1066,14 @@ func linesMissingFrom(a, b []string) []string {
 func TestKcatReadsEOSOutputLikeSarama(t *testing.T) {
 	t.Parallel()
 	kcat := kcatPath(t)
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	const partitions, records, keys = 3, 3000, 100
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, partitions, nil)
 	}
 	msgs := eosInput(in, records, keys, rand.New(rand.NewPCG(1, 2)))
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	input := inputByPartition(t, msgs, partitions)
 
 	cfg := baseConfig(c, app, t)

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // These tests inject records that Kafka refuses into an exactly-once
@@ -58,21 +58,21 @@ func noKey(r processor.Record[[]byte, string]) processor.Record[[]byte, string] 
 	return r
 }
 
-func produceFailureInput(t *testing.T, c *harness.Cluster, topic string, from, to int) {
+func produceFailureInput(t *testing.T, c *kafka.Env, topic string, from, to int) {
 	t.Helper()
 	var msgs []*sarama.ProducerMessage
 	for i := from; i < to; i++ {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.StringEncoder("in"), Value: sarama.StringEncoder(strconv.Itoa(i))})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 }
 
 // echoed reads the committed output up to a sentinel written after the App
 // stopped and returns how often each input offset was echoed.
-func echoed(t *testing.T, c *harness.Cluster, out string) map[int64]int {
+func echoed(t *testing.T, c *kafka.Env, out string) map[int64]int {
 	t.Helper()
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: out, Partition: 0, Key: sarama.StringEncoder("sentinel"), Value: sarama.StringEncoder("-1")})
-	msgs := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: out, Partition: 0, Key: sarama.StringEncoder("sentinel"), Value: sarama.StringEncoder("-1")})
+	msgs := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		return len(got) > 0 && string(got[len(got)-1].Key) == "sentinel"
 	})
 	counts := map[int64]int{}
@@ -114,7 +114,7 @@ func checkEchoedUpTo(t *testing.T, counts map[int64]int, committed int64, skip m
 	}
 }
 
-func committedOffset(t *testing.T, c *harness.Cluster, group, topic string) int64 {
+func committedOffset(t *testing.T, c *kafka.Env, group, topic string) int64 {
 	t.Helper()
 	got, err := groupCommitted(c.Admin(t), group, topic, 1)
 	if err != nil {
@@ -134,7 +134,7 @@ func waitRun(t *testing.T, in *instance, within time.Duration) error {
 	}
 }
 
-func eosFailureConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
+func eosFailureConfig(c *kafka.Env, app string, t *testing.T) weir.Config {
 	cfg := baseConfig(c, app, t)
 	cfg.Guarantee = weir.ExactlyOnce
 	cfg.CommitInterval = 100 * time.Millisecond
@@ -153,7 +153,7 @@ func TestRefusedOutputStopsWithItsCoordinates(t *testing.T) {
 	for _, swallow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("swallow=%v", swallow), func(t *testing.T) {
 			t.Parallel()
-			c := harness.Get(t)
+			c := kafka.Cluster(t)
 			in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 			c.CreateTopic(t, in, 1, nil)
 			c.CreateTopic(t, out, 1, nil)
@@ -186,7 +186,7 @@ func TestRefusedOutputStopsWithItsCoordinates(t *testing.T) {
 // is echoed exactly once, all 100 committed.
 func TestSkippedOutputLeavesTheRestExactlyOnce(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -195,7 +195,7 @@ func TestSkippedOutputLeavesTheRestExactlyOnce(t *testing.T) {
 	cfg := eosFailureConfig(c, app, t)
 	cfg.ProductionErrors = weir.Skip
 	inst := start(t, top, cfg)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, app, in)
 		return off == failureInput, fmt.Sprintf("committed offset %d", off)
 	})
@@ -233,13 +233,13 @@ func skippedProduction(t *testing.T, reg *prometheus.Registry) float64 {
 // compactLater makes topic compacted while an App runs, so that a record
 // without key is refused by the broker, not by the checks weir made at
 // start: the failure arrives asynchronously, from the producer.
-func compactLater(t *testing.T, c *harness.Cluster, topic string) {
+func compactLater(t *testing.T, c *kafka.Env, topic string) {
 	t.Helper()
 	policy := "compact"
 	if err := c.Admin(t).AlterConfig(sarama.TopicResource, topic, map[string]*string{"cleanup.policy": &policy}, false); err != nil {
 		t.Fatalf("making %s compacted: %v", topic, err)
 	}
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		entries, err := c.Admin(t).DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"cleanup.policy"}})
 		if err != nil || len(entries) == 0 {
 			return false, fmt.Sprintf("describing %s: %v", topic, err)
@@ -255,14 +255,14 @@ func compactLater(t *testing.T, c *harness.Cluster, topic string) {
 // *ProductionError, and every committed input has its output exactly once.
 func TestBrokerRefusalIsNeverCommitted(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, map[string]string{"cleanup.policy": "delete"})
 	produceFailureInput(t, c, in, 0, 50)
 	top := offsetEcho(in, out, func(off int64) bool { return off == 50 }, noKey, true)
 	inst := start(t, top, eosFailureConfig(c, app, t))
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, app, in)
 		return off == 50, fmt.Sprintf("committed offset %d", off)
 	})
@@ -290,7 +290,7 @@ func TestBrokerRefusalIsNeverCommitted(t *testing.T) {
 // the App keeps running and echoes every input record exactly once.
 func TestRefusalInAWallClockPunctuatorIsSettledLikeARecord(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, ticks, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "ticks"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -315,7 +315,7 @@ func TestRefusalInAWallClockPunctuatorIsSettledLikeARecord(t *testing.T) {
 	cfg.ProductionErrors = weir.Skip
 	cfg.CommitInterval = time.Second
 	inst := start(t, top, cfg)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, app, in)
 		return off == 50, fmt.Sprintf("committed offset %d", off)
 	})
@@ -332,13 +332,13 @@ func TestRefusalInAWallClockPunctuatorIsSettledLikeARecord(t *testing.T) {
 		}
 	}
 	reg := cfg.Metrics.(*prometheus.Registry)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		notStopped()
 		n := skippedProduction(t, reg)
 		return n >= 1, fmt.Sprintf("%v refused records skipped", n)
 	})
 	produceFailureInput(t, c, in, 50, failureInput)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		notStopped()
 		off := committedOffset(t, c, app, in)
 		return off == failureInput, fmt.Sprintf("committed offset %d", off)

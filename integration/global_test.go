@@ -9,9 +9,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // globalJoin left-joins orders (id → product id) with the global table of
@@ -39,7 +39,7 @@ func globalJoin(orders, products, out string) *kstream.Builder {
 // meanwhile (a deletion) applied before the first record.
 func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	orders, products, out, app := c.Name(t, "orders"), c.Name(t, "products"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, orders, 3, nil)
 	c.CreateTopic(t, out, 3, nil)
@@ -55,7 +55,7 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 	for i := range 1000 {
 		catalog = append(catalog, msg(products, fmt.Sprintf("p%d", i), fmt.Sprintf("name%d", i)))
 	}
-	harness.Produce(t, c, catalog...)
+	kafka.Produce(t, c, catalog...)
 
 	cfg := baseConfig(c, app, t)
 	cfg.Guarantee = weir.ExactlyOnce
@@ -67,12 +67,12 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 	for i := range 100 {
 		first = append(first, msg(orders, fmt.Sprintf("o%d", i), fmt.Sprintf("p%d", i*9)))
 	}
-	harness.Produce(t, c, first...)
+	kafka.Produce(t, c, first...)
 	got := map[string]string{}
 	read := func(until func() bool) {
 		t.Helper()
 		clear(got)
-		harness.ReadAll(t, c, out, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
+		kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
 			if len(ms) > 0 {
 				m := ms[len(ms)-1]
 				order, name, _ := strings.Cut(string(m.Value), "=")
@@ -89,12 +89,12 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 	}
 
 	// Updates while running: visible some time later.
-	harness.Produce(t, c, msg(products, "p5", "renamed"), msg(products, "p6", ""))
+	kafka.Produce(t, c, msg(products, "p5", "renamed"), msg(products, "p6", ""))
 	n := 0
-	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
 		n++
 		a, b := fmt.Sprintf("u%d-a", n), fmt.Sprintf("u%d-b", n)
-		harness.Produce(t, c, msg(orders, a, "p5"), msg(orders, b, "p6"))
+		kafka.Produce(t, c, msg(orders, a, "p5"), msg(orders, b, "p6"))
 		read(func() bool { return got[a] != "" && got[b] != "" })
 		return got[a] == "renamed" && got[b] == "?", fmt.Sprintf("p5 joins %q and p6 %q", got[a], got[b])
 	})
@@ -104,10 +104,10 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 
 	// While stopped, a product is deleted; the restart applies it before
 	// the first order.
-	harness.Produce(t, c, msg(products, "p7", ""))
+	kafka.Produce(t, c, msg(products, "p7", ""))
 	cfg.StateDir = dir
 	start(t, globalJoin(orders, products, out), cfg)
-	harness.Produce(t, c, msg(orders, "after-restart-7", "p7"), msg(orders, "after-restart-8", "p8"))
+	kafka.Produce(t, c, msg(orders, "after-restart-7", "p7"), msg(orders, "after-restart-8", "p8"))
 	read(func() bool { return got["after-restart-7"] != "" && got["after-restart-8"] != "" })
 	if got["after-restart-7"] != "?" || got["after-restart-8"] != "name8" {
 		t.Fatalf("after the restart p7 joins %q (deleted while stopped), p8 %q; want ? and name8", got["after-restart-7"], got["after-restart-8"])

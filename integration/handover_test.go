@@ -13,9 +13,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // perKeyCounts is the store of countingTopology: records seen per key.
@@ -94,7 +94,7 @@ func threadsOf(in *instance, id string) []int {
 // 0_0, as the one extra task three members share four with.
 func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 4
 	c.CreateTopic(t, in, partitions, nil)
@@ -124,13 +124,13 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	cfg.State.CleanupDelay = 200 * time.Millisecond
 	a := start(t, countingTopology(in, out, hold), cfg)
 	t.Cleanup(openGate) // before a's cleanup waits for the blocked thread
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		per := tasksPerThread(a)
 		return per[0] == 2 && per[1] == 2, fmt.Sprintf("instance a: tasks per thread %v", per)
 	})
 
 	// Every task has committed state before the move.
-	harness.Produce(t, c, records(in, keys, before, 0)...)
+	kafka.Produce(t, c, records(in, keys, before, 0)...)
 	waitCounts(t, c, out, keys, strconv.Itoa(before-1), func(string) int { return before })
 
 	gateKey := keyOnPartition(t, in, partitions, 0, keys)
@@ -138,7 +138,7 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	if len(x) != 1 {
 		t.Fatalf("task 0_0 runs on threads %v of instance a", x)
 	}
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(gateKey), Value: sarama.StringEncoder("gate")})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(gateKey), Value: sarama.StringEncoder("gate")})
 	select {
 	case <-blocked:
 	case <-time.After(30 * time.Second):
@@ -151,7 +151,7 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	b := start(t, countingTopology(in, out, nil), cfgB)
 
 	// The sibling takes task 0_0 over while the blocked thread holds it.
-	harness.Eventually(t, 90*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 50*time.Millisecond, func() (bool, string) {
 		on := threadsOf(a, "0_0")
 		return slices.Contains(on, 1-x[0]), fmt.Sprintf("task 0_0 runs on threads %v of a; b runs %v", on, tasksPerThread(b))
 	})
@@ -159,18 +159,18 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	// idle: no commit of its own races the rebalances to come, aborts and
 	// makes it restore task 0_0 from the changelog, which would hide a
 	// wrongly dropped state.
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
 		return len(msgs) > 0 && strings.HasSuffix(string(msgs[len(msgs)-1].Value), ":gate")
 	})
 	t.Logf("thread %d of instance a runs task 0_0 too and committed the gate record; the gate opens", 1-x[0])
 	openGate()
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		on := threadsOf(a, "0_0")
 		return !slices.Contains(on, x[0]), fmt.Sprintf("task 0_0 runs on threads %v of a", on)
 	})
 	// The group settles with one task per thread, 0_0 still on the
 	// sibling: by then a wrongly scheduled drop has long happened.
-	harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
 		pa, pb := tasksPerThread(a), tasksPerThread(b)
 		on := threadsOf(a, "0_0")
 		ok := pa[0] == 1 && pa[1] == 1 && pb[0] == 1 && pb[1] == 1 && slices.Equal(on, []int{1 - x[0]})
@@ -181,7 +181,7 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	for k := range keys {
 		more = append(more, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("key-" + strconv.Itoa(k)), Value: sarama.StringEncoder("last")})
 	}
-	harness.Produce(t, c, more...)
+	kafka.Produce(t, c, more...)
 	waitCounts(t, c, out, keys, "last", func(k string) int {
 		n := before + after + 1
 		if k == gateKey {
@@ -214,11 +214,11 @@ func keyOnPartition(t *testing.T, topic string, partitions, p int32, keys int) s
 // one of keys has the output of its input record last, the last one
 // produced for it, and checks that each key's counts are exactly 1, 2, …,
 // want(key) in order.
-func waitCounts(t *testing.T, c *harness.Cluster, out string, keys int, last string, want func(key string) int) {
+func waitCounts(t *testing.T, c *kafka.Env, out string, keys int, last string, want func(key string) int) {
 	t.Helper()
 	counts := map[string][]int{}
 	done := 0
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
 		if len(msgs) == 0 {
 			return false
 		}

@@ -13,16 +13,16 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestMissingSinkFailsAtStart: a sink topic that does not exist stops Run
 // at start with the topic named, before weir creates any internal topic.
 func TestMissingSinkFailsAtStart(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 2, nil)
 	top := processor.NewTopology()
@@ -55,7 +55,7 @@ func TestMissingSinkFailsAtStart(t *testing.T) {
 // last-commit gauge stops advancing.
 func TestDeletedSinkFailsWithinTheBound(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -65,8 +65,8 @@ func TestDeletedSinkFailsWithinTheBound(t *testing.T) {
 	srv := httptest.NewServer(inst.app.Handler())
 	defer srv.Close()
 
-	harness.Produce(t, c, records(in, 5, 20, 0)...)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Produce(t, c, records(in, 5, 20, 0)...)
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, app, in)
 		return off == 100, fmt.Sprintf("committed offset %d", off)
 	})
@@ -81,11 +81,11 @@ func TestDeletedSinkFailsWithinTheBound(t *testing.T) {
 	if err := c.Admin(t).DeleteTopic(out); err != nil {
 		t.Fatalf("deleting %s: %v", out, err)
 	}
-	harness.Produce(t, c, records(in, 5, 20, 20)...)
+	kafka.Produce(t, c, records(in, 5, 20, 20)...)
 
 	degraded := false
 	var runErr error
-	harness.Eventually(t, 180*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 180*time.Second, 50*time.Millisecond, func() (bool, string) {
 		select {
 		case runErr = <-inst.done:
 			return true, ""
@@ -116,7 +116,7 @@ func TestDeletedSinkFailsWithinTheBound(t *testing.T) {
 // whose task has not started).
 func TestLagIsKnownFromAssignment(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions, perPartition = 3, 50
 	c.CreateTopic(t, in, partitions, nil)
@@ -127,13 +127,13 @@ func TestLagIsKnownFromAssignment(t *testing.T) {
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("v")})
 		}
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	top, open := gatedTopology(in, out)
 	a := start(t, top, baseConfig(c, app, t))
 	t.Cleanup(open)
 	srv := httptest.NewServer(a.app.Handler())
 	defer srv.Close()
-	harness.Eventually(t, 60*time.Second, 5*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 5*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		var lags []string
 		ok := true

@@ -13,9 +13,9 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // A dedup service remembers the ids it has seen in a window store (the
@@ -141,7 +141,7 @@ func readDedupState(t *testing.T, stateDir, app string, ids []string) dedupState
 // answers to fetches by key and by time.
 func TestIndexedStoresChangelogOneRecordPerUpdate(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -160,24 +160,24 @@ func TestIndexedStoresChangelogOneRecordPerUpdate(t *testing.T) {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(id), Value: sarama.StringEncoder("payment"),
 			Timestamp: base.Add(time.Duration(i) * 3 * time.Second)})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	cfg := baseConfig(c, app, t)
 	// No transactions: a changelog's end offset is then its record count.
 	cfg.Guarantee = weir.AtLeastOnce
 	a := start(t, dedupTopology(in, out), cfg)
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) == ids })
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) == ids })
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
 	for _, store := range []string{dedupWindows.Name(), dedupIDs.Name()} {
 		topic := app + "-" + store + "-changelog"
-		end := harness.EndOffsets(t, c, topic)[0]
+		end := kafka.EndOffsets(t, c, topic)[0]
 		if end != ids {
 			t.Errorf("changelog %s ends at offset %d after %d updates, want %d: one record per update", topic, end, ids, ids)
 		}
-		recs := harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool { return int64(len(got)) >= end })
+		recs := kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool { return int64(len(got)) >= end })
 		for _, m := range recs {
 			if len(m.Key) == 0 || m.Key[0] != 0x01 {
 				t.Errorf("changelog %s holds a record of key %x at offset %d, not a primary entry", topic, m.Key, m.Offset)
@@ -197,7 +197,7 @@ func TestIndexedStoresChangelogOneRecordPerUpdate(t *testing.T) {
 	log := &restoreLog{}
 	cfg.State.RestoreListener = log
 	b := start(t, dedupTopology(in, out), cfg)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(log.snapshot())
 		return ended == 2, fmt.Sprintf("%d of 2 store restores ended", ended)
 	})

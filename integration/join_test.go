@@ -9,10 +9,10 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // dslJoins joins tables and a stream: the tables customers (id → name)
@@ -56,7 +56,7 @@ func dslJoins(orders, customers, tiers, owners, out, profile, accounts string) *
 // the results do not depend on how the broker interleaves the topics.
 func TestDSLJoinsSurviveKill9(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	orders, customers, tiers, owners := c.Name(t, "orders"), c.Name(t, "customers"), c.Name(t, "tiers"), c.Name(t, "owners")
 	out, profile, accounts, app := c.Name(t, "out"), c.Name(t, "profile"), c.Name(t, "accounts"), c.Name(t, "app")
 	const partitions = 3
@@ -135,8 +135,8 @@ func TestDSLJoinsSurviveKill9(t *testing.T) {
 	}
 	killMidStream(t, c, admin, env, app, orders, n, func(from, to int) {
 		if from == 0 {
-			harness.Produce(t, c, tablesFirst...)
-			harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+			kafka.Produce(t, c, tablesFirst...)
+			kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 				lc, lt := inputLag(t, c, admin, app, customers), inputLag(t, c, admin, app, tiers)
 				return lc == 0 && lt == 0, fmt.Sprintf("tables not yet committed: lag %d and %d", lc, lt)
 			})
@@ -145,7 +145,7 @@ func TestDSLJoinsSurviveKill9(t *testing.T) {
 		for _, ms := range byOrder[from:to] {
 			msgs = append(msgs, ms...)
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	})
 	finishAfterKill(t, env, func() {
 		for _, topic := range []string{orders, tiers, owners} {
@@ -155,7 +155,7 @@ func TestDSLJoinsSurviveKill9(t *testing.T) {
 		// when every account shows its last result. (The lag of a topic
 		// written in transactions never reaches zero: its commit
 		// markers take offsets.)
-		harness.ReadAll(t, c, accounts, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
+		kafka.ReadAll(t, c, accounts, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
 			last := map[string]string{}
 			for _, m := range ms {
 				last[string(m.Key)] = string(m.Value)

@@ -15,7 +15,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // dslChildEnv makes the test binary run dslWindowedCount as a weir
@@ -104,7 +104,7 @@ func startDSLChild(t *testing.T, env map[string]string) (*exec.Cmd, chan struct{
 // repeated.
 func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, final, limited, late, app := windowedTopics(t, c)
 	outputs := []string{out, final, limited, late}
 	events := windowedEvents(3000)
@@ -122,7 +122,7 @@ func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 			e := events[i]
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(e.key), Value: sarama.StringEncoder(strconv.Itoa(i)), Timestamp: e.ts})
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 	killMidStream(t, c, admin, env, app, in, len(events), produce)
 	finishAfterKill(t, env, func() { waitLagZero(t, c, admin, app, in) })
@@ -134,11 +134,11 @@ func TestDSLWindowedCountSurvivesKill9(t *testing.T) {
 // while it runs, from its first commit on; it kills the child with
 // SIGKILL once a third of them are committed, with more still arriving
 // (or, if the child never got that far, once all are written).
-func killMidStream(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, env map[string]string, app, in string, n int, produce func(from, to int)) {
+func killMidStream(t *testing.T, c *kafka.Env, admin sarama.ClusterAdmin, env map[string]string, app, in string, n int, produce func(from, to int)) {
 	t.Helper()
 	committed := func() int64 {
 		var sum int64
-		for _, end := range harness.EndOffsets(t, c, in) {
+		for _, end := range kafka.EndOffsets(t, c, in) {
 			sum += end
 		}
 		return sum - inputLag(t, c, admin, app, in)
@@ -155,7 +155,7 @@ func killMidStream(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, 
 	// processing before the stream goes on, or the kill could find it
 	// still joining the group, with nothing to lose.
 	produce(0, min(100, n))
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		return committed() > 0, "the first instance has committed nothing yet"
 	})
 	killed := false
@@ -174,9 +174,9 @@ func killMidStream(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, 
 
 // waitLagZero waits until application app has committed all of
 // topic in.
-func waitLagZero(t *testing.T, c *harness.Cluster, admin sarama.ClusterAdmin, app, in string) {
+func waitLagZero(t *testing.T, c *kafka.Env, admin sarama.ClusterAdmin, app, in string) {
 	t.Helper()
-	harness.Eventually(t, 120*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 120*time.Second, 100*time.Millisecond, func() (bool, string) {
 		lag := inputLag(t, c, admin, app, in)
 		return lag == 0, fmt.Sprintf("input lag %d", lag)
 	})
@@ -213,7 +213,7 @@ func finishAfterKill(t *testing.T, env map[string]string, wait func()) {
 // and the cache held updates that the killed instance never flushed.
 func TestDSLWordCountSurvivesKill9(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 3
 	c.CreateTopic(t, in, partitions, nil)
@@ -235,7 +235,7 @@ func TestDSLWordCountSurvivesKill9(t *testing.T) {
 		"BROKERS": strings.Join(c.Brokers, ","), "APP": app, "STATE_DIR": t.TempDir(),
 		"TOPOLOGY": "wordcount", "IN": in, "OUT": out,
 	}
-	killMidStream(t, c, admin, env, app, in, len(lines), func(from, to int) { harness.Produce(t, c, lines[from:to]...) })
+	killMidStream(t, c, admin, env, app, in, len(lines), func(from, to int) { kafka.Produce(t, c, lines[from:to]...) })
 	// Done when every word has its count: the input's offsets are
 	// committed before the words they carry are counted from the
 	// repartition topic.

@@ -13,10 +13,10 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // dslWordCount is the DSL word count: lines split into words, grouped by
@@ -40,7 +40,7 @@ func dslWordCount(in, out string) *kstream.Builder {
 // updates are 1, 2, ..., n, each once (none lost, none duplicated).
 func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 3
 	c.CreateTopic(t, in, partitions, nil)
@@ -85,7 +85,7 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 	for i, l := range lines {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("line-%d", i)), Value: sarama.StringEncoder(l), Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	cfg := eosFailureConfig(c, app, t)
 	cfg.Threads = 2
 	// Every update, as weirtest forwards it: no record cache (the default).
@@ -95,7 +95,7 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
 		lag := inputLag(t, c, admin, app, in)
 		return lag == 0, fmt.Sprintf("input lag %d", lag)
 	})
@@ -114,9 +114,9 @@ func TestDSLWordCountMatchesWeirtest(t *testing.T) {
 
 // waitWordCounts reads the word count output topic (read_committed)
 // until every word of want has reached its count there.
-func waitWordCounts(t *testing.T, c *harness.Cluster, topic string, want map[string]int64) {
+func waitWordCounts(t *testing.T, c *kafka.Env, topic string, want map[string]int64) {
 	t.Helper()
-	harness.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		reached := map[string]bool{}
 		for _, m := range got {
 			if n, err := serde.Int64().Deserialize(topic, m.Value); err == nil && n == want[string(m.Key)] {
@@ -218,7 +218,7 @@ func dslWindowedCount(in, out, final, limited, late string) *kstream.Builder {
 // TestStreamTimeSurvivesARestart).
 func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, final, limited, late, app := windowedTopics(t, c)
 	outputs := []string{out, final, limited, late}
 
@@ -240,7 +240,7 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 			e := events[i]
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(e.key), Value: sarama.StringEncoder(strconv.Itoa(i)), Timestamp: e.ts})
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 		cfg := eosFailureConfig(c, app, t) // a new, empty state directory
 		a := start(t, dslWindowedCount(in, out, final, limited, late), cfg)
 		waitLagZero(t, c, admin, app, in)
@@ -257,7 +257,7 @@ func TestDSLWindowedCountMatchesWeirtest(t *testing.T) {
 
 // windowedTopics creates the one-partition topics of dslWindowedCount
 // for test t and returns their names and an application id.
-func windowedTopics(t *testing.T, c *harness.Cluster) (in, out, final, limited, late, app string) {
+func windowedTopics(t *testing.T, c *kafka.Env) (in, out, final, limited, late, app string) {
 	in, out, final, app = c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "final"), c.Name(t, "app")
 	limited, late = c.Name(t, "limited"), c.Name(t, "late")
 	for _, topic := range []string{in, out, final, limited, late} {
@@ -352,7 +352,7 @@ func windowedWant(t *testing.T, events []windowedEvent, in, out, final, limited,
 // compareWindowedOutputs reads each of the one-partition topics outputs
 // (read_committed, up to a sentinel it writes), renders its records with
 // format and fails the test unless they are want[topic], in order.
-func compareWindowedOutputs(t *testing.T, c *harness.Cluster, outputs []string, want map[string][]string, format func(string, []byte, []byte, time.Time) string) {
+func compareWindowedOutputs(t *testing.T, c *kafka.Env, outputs []string, want map[string][]string, format func(string, []byte, []byte, time.Time) string) {
 	t.Helper()
 	for _, topic := range outputs {
 		writeSentinels(t, c, topic, 1)
@@ -413,7 +413,7 @@ func firstDiff(a, b []string) int {
 // hold fewer records than the input (the cache's point; logged).
 func TestDSLCachedWindowedCountIsExact(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 3
 	c.CreateTopic(t, in, partitions, nil)
@@ -439,7 +439,7 @@ func TestDSLCachedWindowedCountIsExact(t *testing.T) {
 		want[fmt.Sprintf("%s@%d", key, ts.Truncate(time.Second).UnixMilli())]++
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder("x"), Timestamp: ts})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	cfg := eosFailureConfig(c, app, t)
 	cfg.Threads = 2
 	cfg.CacheMaxBytes = 10 << 20
@@ -457,7 +457,7 @@ func TestDSLCachedWindowedCountIsExact(t *testing.T) {
 // for every window, and writes weirtest's updates in weirtest's order.
 func TestDSLSlidingCountMatchesWeirtest(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -492,9 +492,9 @@ func TestDSLSlidingCountMatchesWeirtest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	a := start(t, top(), eosFailureConfig(c, app, t))
-	got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= len(wantRecs) })
+	got := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= len(wantRecs) })
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/ktable"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // holdRestore is a RestoreListener that holds every restore of a store
@@ -38,7 +38,7 @@ func (h *holdRestore) OnRestoreEnd(string, int32, int64, time.Duration) {}
 // says so and names the task, and answers again once the restore is done.
 func TestKTableViewReadsCommittedState(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, app := c.Name(t, "in"), c.Name(t, "app")
 	c.CreateTopic(t, in, 3, nil)
 	b := kstream.NewBuilder()
@@ -54,7 +54,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 		want[k]++
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x"), Timestamp: hour})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	cfg := baseConfig(c, app, t)
 	cfg.Guarantee = weir.ExactlyOnce
@@ -63,7 +63,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		for k, w := range want {
 			n, found, err := view.Get(k)
 			if err != nil || !found || n != w {
@@ -119,7 +119,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		for k := range want {
 			_, _, err := view2.Get(k)
 			var ue *weir.StoreUnavailableError
@@ -130,7 +130,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 		return false, "no key reported its partition as restoring"
 	})
 	close(hold.release)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		for k, w := range want {
 			n, found, err := view2.Get(k)
 			if err != nil || !found || n != w {

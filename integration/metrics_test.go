@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // gatedTopology copies in to out through a processor that blocks every
@@ -108,7 +108,7 @@ func get(t *testing.T, url string) (int, string) {
 // retention minus that age; /readyz turns ready.
 func TestLagAndAgeFallToZero(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const retention = time.Hour
 	c.CreateTopic(t, in, 1, map[string]string{"retention.ms": fmt.Sprint(retention.Milliseconds())})
@@ -119,7 +119,7 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	for i := range 2000 {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(fmt.Sprint(i)), Timestamp: old})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	// A processor that is held at first, so the backlog is observed.
 	top, open := gatedTopology(in, out)
@@ -131,7 +131,7 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	defer srv.Close()
 	part := map[string]string{"topic": in, "partition": "0"}
 
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		lag, ok1 := value(fams, "weir_partition_offset_lag", part)
 		age, ok2 := value(fams, "weir_partition_oldest_unread_age_seconds", part)
@@ -148,7 +148,7 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 	}
 
 	open()
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		lag, _ := value(fams, "weir_partition_offset_lag", part)
 		committed, known := value(fams, "weir_partition_committed_offset_lag", part)
@@ -184,11 +184,11 @@ func TestLagAndAgeFallToZero(t *testing.T) {
 // fetching side's backpressured time grow while the queue stays bounded.
 func TestBlockedProcessorShowsBackpressure(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
-	harness.Produce(t, c, records(in, 1, 500, 0)...)
+	kafka.Produce(t, c, records(in, 1, 500, 0)...)
 	top, open := gatedTopology(in, out)
 	cfg := baseConfig(c, app, t)
 	cfg.Queue.MaxRecords = 10
@@ -199,7 +199,7 @@ func TestBlockedProcessorShowsBackpressure(t *testing.T) {
 	// While the processor blocks, the fetcher is backpressured and the
 	// thread is busy: both grow by more than a second.
 	var firstBP, firstBusy float64
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		bp, _ := value(fams, "weir_thread_seconds_total", map[string]string{"state": "backpressured"})
 		busy, _ := value(fams, "weir_thread_seconds_total", map[string]string{"state": "busy"})
@@ -226,11 +226,11 @@ func TestBlockedProcessorShowsBackpressure(t *testing.T) {
 // records remaining, with the restored records counted.
 func TestRestoreMetricsReachZero(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
-	harness.Produce(t, c, seqRecords(in, 300, 0, 3)...)
+	kafka.Produce(t, c, seqRecords(in, 300, 0, 3)...)
 	cfg := baseConfig(c, app, t)
 	a := start(t, maxSeqTopology(in, out), cfg)
 	waitProcessed(t, c, out, 300, 3)
@@ -241,7 +241,7 @@ func TestRestoreMetricsReachZero(t *testing.T) {
 	b := start(t, maxSeqTopology(in, out), cfg)
 	srv := httptest.NewServer(b.app.Handler())
 	defer srv.Close()
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		fams := scrape(t, srv.URL)
 		restored, _ := value(fams, "weir_restore_records_total", map[string]string{"store": "latest"})
 		durations, _ := value(fams, "weir_restore_duration_seconds", map[string]string{"store": "latest"})
@@ -260,7 +260,7 @@ func TestRestoreMetricsReachZero(t *testing.T) {
 // own fixed buffers while lag grows. It runs alone (not parallel): it
 // measures the process's heap.
 func TestHeapBoundedWhileLagGrows(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 2, nil)
 	c.CreateTopic(t, out, 2, nil)
@@ -271,7 +271,7 @@ func TestHeapBoundedWhileLagGrows(t *testing.T) {
 		for j := i; j < i+2000; j++ {
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprint(j)), Value: sarama.StringEncoder(payload)})
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 	liveHeap := func() uint64 {
 		runtime.GC()
@@ -295,7 +295,7 @@ func TestHeapBoundedWhileLagGrows(t *testing.T) {
 	const bound = 2<<20 + 48<<20
 	var peak uint64
 	samples := 0
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		if h := liveHeap(); h > peak {
 			peak = h
 		}
@@ -319,14 +319,14 @@ func TestHeapBoundedWhileLagGrows(t *testing.T) {
 // between are reported lost (log and metric) instead of skipped silently.
 func TestRecordsLostToRetentionAreCounted(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, map[string]string{"cleanup.policy": "delete"})
 	c.CreateTopic(t, out, 1, nil)
-	harness.Produce(t, c, records(in, 1, 10, 0)...)
+	kafka.Produce(t, c, records(in, 1, 10, 0)...)
 	cfg := baseConfig(c, app, t)
 	a := start(t, passthrough(in, out), cfg)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		ts := a.app.Tasks()
 		return len(ts) == 1 && ts[0].Partitions[0].Committed == 10, fmt.Sprintf("tasks %+v", ts)
 	})
@@ -335,14 +335,14 @@ func TestRecordsLostToRetentionAreCounted(t *testing.T) {
 	}
 	// While it is down, 30 more records arrive and retention deletes the
 	// first 25 of them.
-	harness.Produce(t, c, records(in, 1, 30, 10)...)
+	kafka.Produce(t, c, records(in, 1, 30, 10)...)
 	if err := c.Admin(t).DeleteRecords(in, map[int32]int64{0: 35}); err != nil {
 		t.Fatal(err)
 	}
 	b := start(t, passthrough(in, out), cfg)
 	srv := httptest.NewServer(b.app.Handler())
 	defer srv.Close()
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		lost, _ := value(scrape(t, srv.URL), "weir_records_lost_total", map[string]string{"topic": in, "partition": "0"})
 		return lost == 25, fmt.Sprintf("records lost %v, want 25", lost)
 	})

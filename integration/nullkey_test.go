@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // storeCounter counts records per key in a key-value store and emits the
@@ -81,7 +81,7 @@ func (c *storeCounter) Close() error { return nil }
 // there were one, would have been read before it.
 func TestNullKeyRecordsStayOutOfStateAndRepartitions(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, outRP, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "out-rp"), c.Name(t, "app")
 	for _, topic := range []string{in, out, outRP} {
 		c.CreateTopic(t, topic, 1, nil)
@@ -105,7 +105,7 @@ func TestNullKeyRecordsStayOutOfStateAndRepartitions(t *testing.T) {
 	if msgs[total-1].Key == nil {
 		t.Fatal("the last input record must have a key (see the test's doc)")
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	top := processor.NewTopology()
 	src := top.AddSource("in", in, serde.String(), serde.String())
@@ -126,7 +126,7 @@ func TestNullKeyRecordsStayOutOfStateAndRepartitions(t *testing.T) {
 
 	for _, topic := range []string{out, outRP} {
 		latest := map[string]int64{}
-		harness.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+		kafka.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 			if len(got) == 0 {
 				return false
 			}
@@ -152,7 +152,7 @@ func TestNullKeyRecordsStayOutOfStateAndRepartitions(t *testing.T) {
 	}
 
 	var fams map[string]*dto.MetricFamily
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		fams = gather(t, reg)
 		n, _ := value(fams, "weir_records_processed_total", map[string]string{"task": "0_0"})
 		return n == total, fmt.Sprintf("task 0_0 processed %v of %d records", n, total)

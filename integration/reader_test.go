@@ -16,12 +16,12 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // readerClient returns a sarama client on the cluster, closed when the test
 // ends.
-func readerClient(t testing.TB, c *harness.Cluster) sarama.Client {
+func readerClient(t testing.TB, c *kafka.Env) sarama.Client {
 	t.Helper()
 	client, err := sarama.NewClient(c.Brokers, c.SaramaConfig())
 	if err != nil {
@@ -167,17 +167,17 @@ func readerDiff(got, want []readerRec) string {
 // A plain (non-transactional) changelog: End is the high watermark, and
 // ReadTo returns exactly the records from its start offset, in order.
 func TestReaderPlainTopic(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-plain")
 	c.CreateTopic(t, topic, 1, nil)
 	msgs := readerMsgs(topic, 5000, 100, 0)
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	want := readerWant(t, msgs)
 
 	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
 	end := readerEnd(t, r)
-	if hwm := harness.EndOffsets(t, c, topic)[0]; end != hwm || end != 5000 {
+	if hwm := kafka.EndOffsets(t, c, topic)[0]; end != hwm || end != 5000 {
 		t.Fatalf("End %d, high watermark %d, want both 5000", end, hwm)
 	}
 	if start, err := r.Start(t.Context()); err != nil || start != 0 {
@@ -223,7 +223,7 @@ func TestReaderPlainTopic(t *testing.T) {
 // committed transactions only and its position reaches End, past the
 // trailing markers that sarama's consumer never delivers.
 func TestReaderTransactions(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-txn")
 	c.CreateTopic(t, topic, 1, nil)
@@ -240,11 +240,11 @@ func TestReaderTransactions(t *testing.T) {
 	// The coordinator writes the markers after EndTxn returns: poll until
 	// the last one is in and nothing is open.
 	var end int64
-	harness.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		end = readerEnd(t, r)
 		return end == hwm, fmt.Sprintf("End %d, want %d", end, hwm)
 	})
-	if h := harness.EndOffsets(t, c, topic)[0]; h != hwm {
+	if h := kafka.EndOffsets(t, c, topic)[0]; h != hwm {
 		t.Fatalf("high watermark %d, want %d", h, hwm)
 	}
 	want := readerWant(t, append(slices.Clone(a), cc...))
@@ -284,12 +284,12 @@ func TestReaderTransactions(t *testing.T) {
 // high watermark, ReadTo to End returns at once with the records before the
 // transaction, and ReadTo beyond End waits until its context ends.
 func TestReaderOpenTransaction(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-open")
 	c.CreateTopic(t, topic, 1, nil)
 	before := keyed(topic, "before", "v", 10)
-	harness.Produce(t, c, before...)
+	kafka.Produce(t, c, before...)
 
 	p := newTxnProducer(t, c, c.Name(t, "txn"))
 	if err := p.BeginTxn(); err != nil {
@@ -308,7 +308,7 @@ func TestReaderOpenTransaction(t *testing.T) {
 
 	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
 	end := readerEnd(t, r)
-	hwm := harness.EndOffsets(t, c, topic)[0]
+	hwm := kafka.EndOffsets(t, c, topic)[0]
 	if end != 10 || hwm != 15 {
 		t.Fatalf("End %d and high watermark %d, want the last stable offset 10 below the high watermark 15", end, hwm)
 	}
@@ -341,7 +341,7 @@ func TestReaderOpenTransaction(t *testing.T) {
 	if err := p.AbortTxn(); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	harness.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		end = readerEnd(t, r)
 		return end == hwm+1, fmt.Sprintf("End %d, want %d (after the abort marker)", end, hwm+1)
 	})
@@ -355,14 +355,14 @@ func TestReaderOpenTransaction(t *testing.T) {
 // the same): reading from before the log start is an OffsetOutOfRangeError,
 // Start gives the new log start, and a full restore from there works.
 func TestReaderDeletedStart(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-deleted")
 	// Kafka refuses DeleteRecords on compact-only topics; window and
 	// session store changelogs are compact,delete.
 	c.CreateTopic(t, topic, 1, map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "-1"})
 	msgs := readerMsgs(topic, 100, 100, 0)
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	if err := c.Admin(t).DeleteRecords(topic, map[int32]int64{0: 40}); err != nil {
 		t.Fatalf("delete records below 40: %v", err)
 	}
@@ -391,14 +391,14 @@ func TestReaderDeletedStart(t *testing.T) {
 
 // A compacted changelog has holes between and inside batches, and empty
 // batches: the cleaner keeps the last batch of every producer, emptied
-// (each harness.Produce call is a new idempotent producer). With MaxBytes
+// (each kafka.Produce call is a new idempotent producer). With MaxBytes
 // 512 many fetches hold nothing but such batches, which sarama's decoder
 // drops, so the Reader must take the position from the decoder (seen on
 // Kafka 4.4: fetches at 0, 40, 80 and 120 came back so). Once compaction
 // ran, ReadTo from 0 reaches End and returns exactly what sarama's
 // consumer reads.
 func TestReaderCompactedGaps(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-compacted")
 	c.CreateTopic(t, topic, 1, map[string]string{
@@ -418,7 +418,7 @@ func TestReaderCompactedGaps(t *testing.T) {
 			}
 			msgs = append(msgs, m)
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 
 	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{MaxBytes: 512})
@@ -427,11 +427,11 @@ func TestReaderCompactedGaps(t *testing.T) {
 		got []readerRec
 		end int64
 	)
-	harness.Eventually(t, 90*time.Second, 300*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 300*time.Millisecond, func() (bool, string) {
 		// Each filler rolls the segment once segment.ms has passed, making
 		// the updates cleanable.
 		fillers++
-		harness.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("filler"), Value: sarama.StringEncoder(fmt.Sprint(fillers))})
+		kafka.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("filler"), Value: sarama.StringEncoder(fmt.Sprint(fillers))})
 		end = readerEnd(t, r)
 		var (
 			pos int64
@@ -468,7 +468,7 @@ func TestReaderCompactedGaps(t *testing.T) {
 
 	// sarama's consumer, read_uncommitted (the topic has no transactions),
 	// reads the same records up to end.
-	all := harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(ms []*sarama.ConsumerMessage) bool {
+	all := kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, func(ms []*sarama.ConsumerMessage) bool {
 		return len(ms) > 0 && ms[len(ms)-1].Offset >= end-1
 	})
 	// The cleaner goes on while the two read: a filler, and key-4's
@@ -490,7 +490,7 @@ func TestReaderCompactedGaps(t *testing.T) {
 // With a small MaxBytes, apply is called once per fetch, many times, in
 // order (the checks are in readerRead).
 func TestReaderBatches(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "reader-batches")
 	c.CreateTopic(t, topic, 1, nil)
@@ -535,7 +535,7 @@ func TestReaderBatches(t *testing.T) {
 //
 //	go test -run '^$' -bench ReaderReadRate -benchtime 1x ./
 func BenchmarkReaderReadRate(t *testing.B) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	topic := c.Name(t, "reader-rate")
 	c.CreateTopic(t, topic, 1, nil)
 	const n, chunk = 1_000_000, 100_000
@@ -549,7 +549,7 @@ func BenchmarkReaderReadRate(t *testing.B) {
 			wireBytes += int64(len(key) + len(value))
 			msgs[j] = &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(value)}
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 	t.Logf("produced %d records in %v", n, time.Since(began).Round(time.Millisecond))
 

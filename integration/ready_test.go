@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestReadyClosesOnceRunning: Ready is closed when the App first runs,
@@ -13,7 +13,7 @@ import (
 // Run returns.
 func TestReadyClosesOnceRunning(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 3, nil)
 	c.CreateTopic(t, out, 3, nil)

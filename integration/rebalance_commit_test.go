@@ -8,7 +8,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestCommitsDoNotRaceRebalances: two exactly-once instances process a
@@ -21,7 +21,7 @@ import (
 // transaction timeout by a loaded machine lets a commit go ahead, by
 // design, and would abort.
 func TestCommitsDoNotRaceRebalances(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 6
 	c.CreateTopic(t, in, partitions, nil)
@@ -55,24 +55,24 @@ func TestCommitsDoNotRaceRebalances(t *testing.T) {
 				msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("key-%d", n%97)), Value: sarama.StringEncoder(fmt.Sprint(n))})
 				n++
 			}
-			harness.Produce(t, c, msgs...)
+			kafka.Produce(t, c, msgs...)
 		}
 	}()
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		na, nb := len(a.app.Tasks()), len(b.app.Tasks())
 		return na == 3 && nb == 3, fmt.Sprintf("tasks: %d and %d", na, nb)
 	})
 
 	for round := range 3 {
 		x := newCfg()
-		harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 			n := len(x.app.Tasks())
 			return n == 2, fmt.Sprintf("round %d: the joining instance runs %d tasks", round, n)
 		})
 		if err := x.stop(t); err != nil {
 			t.Fatalf("round %d: Run = %v", round, err)
 		}
-		harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 			na, nb := len(a.app.Tasks()), len(b.app.Tasks())
 			return na == 3 && nb == 3, fmt.Sprintf("round %d: tasks back to %d and %d", round, na, nb)
 		})
@@ -80,7 +80,7 @@ func TestCommitsDoNotRaceRebalances(t *testing.T) {
 	close(stop)
 	total := <-produced
 
-	harness.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
 		got, err := groupCommitted(c.Admin(t), app, in, partitions)
 		if err != nil {
 			return false, err.Error()

@@ -23,10 +23,10 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // redactMarker is in every key and value the redaction test writes.
@@ -228,7 +228,7 @@ type redactionCheck struct {
 
 // config returns an exactly-once Config for app on a fresh metrics
 // registry, logging to the capture.
-func (rc *redactionCheck) config(c *harness.Cluster, app string, t *testing.T) weir.Config {
+func (rc *redactionCheck) config(c *kafka.Env, app string, t *testing.T) weir.Config {
 	reg := prometheus.NewRegistry()
 	rc.registries = append(rc.registries, reg)
 	return weir.Config{
@@ -362,7 +362,7 @@ func (rc *redactionCheck) assertRedacted(t *testing.T) {
 // restore show that the marker went through.
 func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	rc := &redactionCheck{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -431,7 +431,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	// Output that fails: the sink's serde, the producer's size limit.
 	add(jsonIn, []byte(key("json-bad-output")), fmt.Appendf(nil, `{"n":%d,"note":"%s"}`, redactBadOutput, redactMarker), false)
 	add(jsonIn, []byte(key("json-huge-output")), fmt.Appendf(nil, `{"n":%d,"note":"%s"}`, redactHugeOutput, redactMarker), false)
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	top, err := redactTopology(intIn, jsonIn, avroIn, out, reg)
 	if err != nil {
@@ -451,7 +451,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	}
 	waitCommitted := func(what string, running *instance) {
 		t.Helper()
-		harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
 			select {
 			case err := <-running.done:
 				t.Fatalf("%s: Run = %v before the input was committed", what, rc.ran(err))
@@ -492,7 +492,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 
 	// The dead-letter topic keeps the payloads: the failed records' keys
 	// and values, marker included.
-	dead := harness.ReadAll(t, c, dlq, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	dead := kafka.ReadAll(t, c, dlq, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		return len(got) >= len(deadLettered)
 	})
 	for _, m := range dead {
@@ -506,7 +506,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	if len(dead) != len(deadLettered) {
 		t.Errorf("%d dead-letter records, want %d", len(dead), len(deadLettered))
 	}
-	echoed := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) > 0 })
+	echoed := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) > 0 })
 	if !bytes.Contains(echoed[0].Value, []byte(redactMarker)) {
 		t.Errorf("output %q lacks the marker", echoed[0].Value)
 	}
@@ -520,7 +520,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	cfg.StateDir = stateDir
 	cfg.State.RestoreListener = restores
 	second := start(t, top, cfg)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(restores.snapshot())
 		return ended == 1, "the store's restore has not ended"
 	})
@@ -541,7 +541,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := start(t, top, cfgB)
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		select {
 		case err := <-second.done:
 			if !errors.Is(rc.ran(err), weir.ErrFenced) {
@@ -553,7 +553,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 		// Keep records flowing so that the first instance commits.
 		msgs = msgs[:0]
 		add(jsonIn, []byte(key("json-more")), fmt.Appendf(nil, `{"n":%d,"note":"%s"}`, 2000+counts[jsonIn], redactMarker), false)
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 		return false, "the first instance was not fenced"
 	})
 	waitCommitted("fencing instance", third)
@@ -564,7 +564,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	// 4. Fail: Run returns a *RecordError for an undecodable value.
 	failIn, failApp := c.Name(t, "fail-in"), c.Name(t, "fail-app")
 	c.CreateTopic(t, failIn, 1, nil)
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: failIn, Key: sarama.StringEncoder(redactMarker + "-fail"), Value: sarama.StringEncoder(redactMarker + " is not an int64")})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: failIn, Key: sarama.StringEncoder(redactMarker + "-fail"), Value: sarama.StringEncoder(redactMarker + " is not an int64")})
 	failTop := processor.NewTopology()
 	failTop.AddSink("out", out, serde.String(), serde.Int64(), failTop.AddSource("in", failIn, serde.String(), serde.Int64()))
 	err = rc.ran(runUntilDone(t, failTop, rc.config(c, failApp, t)))
@@ -578,7 +578,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	// local state fails.
 	bigIn, bigApp := c.Name(t, "big-in"), c.Name(t, "big-app")
 	c.CreateTopic(t, bigIn, 1, nil)
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: bigIn, Key: sarama.StringEncoder(redactMarker + "-big"), Value: sarama.StringEncoder(redactMarker + " value")})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: bigIn, Key: sarama.StringEncoder(redactMarker + "-big"), Value: sarama.StringEncoder(redactMarker + " value")})
 	if err := rc.ran(runUntilDone(t, bigKeyTopology(bigIn), rc.config(c, bigApp, t))); err == nil {
 		t.Error("Run of a store key over Badger's limit returned nil")
 	} else if !strings.Contains(err.Error(), "over Badger's limit") {
@@ -589,9 +589,9 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	// entry (a corrupt changelog): the restore fails on it.
 	winIn, winApp := c.Name(t, "win-in"), c.Name(t, "win-app")
 	c.CreateTopic(t, winIn, 1, nil)
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: winIn, Key: sarama.StringEncoder(redactMarker + "-win"), Value: sarama.StringEncoder(redactMarker + " value")})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: winIn, Key: sarama.StringEncoder(redactMarker + "-win"), Value: sarama.StringEncoder(redactMarker + " value")})
 	win := start(t, windowTopology(winIn), rc.config(c, winApp, t))
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		off := committedOffset(t, c, winApp, winIn)
 		return off == 1, fmt.Sprintf("%s committed up to %d of 1", winIn, off)
 	})
@@ -599,7 +599,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 		t.Fatalf("window store run: %v", err)
 	}
 	// The changelog topic of store "win" ("<application id>-<store>-changelog").
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: winApp + "-win-changelog", Partition: 0,
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: winApp + "-win-changelog", Partition: 0,
 		Key: sarama.ByteEncoder(append([]byte{1}, redactMarker+"-not-a-window-entry"...)), Value: sarama.StringEncoder(redactMarker + " value")})
 	// A new state directory: the store restores its changelog in full.
 	if err := rc.ran(runUntilDone(t, windowTopology(winIn), rc.config(c, winApp, t))); !errors.Is(err, changelog.ErrMalformedKey) {

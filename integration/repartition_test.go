@@ -9,9 +9,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestRepartitionRoutesByKeyAndPurges: records re-keyed through a
@@ -19,7 +19,7 @@ import (
 // the upstream partition count, and consumed records are purged from it.
 func TestRepartitionRoutesByKeyAndPurges(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 4, nil)
 	c.CreateTopic(t, out, 4, nil)
@@ -30,7 +30,7 @@ func TestRepartitionRoutesByKeyAndPurges(t *testing.T) {
 		line := words[i%len(words)] + " " + words[(i*3)%len(words)]
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("line-%d", i)), Value: sarama.StringEncoder(line)})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	var mu sync.Mutex
 	taskOf := map[string]map[string]bool{} // word -> tasks that saw it
@@ -63,7 +63,7 @@ func TestRepartitionRoutesByKeyAndPurges(t *testing.T) {
 	cfg.Topics.PurgeInterval = 100 * time.Millisecond
 	a := start(t, top, cfg)
 
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return seen == 400, fmt.Sprintf("%d of 400 words processed", seen)
@@ -91,7 +91,7 @@ func TestRepartitionRoutesByKeyAndPurges(t *testing.T) {
 	if err != nil || len(parts) != 4 {
 		t.Fatalf("repartition topic %s has partitions %v (%v), want 4", repart, parts, err)
 	}
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		purged := int64(0)
 		for _, p := range parts {
 			oldest, err := client.GetOffset(repart, p, sarama.OffsetOldest)

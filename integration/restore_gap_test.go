@@ -14,9 +14,9 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // Restores that meet a changelog which lost records while the local state
@@ -72,10 +72,10 @@ func (p *kvProc) Close() error { return nil }
 
 // answers reads out until it holds n answers of kvTopology's "?" queries,
 // and returns them in order.
-func answers(t *testing.T, c *harness.Cluster, out string, n int) []string {
+func answers(t *testing.T, c *kafka.Env, out string, n int) []string {
 	t.Helper()
 	var got []string
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
 		got = got[:0]
 		for _, m := range msgs {
 			if string(m.Key) == "?" {
@@ -94,11 +94,11 @@ func kvRecord(topic, key, value string) *sarama.ProducerMessage {
 // waitCommitted waits until the group of application app has committed
 // the end of in's partition 0: the state of the records before it is in
 // Badger with its checkpoint, and stopping the App commits nothing more.
-func waitCommitted(t *testing.T, c *harness.Cluster, app, in string) {
+func waitCommitted(t *testing.T, c *kafka.Env, app, in string) {
 	t.Helper()
 	admin := c.Admin(t)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
-		end := harness.EndOffsets(t, c, in)[0]
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		end := kafka.EndOffsets(t, c, in)[0]
 		got, err := groupCommitted(admin, app, in, 1)
 		if err != nil {
 			return false, fmt.Sprintf("committed offsets of %s: %v", app, err)
@@ -189,7 +189,7 @@ func fullRestores(t *testing.T, reg *prometheus.Registry, reason string) float64
 // up holding exactly the records the changelog still has.
 func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -208,8 +208,8 @@ func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 		msgs[i] = kvRecord(topic, fmt.Sprintf("k%05d", i), value)
 		msgs[i].Partition = 0
 	}
-	harness.Produce(t, c, msgs...)
-	end := harness.EndOffsets(t, c, topic)[0]
+	kafka.Produce(t, c, msgs...)
+	end := kafka.EndOffsets(t, c, topic)[0]
 
 	mover := &logStartMover{restoreLog: &restoreLog{}, admin: c.Admin(t), topic: topic, end: end}
 	reg := prometheus.NewRegistry()
@@ -217,7 +217,7 @@ func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 	cfg.Metrics = reg
 	cfg.State.RestoreListener = mover
 	a := start(t, kvTopology(in, out), cfg)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		failIfStopped(t, a)
 		if _, _, err := mover.state(); err != nil {
 			t.Fatalf("moving the log start: %v", err)
@@ -296,7 +296,7 @@ func last(s []string) string {
 // kept the deleted key. It is now restored in full.
 func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -311,7 +311,7 @@ func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	// Instance 1 writes a, b and c, and stops; its state directory stays.
 	cfg1 := baseConfig(c, app, t)
 	i1 := start(t, kvTopology(in, out), cfg1)
-	harness.Produce(t, c, kvRecord(in, "a", "1"), kvRecord(in, "b", "1"), kvRecord(in, "c", "1"), kvRecord(in, "?", ""))
+	kafka.Produce(t, c, kvRecord(in, "a", "1"), kvRecord(in, "b", "1"), kvRecord(in, "c", "1"), kvRecord(in, "?", ""))
 	if got := answers(t, c, out, 1); got[0] != "a,b,c" {
 		t.Fatalf("instance 1 holds %q, want a,b,c", got[0])
 	}
@@ -323,7 +323,7 @@ func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	// Instance 2, on a state directory of its own, deletes b and stops.
 	cfg2 := baseConfig(c, app, t)
 	i2 := start(t, kvTopology(in, out), cfg2)
-	harness.Produce(t, c, kvRecord(in, "b", "-"), kvRecord(in, "?", ""))
+	kafka.Produce(t, c, kvRecord(in, "b", "-"), kvRecord(in, "?", ""))
 	if got := answers(t, c, out, 2); got[1] != "a,c" {
 		t.Fatalf("instance 2 holds %q after deleting b, want a,c", got[1])
 	}
@@ -336,13 +336,13 @@ func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	// tombstone. A filler record per round rolls the segment so that the
 	// cleaner can reach the records before it.
 	fillers := 0
-	harness.Eventually(t, 90*time.Second, 300*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 300*time.Millisecond, func() (bool, string) {
 		fillers++
-		harness.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.StringEncoder("~filler"), Value: sarama.StringEncoder(fmt.Sprint(fillers))})
-		end := harness.EndOffsets(t, c, topic)[0]
+		kafka.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.StringEncoder("~filler"), Value: sarama.StringEncoder(fmt.Sprint(fillers))})
+		end := kafka.EndOffsets(t, c, topic)[0]
 		// The last record is in the active segment, which the cleaner
 		// never touches: reading up to it reads the whole log.
-		msgs := harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(m []*sarama.ConsumerMessage) bool {
+		msgs := kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, func(m []*sarama.ConsumerMessage) bool {
 			return len(m) > 0 && m[len(m)-1].Offset >= end-1
 		})
 		var b []string
@@ -365,7 +365,7 @@ func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg1.Metrics = reg
 	i1 = start(t, kvTopology(in, out), cfg1)
-	harness.Produce(t, c, kvRecord(in, "?", ""))
+	kafka.Produce(t, c, kvRecord(in, "?", ""))
 	if got := answers(t, c, out, 3); got[2] != "a,c" {
 		t.Errorf("instance 1, back on its old state, holds %q; want a,c: b was deleted", got[2])
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // coordEcho writes, for every input record, a record with the input's key
@@ -72,7 +72,7 @@ func counterSum(t *testing.T, regs []*prometheus.Registry, name string, want map
 // input record but the refused one is echoed exactly once.
 func TestAbortRewindsInPlace(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions = 6
 	c.CreateTopic(t, in, partitions, nil)
@@ -86,7 +86,7 @@ func TestAbortRewindsInPlace(t *testing.T) {
 			}
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("key-" + strconv.Itoa(i%97)), Value: sarama.StringEncoder(v)})
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 	const half = 3000
 	produce(0, half, -1)
@@ -120,7 +120,7 @@ func TestAbortRewindsInPlace(t *testing.T) {
 			return sum == n, fmt.Sprintf("committed %d of %d: %v", sum, n, got)
 		}
 	}
-	harness.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
 		for i, inst := range insts {
 			if n := len(inst.app.Tasks()); n != 2 {
 				return false, fmt.Sprintf("instance %d runs %d tasks", i, n)
@@ -132,7 +132,7 @@ func TestAbortRewindsInPlace(t *testing.T) {
 
 	compactLater(t, c, out)
 	produce(half, 2*half, half+half/2)
-	harness.Eventually(t, 90*time.Second, 100*time.Millisecond, committedAll(2*half))
+	kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, committedAll(2*half))
 
 	aborted := counterSum(t, regs, "weir_transactions_total", map[string]string{"result": "aborted"})
 	inPlace := counterSum(t, regs, "weir_rewinds_total", map[string]string{"mode": "in_place"})

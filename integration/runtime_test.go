@@ -17,9 +17,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // instance is one running App of a test.
@@ -111,7 +111,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func baseConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
+func baseConfig(c *kafka.Env, app string, t *testing.T) weir.Config {
 	return weir.Config{
 		Logger:         testLogger(t),
 		ApplicationID:  app,
@@ -162,12 +162,12 @@ func tasksPerThread(in *instance) map[int]int {
 // output, and each key's records keep their order.
 func TestTasksSpreadAndMoveOnStop(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 8, nil)
 	c.CreateTopic(t, out, 8, nil)
 	const keys, perKey = 40, 100
-	harness.Produce(t, c, records(in, keys, perKey/2, 0)...)
+	kafka.Produce(t, c, records(in, keys, perKey/2, 0)...)
 
 	top := passthrough(in, out)
 	cfg := baseConfig(c, app, t)
@@ -177,7 +177,7 @@ func TestTasksSpreadAndMoveOnStop(t *testing.T) {
 	cfgB.StateDir = t.TempDir()
 	b := start(t, top, cfgB)
 
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		ta, tb := tasksPerThread(a), tasksPerThread(b)
 		ok := ta[0] == 2 && ta[1] == 2 && tb[0] == 2 && tb[1] == 2
 		return ok, fmt.Sprintf("tasks per thread: a=%v b=%v", ta, tb)
@@ -198,17 +198,17 @@ func TestTasksSpreadAndMoveOnStop(t *testing.T) {
 	if err := b.stop(t); err != nil {
 		t.Fatalf("instance b: Run returned %v after Close", err)
 	}
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		n := len(a.app.Tasks())
 		return n == 8, fmt.Sprintf("instance a runs %d tasks", n)
 	})
-	harness.Produce(t, c, records(in, keys, perKey/2, perKey/2)...)
+	kafka.Produce(t, c, records(in, keys, perKey/2, perKey/2)...)
 
 	// Every (key, seq) must arrive; records of one key are in one output
 	// partition, so the first time each seq shows up must be in order.
 	firstSeen := map[string][]int{}
 	got := map[string]bool{}
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
 		if len(msgs) == 0 {
 			return false
 		}
@@ -238,7 +238,7 @@ func TestTasksSpreadAndMoveOnStop(t *testing.T) {
 // with an error that names the problem.
 func TestStartChecks(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 
 	t.Run("copartitioning", func(t *testing.T) {
 		left, right, out := c.Name(t, "left"), c.Name(t, "right"), c.Name(t, "out")
@@ -280,7 +280,7 @@ func TestStartChecks(t *testing.T) {
 		c.CreateTopic(t, out, 1, nil)
 		cfg := baseConfig(c, c.Name(t, "app"), t)
 		first := start(t, passthrough(in, out), cfg)
-		harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 			return len(first.app.Tasks()) == 1, "first instance has no task yet"
 		})
 		err := runUntilDone(t, passthrough(in, out), cfg)
@@ -314,12 +314,12 @@ func runUntilDone(t *testing.T, top weir.Topology, cfg weir.Config) error {
 // broker.
 func TestSlowProcessorBoundsQueues(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
 	const total, maxQueued = 3000, 20
-	harness.Produce(t, c, records(in, 1, total, 0)...)
+	kafka.Produce(t, c, records(in, 1, total, 0)...)
 
 	top := processor.NewTopology()
 	src := top.AddSource("in", in, serde.String(), serde.String())
@@ -338,7 +338,7 @@ func TestSlowProcessorBoundsQueues(t *testing.T) {
 	a := start(t, top, cfg)
 
 	samples, full := 0, 0
-	harness.Eventually(t, 60*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 20*time.Millisecond, func() (bool, string) {
 		for _, ti := range a.app.Tasks() {
 			for _, p := range ti.Partitions {
 				if p.QueuedRecords > maxQueued {
@@ -371,7 +371,7 @@ func TestSlowProcessorBoundsQueues(t *testing.T) {
 // jumps); a wall-clock punctuator fires on its own.
 func TestPunctuators(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -409,12 +409,12 @@ func TestPunctuators(t *testing.T) {
 	for i, off := range offsets {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(strconv.Itoa(i)), Timestamp: base.Add(off)})
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	a := start(t, top, baseConfig(c, app, t))
 
 	// The punctuation that the last record triggers is the last output.
 	lastFire := strconv.FormatInt(base.Add(45*time.Second).UnixMilli(), 10)
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		return len(got) > 0 && string(got[len(got)-1].Key) == "punct" && string(got[len(got)-1].Value) == lastFire
 	})
 	mu.Lock()
@@ -429,7 +429,7 @@ func TestPunctuators(t *testing.T) {
 			t.Fatalf("stream-time punctuations at %v, want %v", fires, want)
 		}
 	}
-	harness.Eventually(t, 10*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 10*time.Second, 20*time.Millisecond, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return wallFires >= 5, fmt.Sprintf("%d wall-clock punctuations", wallFires)
@@ -459,14 +459,14 @@ func (p *punctProc) Close() error { return nil }
 // the source node under the default policy, and is skipped under Skip.
 func TestPoisonRecordStopsWithCoordinates(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out := c.Name(t, "in"), c.Name(t, "out")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
 	good := func(v int64) *sarama.ProducerMessage {
 		return &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.ByteEncoder(binary.BigEndian.AppendUint64(nil, uint64(v)))}
 	}
-	harness.Produce(t, c, good(1), &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("bad")}, good(3))
+	kafka.Produce(t, c, good(1), &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("bad")}, good(3))
 
 	top := processor.NewTopology()
 	src := top.AddSource("in", in, serde.String(), serde.Int64())
@@ -481,7 +481,7 @@ func TestPoisonRecordStopsWithCoordinates(t *testing.T) {
 	cfg := baseConfig(c, c.Name(t, "skip"), t)
 	cfg.DeserializationErrors = weir.Skip
 	a := start(t, top, cfg)
-	got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+	got := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 		return len(got) >= 3 // the failing run wrote record 1; the skipping run writes 1 and 3
 	})
 	last := int64(binary.BigEndian.Uint64(got[len(got)-1].Value))

@@ -19,9 +19,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/riferrei/srclient"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 const (
@@ -52,7 +52,7 @@ type itUserV2Go struct {
 }
 
 // newRegistry returns weir's client of the test registry.
-func newRegistry(t *testing.T, c *harness.Cluster) *schema.Client {
+func newRegistry(t *testing.T, c *kafka.Env) *schema.Client {
 	t.Helper()
 	reg, err := schema.New(schema.Config{URL: c.RegistryURL, RetryTimeout: 20 * time.Second})
 	if err != nil {
@@ -62,7 +62,7 @@ func newRegistry(t *testing.T, c *harness.Cluster) *schema.Client {
 }
 
 // deleteSubjects removes the subjects when the test ends.
-func deleteSubjects(t *testing.T, c *harness.Cluster, subjects ...string) {
+func deleteSubjects(t *testing.T, c *kafka.Env, subjects ...string) {
 	client := srclient.NewSchemaRegistryClient(c.RegistryURL, srclient.WithClient(&http.Client{Timeout: 10 * time.Second}))
 	t.Cleanup(func() {
 		for _, s := range subjects {
@@ -78,7 +78,7 @@ func deleteSubjects(t *testing.T, c *harness.Cluster, subjects ...string) {
 // migration); v2 is accepted under BACKWARD_TRANSITIVE, an incompatible v3
 // is refused with the registry's reason and leaves the versions unchanged.
 func TestAvroStateSchemaEvolution(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	reg := newRegistry(t, c)
@@ -111,7 +111,7 @@ func TestAvroStateSchemaEvolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("ada"), Value: sarama.ByteEncoder(old)})
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("ada"), Value: sarama.ByteEncoder(old)})
 
 	// v2, as a new version of the application: registered, and it reads
 	// v1's record from Kafka with the default.
@@ -132,7 +132,7 @@ func TestAvroStateSchemaEvolution(t *testing.T) {
 	if found, err := reg.Lookup(ctx, subject, itUserV2); err != nil || found.ID != id2 || found.Version != 2 {
 		t.Errorf("lookup of v2 = %+v, %v; want id %d version 2", found, err, id2)
 	}
-	read := harness.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) == 1 })
+	read := kafka.ReadAll(t, c, topic, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) == 1 })
 	if !slices.Equal(read[0].Value, old) {
 		t.Fatalf("Kafka returned % x, want % x", read[0].Value, old)
 	}
@@ -205,7 +205,7 @@ func TestAvroStateSchemaEvolution(t *testing.T) {
 // A record whose schema id the registry does not know is refused with the
 // id in the error, as bad data (not as an unreachable registry).
 func TestAvroUnknownSchemaID(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	reg := newRegistry(t, c)
 	s, err := serde.Avro[itUserV1Go](serde.AvroConfig{Registry: reg, Schema: itUserV1})
@@ -230,7 +230,7 @@ func TestAvroUnknownSchemaID(t *testing.T) {
 // frame's id), and what fastavro writes in the Confluent wire format is
 // read by weir.
 func TestAvroInteroperatesWithFastavro(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	python := needFastavro(t)
 	ctx := context.Background()

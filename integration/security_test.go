@@ -20,8 +20,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // secureListener is the broker's SASL_SSL listener and its test users.
@@ -79,7 +79,7 @@ func (l secureListener) config(t *testing.T, app string, m weir.SASLMechanism) w
 func TestExactlyOnceOverSASLSSL(t *testing.T) {
 	t.Parallel()
 	l := saslSSL(t)
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	for _, m := range []weir.SASLMechanism{weir.SASLScramSHA256, weir.SASLScramSHA512, weir.SASLPlain} {
 		t.Run(string(m), func(t *testing.T) {
 			t.Parallel()
@@ -93,7 +93,7 @@ func TestExactlyOnceOverSASLSSL(t *testing.T) {
 					msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%02d", k)), Value: sarama.StringEncoder(strconv.Itoa(s))})
 				}
 			}
-			harness.Produce(t, c, msgs...)
+			kafka.Produce(t, c, msgs...)
 
 			app, err := weir.New(maxSeqTopology(in, out), l.config(t, c.Name(t, "sec-app"), m))
 			if err != nil {
@@ -111,7 +111,7 @@ func TestExactlyOnceOverSASLSSL(t *testing.T) {
 			// Every key ends at the highest sequence number, seqs-1 (8
 			// bytes, big-endian).
 			done := map[string]bool{}
-			harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+			kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 				if len(got) > 0 {
 					last := got[len(got)-1]
 					if v, err := serde.Int64().Deserialize(out, last.Value); err == nil && v == seqs-1 {
@@ -144,7 +144,7 @@ func runFailsFast(t *testing.T, cfg weir.Config, in, out string) error {
 func TestWrongPasswordFailsFast(t *testing.T) {
 	t.Parallel()
 	l := saslSSL(t)
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -163,7 +163,7 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 func TestUntrustedCertificateFailsFast(t *testing.T) {
 	t.Parallel()
 	l := saslSSL(t)
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -181,7 +181,7 @@ func TestUntrustedCertificateFailsFast(t *testing.T) {
 // and starts with the key on the state it left.
 func TestEncryptedStateAtRest(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out := c.Name(t, "enc-in"), c.Name(t, "enc-out")
 	c.CreateTopic(t, in, 2, nil)
 	c.CreateTopic(t, out, 2, nil)
@@ -191,7 +191,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 		for k := range 10 {
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("%s-%02d", secret, k)), Value: sarama.StringEncoder(strconv.Itoa(seq))})
 		}
-		harness.Produce(t, c, msgs...)
+		kafka.Produce(t, c, msgs...)
 	}
 	key := []byte("0123456789abcdef")
 	cfg := weir.Config{ApplicationID: c.Name(t, "enc-app"), Brokers: c.Brokers, StateDir: t.TempDir(), Logger: testLogger(t)}
@@ -207,7 +207,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- app.Run(ctx) }()
 		reached := map[string]bool{}
-		harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+		kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 			if len(got) > 0 {
 				last := got[len(got)-1]
 				if v, err := serde.Int64().Deserialize(out, last.Value); err == nil && v == seq {

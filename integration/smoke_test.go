@@ -19,7 +19,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/riferrei/srclient"
 
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 func TestMain(m *testing.M) {
@@ -31,13 +31,13 @@ func TestMain(m *testing.M) {
 	case os.Getenv(dslChildEnv) != "":
 		os.Exit(runDSLChild())
 	}
-	harness.Main(m)
+	kafka.Main(m)
 }
 
 // newTxnProducer returns a transactional sync producer with the settings
 // weir uses, closed when the test ends. It is closed in exactly
 // one place: sarama panics in a background goroutine on a second Close.
-func newTxnProducer(t *testing.T, c *harness.Cluster, txnID string) sarama.SyncProducer {
+func newTxnProducer(t *testing.T, c *kafka.Env, txnID string) sarama.SyncProducer {
 	t.Helper()
 	cfg := c.SaramaConfig()
 	cfg.Producer.Idempotent = true
@@ -69,7 +69,7 @@ func keyed(topic, prefix, val string, n int) []*sarama.ProducerMessage {
 	return msgs
 }
 
-// sawKey returns an until function for harness.ReadAll that stops at the
+// sawKey returns an until function for kafka.ReadAll that stops at the
 // first record with the given key.
 func sawKey(key string) func([]*sarama.ConsumerMessage) bool {
 	return func(got []*sarama.ConsumerMessage) bool {
@@ -171,7 +171,7 @@ func (h *copyHandler) txn(sess sarama.ConsumerGroupSession, partition int32, bat
 // offsets atomically: the output is visible to read_committed readers
 // exactly once, and the group's committed offsets are the consumed ends.
 func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	in, out := c.Name(t, "in"), c.Name(t, "out")
 	group := c.Name(t, "group")
@@ -180,8 +180,8 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 	c.CreateTopic(t, out, partitions, nil)
 
 	input := keyed(in, "k", "v", n)
-	harness.Produce(t, c, input...)
-	ends := harness.EndOffsets(t, c, in)
+	kafka.Produce(t, c, input...)
+	ends := kafka.EndOffsets(t, c, in)
 	for p, end := range ends {
 		if end == 0 {
 			// murmur2 spreads 40 keys over both partitions; an empty one
@@ -226,7 +226,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 		}
 		stopped = true
 		cancel()
-		harness.Eventually(t, 30*time.Second, 10*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 30*time.Second, 10*time.Millisecond, func() (bool, string) {
 			select {
 			case err := <-loopDone:
 				if err != nil {
@@ -243,7 +243,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 	}
 	t.Cleanup(stop)
 
-	harness.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.err != nil {
@@ -267,7 +267,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 	// The output, read_committed, holds every input record exactly once,
 	// transformed, on the partition its input came from (same key, same
 	// partitioner, same partition count).
-	got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
+	got := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
 	want := map[string]string{}
 	inPartition := map[string]int32{}
 	for _, m := range input {
@@ -292,7 +292,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 	}
 	// Each output partition holds its records plus exactly one commit
 	// marker: one transaction per input partition, nothing else written.
-	outEnds := harness.EndOffsets(t, c, out)
+	outEnds := kafka.EndOffsets(t, c, out)
 	for p, end := range ends {
 		if outEnds[p] != end+1 {
 			t.Errorf("output partition %d ends at %d, want %d records + 1 commit marker = %d", p, outEnds[p], end, end+1)
@@ -303,7 +303,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 	// become readable once the coordinator has written the commit markers,
 	// which happens after CommitTxn returns: poll.
 	admin := c.Admin(t)
-	harness.Eventually(t, 15*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 15*time.Second, 50*time.Millisecond, func() (bool, string) {
 		res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{in: slices.Sorted(maps.Keys(ends))})
 		if err != nil {
 			return false, fmt.Sprintf("list group offsets: %v", err)
@@ -327,7 +327,7 @@ func TestTransactionCommitsRecordsAndOffsets(t *testing.T) {
 // readers, while read_uncommitted readers see them: the broker really
 // isolates transactions.
 func TestAbortedTransactionInvisibleToReadCommitted(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "txn-isolation")
 	c.CreateTopic(t, topic, 1, nil)
@@ -372,14 +372,14 @@ func TestAbortedTransactionInvisibleToReadCommitted(t *testing.T) {
 	}
 	wantAll = append(wantAll, wantCommitted...)
 
-	if got := keys(harness.ReadAll(t, c, topic, sarama.ReadCommitted, sawKey(last))); !slices.Equal(got, wantCommitted) {
+	if got := keys(kafka.ReadAll(t, c, topic, sarama.ReadCommitted, sawKey(last))); !slices.Equal(got, wantCommitted) {
 		t.Errorf("read_committed read %d records %v, want the %d committed %v", len(got), got, committed, wantCommitted)
 	}
-	if got := keys(harness.ReadAll(t, c, topic, sarama.ReadUncommitted, sawKey(last))); !slices.Equal(got, wantAll) {
+	if got := keys(kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, sawKey(last))); !slices.Equal(got, wantAll) {
 		t.Errorf("read_uncommitted read %d records %v, want all %d %v", len(got), got, aborted+committed, wantAll)
 	}
 	// The log holds both transactions' records and their two markers.
-	if end, want := harness.EndOffsets(t, c, topic)[0], int64(aborted+committed+2); end != want {
+	if end, want := kafka.EndOffsets(t, c, topic)[0], int64(aborted+committed+2); end != want {
 		t.Errorf("end offset %d, want %d (%d aborted + %d committed records + 2 markers)", end, want, aborted, committed)
 	}
 }
@@ -387,7 +387,7 @@ func TestAbortedTransactionInvisibleToReadCommitted(t *testing.T) {
 // The log cleaner compacts a topic within seconds: overwritten records
 // disappear and the latest value of every key stays, at its offset.
 func TestCompactionRuns(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	topic := c.Name(t, "compacted")
 	// Kafka 4 rejects segment.bytes below 1 MiB (KIP-1030), so segments
@@ -412,7 +412,7 @@ func TestCompactionRuns(t *testing.T) {
 			})
 		}
 	}
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 	// SendMessages fills in each record's offset: remember the last one
 	// per key, where compaction must keep it.
 	latest := map[string]int64{}
@@ -426,15 +426,15 @@ func TestCompactionRuns(t *testing.T) {
 	// segment.ms has passed, making the updates cleanable.
 	fillers := 0
 	var left []*sarama.ConsumerMessage
-	harness.Eventually(t, 60*time.Second, 300*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 300*time.Millisecond, func() (bool, string) {
 		fillers++
-		harness.Produce(t, c, &sarama.ProducerMessage{
+		kafka.Produce(t, c, &sarama.ProducerMessage{
 			Topic: topic, Key: sarama.StringEncoder("filler"), Value: sarama.StringEncoder(fmt.Sprint(fillers)),
 		})
-		end := harness.EndOffsets(t, c, topic)[0]
+		end := kafka.EndOffsets(t, c, topic)[0]
 		// The record at end-1 is in the active segment, which the cleaner
 		// never touches, so it is always there to stop at.
-		all := harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool {
+		all := kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool {
 			return len(got) > 0 && got[len(got)-1].Offset >= end-1
 		})
 		left = left[:0]
@@ -471,7 +471,7 @@ func TestCompactionRuns(t *testing.T) {
 // The registry assigns stable ids, accepts a backward-compatible change and
 // rejects an incompatible one with its reason.
 func TestRegistryAvroCompatibility(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	t.Parallel()
 	client := srclient.NewSchemaRegistryClient(c.RegistryURL, srclient.WithClient(&http.Client{Timeout: 10 * time.Second}))
 	subject := c.Name(t, "it") + "-value"

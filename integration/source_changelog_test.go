@@ -10,9 +10,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // countRestored counts the records restored into one store.
@@ -41,7 +41,7 @@ func TestTableFollowsItsCompactedTopic(t *testing.T) {
 	for _, compacted := range []bool{true, false} {
 		t.Run(fmt.Sprint("compacted=", compacted), func(t *testing.T) {
 			t.Parallel()
-			c := harness.Get(t)
+			c := kafka.Cluster(t)
 			customers, orders, out, app := c.Name(t, "customers"), c.Name(t, "orders"), c.Name(t, "out"), c.Name(t, "app")
 			var cfgs map[string]string
 			if compacted {
@@ -79,7 +79,7 @@ func TestTableFollowsItsCompactedTopic(t *testing.T) {
 					rows = append(rows, msg(customers, fmt.Sprintf("c%d", i), "")) // deleted
 				}
 			}
-			harness.Produce(t, c, rows...)
+			kafka.Produce(t, c, rows...)
 
 			cfg := baseConfig(c, app, t)
 			cfg.Guarantee = weir.ExactlyOnce
@@ -118,9 +118,9 @@ func TestTableFollowsItsCompactedTopic(t *testing.T) {
 			for i := range 60 {
 				orderMsgs = append(orderMsgs, msg(orders, fmt.Sprintf("c%d", i), fmt.Sprintf("o%d", i)))
 			}
-			harness.Produce(t, c, orderMsgs...)
+			kafka.Produce(t, c, orderMsgs...)
 			got := map[string]string{}
-			harness.ReadAll(t, c, out, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
+			kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(ms []*sarama.ConsumerMessage) bool {
 				if len(ms) > 0 {
 					order, name, _ := strings.Cut(string(ms[len(ms)-1].Value), "=")
 					got[order] = name

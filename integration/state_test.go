@@ -20,9 +20,9 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // The state tests run a topology that keeps, per key, the highest sequence
@@ -180,10 +180,10 @@ func equalStores(t *testing.T, got, want map[string]int64) {
 }
 
 // waitOutput waits until every key's last sequence number is in the output.
-func waitProcessed(t *testing.T, c *harness.Cluster, out string, keys, seqs int) {
+func waitProcessed(t *testing.T, c *kafka.Env, out string, keys, seqs int) {
 	t.Helper()
 	last := map[string]bool{}
-	harness.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(msgs []*sarama.ConsumerMessage) bool {
 		if len(msgs) == 0 {
 			return false
 		}
@@ -201,12 +201,12 @@ func waitProcessed(t *testing.T, c *harness.Cluster, out string, keys, seqs int)
 // after the state directory is deleted a full restore rebuilds every key.
 func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 4, nil)
 	c.CreateTopic(t, out, 4, nil)
 	const keys, seqs = 200, 20
-	harness.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
+	kafka.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
 
 	cfg := baseConfig(c, app, t)
 	// Regression: a stopping App once dropped the state of the tasks its
@@ -228,7 +228,7 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	again := &restoreLog{}
 	cfg.State.RestoreListener = again
 	b := start(t, maxSeqTopology(in, out), cfg)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(again.snapshot())
 		return ended == 4, fmt.Sprintf("%d of 4 restores ended", ended)
 	})
@@ -251,7 +251,7 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	full := &restoreLog{}
 	cfg.State.RestoreListener = full
 	d := start(t, maxSeqTopology(in, out), cfg)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(full.snapshot())
 		return ended == 4, fmt.Sprintf("%d of 4 restores ended", ended)
 	})
@@ -275,12 +275,12 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 // together hold the right state.
 func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 4, nil)
 	c.CreateTopic(t, out, 4, nil)
 	const keys, seqs = 100, 10
-	harness.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
+	kafka.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
 
 	cfgA := baseConfig(c, app, t)
 	cfgA.State.CleanupDelay = 50 * time.Millisecond
@@ -291,7 +291,7 @@ func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 	logB := &restoreLog{}
 	cfgB.State.RestoreListener = logB
 	b := start(t, maxSeqTopology(in, out), cfgB)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		na, nb := len(a.app.Tasks()), len(b.app.Tasks())
 		_, ended := restored(logB.snapshot())
 		return na == 2 && nb == 2 && ended == 2, fmt.Sprintf("tasks a=%d b=%d, restores ended on b: %d", na, nb, ended)
@@ -299,7 +299,7 @@ func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 	if n, _ := restored(logB.snapshot()); n == 0 {
 		t.Error("the new instance restored no records for the tasks it took over")
 	}
-	harness.Produce(t, c, seqRecords(in, keys, seqs, 2*seqs)...)
+	kafka.Produce(t, c, seqRecords(in, keys, seqs, 2*seqs)...)
 	waitProcessed(t, c, out, keys, 2*seqs)
 	if err := b.stop(t); err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 // and still rebuilds the same state.
 func TestCompactedChangelogRestoresTheSameState(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
@@ -349,21 +349,21 @@ func TestCompactedChangelogRestoresTheSameState(t *testing.T) {
 	a := start(t, maxSeqTopology(in, out), cfg)
 	// Produce in rounds so that many commits write each key again.
 	for s := 0; s < seqs; s += 5 {
-		harness.Produce(t, c, seqRecords(in, keys, s, s+5)...)
+		kafka.Produce(t, c, seqRecords(in, keys, s, s+5)...)
 		waitProcessed(t, c, out, keys, s+5)
 	}
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	changelogTopic := app + "-latest-changelog"
-	written := harness.EndOffsets(t, c, changelogTopic)[0]
+	written := kafka.EndOffsets(t, c, changelogTopic)[0]
 	// Keep writing a filler record until the cleaner has compacted the
 	// rolled segments: reading from the start then yields far fewer
 	// records than were written.
-	harness.Eventually(t, 60*time.Second, 300*time.Millisecond, func() (bool, string) {
-		harness.Produce(t, c, &sarama.ProducerMessage{Topic: changelogTopic, Key: sarama.StringEncoder("~filler"), Value: sarama.ByteEncoder(make([]byte, 8)), Partition: 0})
-		msgs := harness.ReadAll(t, c, changelogTopic, sarama.ReadCommitted, func(m []*sarama.ConsumerMessage) bool {
-			return len(m) > 0 && m[len(m)-1].Offset >= harness.EndOffsets(t, c, changelogTopic)[0]-1
+	kafka.Eventually(t, 60*time.Second, 300*time.Millisecond, func() (bool, string) {
+		kafka.Produce(t, c, &sarama.ProducerMessage{Topic: changelogTopic, Key: sarama.StringEncoder("~filler"), Value: sarama.ByteEncoder(make([]byte, 8)), Partition: 0})
+		msgs := kafka.ReadAll(t, c, changelogTopic, sarama.ReadCommitted, func(m []*sarama.ConsumerMessage) bool {
+			return len(m) > 0 && m[len(m)-1].Offset >= kafka.EndOffsets(t, c, changelogTopic)[0]-1
 		})
 		return int64(len(msgs)) < written/2, fmt.Sprintf("%d of %d changelog records left", len(msgs), written)
 	})
@@ -374,7 +374,7 @@ func TestCompactedChangelogRestoresTheSameState(t *testing.T) {
 	log := &restoreLog{}
 	cfg.State.RestoreListener = log
 	b := start(t, maxSeqTopology(in, out), cfg)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(log.snapshot())
 		return ended == 1, "restore not ended"
 	})
@@ -394,14 +394,14 @@ func TestCompactedChangelogRestoresTheSameState(t *testing.T) {
 // commit fails, the buffered changes never reach Badger.
 func TestFailedCommitLeavesStateUnchanged(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
 	// The changelog refuses batches bigger than 2000 bytes: the failure is
 	// injected between producing the changelog and committing.
 	c.CreateTopic(t, app+"-latest-changelog", 1, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "2000"})
-	harness.Produce(t, c, seqRecords(in, 10, 0, 5)...)
+	kafka.Produce(t, c, seqRecords(in, 10, 0, 5)...)
 	cfg := baseConfig(c, app, t)
 	// A commit every 2 s: the two records below, sent together, are
 	// processed between two commits, so they share the failing one.
@@ -409,12 +409,12 @@ func TestFailedCommitLeavesStateUnchanged(t *testing.T) {
 	a := start(t, maxSeqTopology(in, out), cfg)
 	waitProcessed(t, c, out, 10, 5)
 	// Let a commit land, then feed a key too long for the changelog.
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		ts := a.app.Tasks()
 		return len(ts) == 1 && ts[0].Partitions[0].Committed == 50, fmt.Sprintf("tasks %+v", ts)
 	})
 	long := strings.Repeat("k", 4000)
-	harness.Produce(t, c,
+	kafka.Produce(t, c,
 		&sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("key-0000"), Value: sarama.StringEncoder("99")},
 		&sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(long), Value: sarama.StringEncoder("1")})
 	select {
@@ -539,7 +539,7 @@ func (ch *child) snapshot() []restoreEvent {
 // changelog, and the state equals the reference.
 func TestKill9RestoresOnlyTheTail(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 2, nil)
 	c.CreateTopic(t, out, 2, nil)
@@ -549,7 +549,7 @@ func TestKill9RestoresOnlyTheTail(t *testing.T) {
 		"STATE_DIR": t.TempDir(), "COMMIT": "200ms",
 	}
 	first := startChild(t, env)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		for _, e := range first.snapshot() {
 			if e.Kind == "running" {
 				return true, ""
@@ -564,12 +564,12 @@ func TestKill9RestoresOnlyTheTail(t *testing.T) {
 	var written int64
 	seq := 0
 	for ; ; seq++ {
-		harness.Produce(t, c, seqRecords(in, keys, seq, seq+1)...)
+		kafka.Produce(t, c, seqRecords(in, keys, seq, seq+1)...)
 		if seq%5 != 4 {
 			continue
 		}
 		written = 0
-		for _, end := range harness.EndOffsets(t, c, changelogTopic) {
+		for _, end := range kafka.EndOffsets(t, c, changelogTopic) {
 			written += end
 		}
 		if written >= 10*keys {
@@ -580,14 +580,14 @@ func TestKill9RestoresOnlyTheTail(t *testing.T) {
 		}
 	}
 	seq++
-	harness.Produce(t, c, seqRecords(in, keys, seq-1, seq)...) // in flight at the kill
+	kafka.Produce(t, c, seqRecords(in, keys, seq-1, seq)...) // in flight at the kill
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-first.done
 
 	second := startChild(t, env)
-	harness.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(second.snapshot())
 		return ended == 2, fmt.Sprintf("%d of 2 restores ended", ended)
 	})
@@ -603,7 +603,7 @@ func TestKill9RestoresOnlyTheTail(t *testing.T) {
 	if n > 2*keys {
 		t.Errorf("restored %d records, more than two commits can write (%d)", n, 2*keys)
 	}
-	harness.Produce(t, c, seqRecords(in, keys, seq, seq+1)...)
+	kafka.Produce(t, c, seqRecords(in, keys, seq, seq+1)...)
 	waitProcessed(t, c, out, keys, seq+1)
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

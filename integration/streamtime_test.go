@@ -9,9 +9,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestStreamTimeSurvivesARestart: a task's stream time is committed with
@@ -24,7 +24,7 @@ func TestStreamTimeSurvivesARestart(t *testing.T) {
 	for _, g := range []weir.Guarantee{weir.ExactlyOnce, weir.AtLeastOnce} {
 		t.Run(g.String(), func(t *testing.T) {
 			t.Parallel()
-			c := harness.Get(t)
+			c := kafka.Cluster(t)
 			in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 			c.CreateTopic(t, in, 1, nil)
 			c.CreateTopic(t, out, 1, nil)
@@ -41,12 +41,12 @@ func TestStreamTimeSurvivesARestart(t *testing.T) {
 			for i := range 100 {
 				msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("v"), Timestamp: base.Add(time.Duration(i) * time.Second)})
 			}
-			harness.Produce(t, c, msgs...)
+			kafka.Produce(t, c, msgs...)
 			cfg := baseConfig(c, app, t)
 			cfg.Guarantee = g
 			cfg.CommitInterval = 100 * time.Millisecond
 			first := start(t, top, cfg)
-			harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+			kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 				off := committedOffset(t, c, app, in)
 				return off == 100, fmt.Sprintf("committed offset %d", off)
 			})
@@ -55,11 +55,11 @@ func TestStreamTimeSurvivesARestart(t *testing.T) {
 			}
 
 			// A late record, taken over by an instance with no local state.
-			harness.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("late"), Value: sarama.StringEncoder("v"), Timestamp: base})
+			kafka.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("late"), Value: sarama.StringEncoder("v"), Timestamp: base})
 			cfg2 := cfg
 			cfg2.StateDir = t.TempDir()
 			second := start(t, top, cfg2)
-			got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+			got := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 				return len(got) > 0 && string(got[len(got)-1].Key) == "late"
 			})
 			if err := second.stop(t); err != nil {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // TestTopologyErrorStopsRunAsATopologyError pins item 3 of issue 20: a
@@ -26,7 +26,7 @@ func TestTopologyErrorStopsRunAsATopologyError(t *testing.T) {
 	for _, swallow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("swallow=%v", swallow), func(t *testing.T) {
 			t.Parallel()
-			c := harness.Get(t)
+			c := kafka.Cluster(t)
 			in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 			c.CreateTopic(t, in, 1, nil)
 			c.CreateTopic(t, out, 1, nil)

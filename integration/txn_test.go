@@ -13,9 +13,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // failingMaxSeq is the max-seq topology whose processor fails on the
@@ -38,7 +38,7 @@ func failingMaxSeq(in, out string, fail *atomic.Bool) *processor.Topology {
 	return t
 }
 
-func eosConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
+func eosConfig(c *kafka.Env, app string, t *testing.T) weir.Config {
 	cfg := baseConfig(c, app, t)
 	cfg.Guarantee = weir.ExactlyOnce
 	cfg.CommitInterval = 100 * time.Millisecond
@@ -52,14 +52,14 @@ func eosConfig(c *harness.Cluster, app string, t *testing.T) weir.Config {
 // and every record's effect appears exactly once.
 func TestExactlyOnceAbortHidesPartialWork(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
 	msgs := seqRecords(in, 20, 0, 5) // 100 records, seq 0..4 for 20 keys
 	msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("key-0000"), Value: sarama.StringEncoder("boom")})
 	msgs = append(msgs, seqRecords(in, 20, 5, 10)...)
-	harness.Produce(t, c, msgs...)
+	kafka.Produce(t, c, msgs...)
 
 	var fail atomic.Bool
 	fail.Store(true)
@@ -74,12 +74,12 @@ func TestExactlyOnceAbortHidesPartialWork(t *testing.T) {
 	}
 	// The aborted transaction wrote records: a read_uncommitted reader
 	// sees them, a read_committed reader sees none.
-	uncommitted := harness.ReadAll(t, c, out, sarama.ReadUncommitted, func(m []*sarama.ConsumerMessage) bool { return len(m) >= 20 })
+	uncommitted := kafka.ReadAll(t, c, out, sarama.ReadUncommitted, func(m []*sarama.ConsumerMessage) bool { return len(m) >= 20 })
 	if len(uncommitted) < 20 {
 		t.Fatalf("read_uncommitted sees %d records of the aborted transaction", len(uncommitted))
 	}
-	ends := harness.EndOffsets(t, c, out)
-	committed := harness.ReadAll(t, c, out, sarama.ReadCommitted, func([]*sarama.ConsumerMessage) bool { return true })
+	ends := kafka.EndOffsets(t, c, out)
+	committed := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func([]*sarama.ConsumerMessage) bool { return true })
 	if len(committed) != 0 {
 		t.Fatalf("read_committed sees %d records of the aborted transaction", len(committed))
 	}
@@ -98,7 +98,7 @@ func TestExactlyOnceAbortHidesPartialWork(t *testing.T) {
 	}
 	// maxSeq emits every new maximum: seq 1..9 of 20 keys.
 	const want = 20 * 9
-	got := harness.ReadAll(t, c, out, sarama.ReadCommitted, func(m []*sarama.ConsumerMessage) bool { return len(m) >= want })
+	got := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(m []*sarama.ConsumerMessage) bool { return len(m) >= want })
 	seen := map[string]bool{}
 	for _, m := range got {
 		if m.Offset < ends[0] {
@@ -123,11 +123,11 @@ func TestExactlyOnceAbortHidesPartialWork(t *testing.T) {
 // with ErrFenced, and the new one goes on processing.
 func TestExactlyOnceFencedInstanceStops(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
 	c.CreateTopic(t, out, 1, nil)
-	harness.Produce(t, c, seqRecords(in, 10, 0, 3)...)
+	kafka.Produce(t, c, seqRecords(in, 10, 0, 3)...)
 	cfgA := eosConfig(c, app, t)
 	a := start(t, maxSeqTopology(in, out), cfgA)
 	waitProcessed(t, c, out, 10, 3)
@@ -144,7 +144,7 @@ func TestExactlyOnceFencedInstanceStops(t *testing.T) {
 	b := start(t, maxSeqTopology(in, out), cfgB)
 	// Keep records flowing so that A commits, and is fenced.
 	seq := 3
-	harness.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		select {
 		case err := <-a.done:
 			if !errors.Is(err, weir.ErrFenced) {
@@ -153,11 +153,11 @@ func TestExactlyOnceFencedInstanceStops(t *testing.T) {
 			return true, ""
 		default:
 		}
-		harness.Produce(t, c, seqRecords(in, 10, seq, seq+1)...)
+		kafka.Produce(t, c, seqRecords(in, 10, seq, seq+1)...)
 		seq++
 		return false, fmt.Sprintf("old instance still running after %d rounds", seq)
 	})
-	harness.Produce(t, c, seqRecords(in, 10, seq, seq+1)...)
+	kafka.Produce(t, c, seqRecords(in, 10, seq, seq+1)...)
 	waitProcessed(t, c, out, 10, seq+1)
 	if err := b.stop(t); err != nil {
 		t.Fatalf("the new instance: %v", err)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/integration/harness"
 	"github.com/weirstream/weir/txn"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // txnLoop is the loop's sarama.ConsumerGroupHandler: each input record is
@@ -171,7 +171,7 @@ type runningLoop struct {
 
 // startLoop relays in to out with transactional id txnID, committing every
 // 100 ms, until stop.
-func startLoop(t *testing.T, c *harness.Cluster, in, out, group, txnID string) *runningLoop {
+func startLoop(t *testing.T, c *kafka.Env, in, out, group, txnID string) *runningLoop {
 	t.Helper()
 	pcfg := c.SaramaConfig()
 	pcfg.ClientID = "txn-loop-producer"
@@ -245,7 +245,7 @@ func (r *runningLoop) stop(t *testing.T) error {
 // early when it stopped.
 func waitLoopCommitted(t *testing.T, r *runningLoop, n int) {
 	t.Helper()
-	harness.Eventually(t, 90*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 90*time.Second, 50*time.Millisecond, func() (bool, string) {
 		select {
 		case err := <-r.done:
 			r.done <- err
@@ -269,7 +269,7 @@ func loopInput(topic string, from, to int) []*sarama.ProducerMessage {
 // checkRelayed checks that out (read whole, read_committed, after the
 // loop stopped) holds the output of each input record of want exactly
 // once, and nothing else.
-func checkRelayed(t *testing.T, c *harness.Cluster, out string, partitions int32, want []*sarama.ProducerMessage) {
+func checkRelayed(t *testing.T, c *kafka.Env, out string, partitions int32, want []*sarama.ProducerMessage) {
 	t.Helper()
 	writeSentinels(t, c, out, partitions)
 	got := readToSentinels(t, c, out, partitions, sarama.ReadCommitted)
@@ -315,13 +315,13 @@ func encodedID(k, v []byte) string {
 
 // setCleanupPolicy changes topic's cleanup.policy and waits until the
 // broker describes it so.
-func setCleanupPolicy(t *testing.T, c *harness.Cluster, topic, policy string) {
+func setCleanupPolicy(t *testing.T, c *kafka.Env, topic, policy string) {
 	t.Helper()
 	admin := c.Admin(t)
 	if err := admin.AlterConfig(sarama.TopicResource, topic, map[string]*string{"cleanup.policy": &policy}, false); err != nil {
 		t.Fatalf("setting cleanup.policy=%s on %s: %v", policy, topic, err)
 	}
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"cleanup.policy"}})
 		if err != nil || len(entries) == 0 {
 			return false, fmt.Sprintf("describing %s: %v", topic, err)
@@ -332,9 +332,9 @@ func setCleanupPolicy(t *testing.T, c *harness.Cluster, topic, policy string) {
 
 // waitUncommitted waits until a read_uncommitted reader sees at least n
 // records in topic: records of an open transaction are then written.
-func waitUncommitted(t *testing.T, c *harness.Cluster, topic string, n int) {
+func waitUncommitted(t *testing.T, c *kafka.Env, topic string, n int) {
 	t.Helper()
-	harness.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
+	kafka.ReadAll(t, c, topic, sarama.ReadUncommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
 }
 
 // TestTxnLoopCopiesExactlyOnce: a sarama ConsumerGroup loop on the public
@@ -342,15 +342,15 @@ func waitUncommitted(t *testing.T, c *harness.Cluster, topic string, n int) {
 // offsets, written in the transactions, reach the end of the input.
 func TestTxnLoopCopiesExactlyOnce(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, group := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "group")
 	c.CreateTopic(t, in, 3, nil)
 	c.CreateTopic(t, out, 3, nil)
 	const n = 3000
 	input := loopInput(in, 0, n)
-	harness.Produce(t, c, input[:n/2]...)
+	kafka.Produce(t, c, input[:n/2]...)
 	r := startLoop(t, c, in, out, group, c.Name(t, "txn"))
-	harness.Produce(t, c, input[n/2:]...)
+	kafka.Produce(t, c, input[n/2:]...)
 	waitLoopCommitted(t, r, n)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("the loop stopped with %v", err)
@@ -359,7 +359,7 @@ func TestTxnLoopCopiesExactlyOnce(t *testing.T) {
 		t.Errorf("failed commits in a run without failures: %v", failures)
 	}
 	checkRelayed(t, c, out, 3, input)
-	ends := harness.EndOffsets(t, c, in)
+	ends := kafka.EndOffsets(t, c, in)
 	committed, err := groupCommitted(c.Admin(t), group, in, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -380,14 +380,14 @@ func TestTxnLoopCopiesExactlyOnce(t *testing.T) {
 // exactly once; the aborted copies are visible to read_uncommitted only.
 func TestTxnLoopRewindsAfterARefusedRecord(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, group := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "group")
 	c.CreateTopic(t, in, 2, nil)
 	c.CreateTopic(t, out, 2, map[string]string{"cleanup.policy": "delete"})
 	first, held, after := loopInput(in, 0, 100), loopInput(in, 100, 200), loopInput(in, 200, 300)
 	poison := &sarama.ProducerMessage{Topic: in, Value: sarama.StringEncoder("no key")}
 
-	harness.Produce(t, c, first...)
+	kafka.Produce(t, c, first...)
 	r := startLoop(t, c, in, out, group, c.Name(t, "txn"))
 	waitLoopCommitted(t, r, 100)
 	setCleanupPolicy(t, c, out, "compact")
@@ -395,10 +395,10 @@ func TestTxnLoopRewindsAfterARefusedRecord(t *testing.T) {
 	// One transaction: the held records, written but not committed, then
 	// the record the broker refuses.
 	r.hold.Store(true)
-	harness.Produce(t, c, held...)
+	kafka.Produce(t, c, held...)
 	waitUncommitted(t, c, out, 200)
-	harness.Produce(t, c, poison)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Produce(t, c, poison)
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		return r.producerErr() != nil, "the refusal has not reached the producer"
 	})
 	var re *txn.RefusedError
@@ -409,7 +409,7 @@ func TestTxnLoopRewindsAfterARefusedRecord(t *testing.T) {
 	// aborts the failed transaction, and the replay commits.
 	setCleanupPolicy(t, c, out, "delete")
 	r.hold.Store(false)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, failures, _ := r.state()
 		return len(failures) > 0, "no failed commit yet"
 	})
@@ -421,7 +421,7 @@ func TestTxnLoopRewindsAfterARefusedRecord(t *testing.T) {
 		t.Errorf("%d producer rebuilds after an abortable failure", rebuilds)
 	}
 	t.Logf("failed commits: %v", failures)
-	harness.Produce(t, c, after...)
+	kafka.Produce(t, c, after...)
 	waitLoopCommitted(t, r, 301)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("the loop stopped with %v", err)
@@ -451,23 +451,23 @@ func TestTxnLoopRewindsAfterARefusedRecord(t *testing.T) {
 // there exactly once.
 func TestTxnLoopRebuildsAFencedProducer(t *testing.T) {
 	t.Parallel()
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, out, group, txnID := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "group"), c.Name(t, "txn")
 	c.CreateTopic(t, in, 2, nil)
 	c.CreateTopic(t, out, 2, nil)
 	first, held, after := loopInput(in, 0, 100), loopInput(in, 100, 200), loopInput(in, 200, 300)
 
-	harness.Produce(t, c, first...)
+	kafka.Produce(t, c, first...)
 	r := startLoop(t, c, in, out, group, txnID)
 	waitLoopCommitted(t, r, 100)
 	r.hold.Store(true)
-	harness.Produce(t, c, held...)
+	kafka.Produce(t, c, held...)
 	waitUncommitted(t, c, out, 200)
 
 	// newTxnProducer initialises txnID: the loop's producer is fenced.
 	newTxnProducer(t, c, txnID)
 	r.hold.Store(false)
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, failures, rebuilds := r.state()
 		return len(failures) > 0 && rebuilds > 0, fmt.Sprintf("failed commits %v, %d rebuilds", failures, rebuilds)
 	})
@@ -476,7 +476,7 @@ func TestTxnLoopRebuildsAFencedProducer(t *testing.T) {
 	if !errors.Is(failures[0], txn.ErrFenced) {
 		t.Fatalf("the first failed commit = %v, want ErrFenced", failures[0])
 	}
-	harness.Produce(t, c, after...)
+	kafka.Produce(t, c, after...)
 	waitLoopCommitted(t, r, 300)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("the loop stopped with %v", err)

@@ -23,7 +23,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/integration/harness"
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // Sizes of TestExactlyOnceZombieIsFenced. The input is produced in chunks
@@ -64,7 +64,7 @@ const zombieMark = "SIGCONT"
 // Like TestExactlyOnceUnderKill9 it does not run in parallel: it loads both
 // cores, and a starved survivor would stretch the rebalance it waits for.
 func TestExactlyOnceZombieIsFenced(t *testing.T) {
-	c := harness.Get(t)
+	c := kafka.Cluster(t)
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, eosPartitions, nil)
@@ -116,9 +116,9 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 	// the load). Then freeze it in a transaction.
 	admin := c.Admin(t)
 	zombieParts := taskPartitions(t, zombie.reportedTasks())
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		cl.checkAlive()
-		ends := harness.EndOffsets(t, c, in)
+		ends := kafka.EndOffsets(t, c, in)
 		got, err := groupCommitted(admin, app, in, eosPartitions)
 		if err != nil {
 			return false, err.Error()
@@ -145,7 +145,7 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 	// The group expels the zombie after its session timeout and gives its
 	// tasks to the survivor, which must then commit past where the zombie
 	// had committed on each of its partitions.
-	harness.Eventually(t, 45*time.Second, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 45*time.Second, 50*time.Millisecond, func() (bool, string) {
 		cl.checkAlive()
 		tasks := survivor.reportedTasks()
 		if len(tasks) != eosPartitions {
@@ -173,7 +173,7 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 
 	// The zombie's next commit fails: it aborts and rejoins, or stops.
 	var woke []string
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		cl.checkAlive()
 		woke = linesAfterMark(cl.logs[zombieSlot], zombieMark)
 		return zombie.exited() || slices.ContainsFunc(woke, isAbortLine), fmt.Sprintf("zombie logged since SIGCONT:\n%s", strings.Join(woke, "\n"))
@@ -182,7 +182,7 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 		t.Logf("zombie stopped with exit code %d", zombie.cmd.ProcessState.ExitCode())
 	} else {
 		// Back in the group, it gets a share of the tasks again.
-		harness.Eventually(t, 45*time.Second, 50*time.Millisecond, func() (bool, string) {
+		kafka.Eventually(t, 45*time.Second, 50*time.Millisecond, func() (bool, string) {
 			cl.checkAlive()
 			woke = linesAfterMark(cl.logs[zombieSlot], zombieMark)
 			i := slices.IndexFunc(woke, isAbortLine)
@@ -268,7 +268,7 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 // last stable offset (where read_committed readers end) is below its high
 // watermark. When the stopped process has none, it is resumed and stopped
 // again a little later.
-func freezeInTransaction(t *testing.T, c *harness.Cluster, topic string, pid int, parts []int32) (map[int32][2]int64, time.Time) {
+func freezeInTransaction(t *testing.T, c *kafka.Env, topic string, pid int, parts []int32) (map[int32][2]int64, time.Time) {
 	t.Helper()
 	client, err := sarama.NewClient(c.Brokers, c.SaramaConfig())
 	if err != nil {
@@ -285,7 +285,7 @@ func freezeInTransaction(t *testing.T, c *harness.Cluster, topic string, pid int
 	}
 	var open map[int32][2]int64
 	var stopped time.Time
-	harness.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			t.Fatalf("SIGSTOP pid %d: %v", pid, err)
 		}
@@ -341,7 +341,7 @@ func listOffset(t *testing.T, client sarama.Client, topic string, partition int3
 // each task once: the group has settled.
 func waitSplit(t *testing.T, cl *eosCluster, timeout time.Duration) {
 	t.Helper()
-	harness.Eventually(t, timeout, 50*time.Millisecond, func() (bool, string) {
+	kafka.Eventually(t, timeout, 50*time.Millisecond, func() (bool, string) {
 		cl.checkAlive()
 		var all []string
 		for _, ch := range cl.children {
