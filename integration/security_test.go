@@ -124,10 +124,19 @@ func TestExactlyOnceOverSASLSSL(t *testing.T) {
 	}
 }
 
-// runFailsFast runs an App that cannot connect and returns Run's error; the
-// test fails if Run is still going after a bound far above a fast failure.
-func runFailsFast(t *testing.T, cfg weir.Config, in, out string) error {
+// runFailsFast runs an App on the SASL_SSL listener with mechanism m and
+// the change made to its Config, which must keep it from connecting, and
+// returns Run's error; the test fails if Run is still going after a bound
+// far above a fast failure.
+func runFailsFast(t *testing.T, m weir.SASLMechanism, change func(*weir.Config)) error {
 	t.Helper()
+	l := saslSSL(t)
+	c := kafka.Cluster(t)
+	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	cfg := l.config(t, c.Name(t, "sec-app"), m)
+	change(&cfg)
 	app, err := weir.New(maxSeqTopology(in, out), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +152,7 @@ func runFailsFast(t *testing.T, cfg weir.Config, in, out string) error {
 
 func TestWrongPasswordFailsFast(t *testing.T) {
 	t.Parallel()
-	l := saslSSL(t)
-	c := kafka.Cluster(t)
-	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
-	c.CreateTopic(t, in, 1, nil)
-	c.CreateTopic(t, out, 1, nil)
-	cfg := l.config(t, c.Name(t, "sec-app"), weir.SASLScramSHA256)
-	cfg.Security.SASL.Password = "not-the-password-4f1c"
-	err := runFailsFast(t, cfg, in, out)
+	err := runFailsFast(t, weir.SASLScramSHA256, func(cfg *weir.Config) { cfg.Security.SASL.Password = "not-the-password-4f1c" })
 	if !errors.Is(err, weir.ErrAuthentication) || !strings.Contains(err.Error(), "SCRAM-SHA-256") {
 		t.Fatalf("Run = %v; want weir.ErrAuthentication naming the mechanism", err)
 	}
@@ -162,14 +164,8 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 
 func TestUntrustedCertificateFailsFast(t *testing.T) {
 	t.Parallel()
-	l := saslSSL(t)
-	c := kafka.Cluster(t)
-	in, out := c.Name(t, "sec-in"), c.Name(t, "sec-out")
-	c.CreateTopic(t, in, 1, nil)
-	c.CreateTopic(t, out, 1, nil)
-	cfg := l.config(t, c.Name(t, "sec-app"), weir.SASLScramSHA512)
-	cfg.Security.TLS = &weir.TLS{} // the system's roots do not hold the test broker's certificate
-	err := runFailsFast(t, cfg, in, out)
+	// The system's roots do not hold the test broker's certificate.
+	err := runFailsFast(t, weir.SASLScramSHA512, func(cfg *weir.Config) { cfg.Security.TLS = &weir.TLS{} })
 	if !errors.Is(err, weir.ErrTLS) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("Run = %v; want weir.ErrTLS about the certificate", err)
 	}
