@@ -213,12 +213,19 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
+	old, err := a.checkUpgrade(kc, admin, db)
+	if err != nil {
+		return err
+	}
 	tc := a.cfg.taskConfig()
 	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor,
 		DeadLetter: a.cfg.deadLetterTopics(), Logger: a.cfg.Logger,
 		RawRestore: func(topic string) bool { return tc.PoliciesFor(topic).Deserialization.Fails() }}, a.graph)
 	if err != nil {
 		return publicError(err)
+	}
+	if err := a.recordUpgrade(admin, adminCfg, db, old, lay); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	a.layout = lay
@@ -396,8 +403,16 @@ func (a *App) processID() string {
 	return a.dir.ProcessID
 }
 
-// Describe returns the topology's description.
-func (a *App) Describe() string { return a.graph.Describe() }
+// Describe returns the application's topology descriptor (see
+// [Descriptor]), the one Run writes to its topology topic. Before Run has
+// looked at the cluster, partition counts are 0 (unknown). The topology's
+// text form is processor.Topology.Describe (kstream.Builder.Describe).
+func (a *App) Describe() *Descriptor {
+	a.mu.Lock()
+	lay := a.layout
+	a.mu.Unlock()
+	return describe(&a.cfg, a.graph, lay)
+}
 
 // committedOffset reads the group's committed offset of one partition;
 // found is false when it has none.

@@ -89,6 +89,16 @@ type Config struct {
 	// State configures local state stores.
 	State StateConfig
 
+	// AllowDropState names stores whose state this start may drop when
+	// the topology changed in a way that would lose or misread it: the
+	// store was removed, or its type, key serde or partition count
+	// changed (see [CompareDescriptors]). Such a store's changelog topic
+	// and local state are deleted and it starts empty (logged). Without
+	// it, Run refuses the start with an [*UpgradeError] listing every
+	// difference and changes nothing. Meant for one deploy: remove the
+	// name once it ran.
+	AllowDropState []string
+
 	// Security secures connections to the brokers: TLS and SASL (PLAIN,
 	// SCRAM-SHA-256, SCRAM-SHA-512) for every client weir creates.
 	Security Security

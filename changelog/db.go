@@ -392,6 +392,25 @@ func (s *Space) Drop() error {
 	return nil
 }
 
+// DropStore deletes every partition of store, data and checkpoints, from
+// the database: the store starts empty and restores in full. For a store
+// whose state an upgrade drops (its changelog is deleted too).
+func (d *DB) DropStore(store string) error {
+	var prefixes [][]byte
+	for _, kind := range []byte{kindData, kindCheckpoint, kindCheckpointTime, kindCheckpointLog} {
+		p := spacePrefix(kind, store, 0)
+		prefixes = append(prefixes, p[:len(p)-4])
+	}
+	d.drop.Lock()
+	defer d.drop.Unlock()
+	err := d.bdb.DropPrefix(prefixes...)
+	d.cache.clear()
+	if err != nil {
+		return fmt.Errorf("changelog: dropping store %s: %w", store, err)
+	}
+	return nil
+}
+
 // empty reports whether the partition has neither data nor checkpoint.
 func (s *Space) empty() bool {
 	found := false

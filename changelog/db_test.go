@@ -487,3 +487,40 @@ func assertNoPlaintext(t *testing.T, dir string, b []byte) {
 		t.Fatal("no files to look at")
 	}
 }
+
+func TestDropStoreDropsEveryPartitionOfOneStore(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, store := range []string{"a", "ab"} {
+		for p := range int32(3) {
+			s := db.Space(store, p)
+			if err := s.Apply([]Entry{{Key: []byte("k"), Value: []byte(store)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetCheckpoint(7); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.DropStore("a"); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if v, _ := db.Space("a", p).Get([]byte("k")); v != nil {
+			t.Errorf("a/%d kept %q", p, v)
+		}
+		if _, ok, _ := db.Space("a", p).Checkpoint(); ok {
+			t.Errorf("a/%d kept its checkpoint", p)
+		}
+		if v, _ := db.Space("ab", p).Get([]byte("k")); string(v) != "ab" {
+			t.Errorf("dropping a touched ab/%d: %q", p, v)
+		}
+		if _, ok, _ := db.Space("ab", p).Checkpoint(); !ok {
+			t.Errorf("dropping a lost ab/%d's checkpoint", p)
+		}
+	}
+}

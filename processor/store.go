@@ -102,6 +102,7 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 	if sd, ok := spec.(storeSerdes); ok {
 		keys, values := sd.serdes()
 		st.Keys, st.Values = graph.SchemaSerdeOf(keys), graph.SchemaSerdeOf(values)
+		st.KeyFormat, st.ValueFormat = graph.SerdeFormat(keys), graph.SerdeFormat(values)
 	}
 	for _, u := range users {
 		n := u.graphNode()
@@ -164,7 +165,8 @@ func (t *Topology) AddGlobalStore[K, V any](spec *KeyValueSpec[K, V], topic stri
 		t.topics[topic] = "global store " + spec.name
 	}
 	t.g.Globals = append(t.g.Globals, &graph.GlobalStore{Name: spec.name, Topic: topic,
-		Keys: graph.SchemaSerdeOf(spec.keys), Values: graph.SchemaSerdeOf(spec.values)})
+		Keys: graph.SchemaSerdeOf(spec.keys), Values: graph.SchemaSerdeOf(spec.values),
+		KeyFormat: graph.SerdeFormat(spec.keys), ValueFormat: graph.SerdeFormat(spec.values)})
 }
 
 // ConnectStore gives the processor user access to the stores names,

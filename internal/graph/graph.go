@@ -13,6 +13,7 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,10 @@ type Store struct {
 	Name  string
 	Kind  StoreKind
 	Users []*Node // processors that use it
+	// KeyFormat and ValueFormat identify the store's serdes (see
+	// SerdeFormat), for the topology descriptor: a changed key format
+	// means the stored keys cannot be found again.
+	KeyFormat, ValueFormat string
 	// Retention bounds window and session stores; 0 for key-value and
 	// TTL stores.
 	Retention time.Duration
@@ -131,6 +136,18 @@ type SchemaSerde interface {
 	UseID(topic string, id int)
 }
 
+// SerdeFormat identifies a serde for the topology descriptor by its Go
+// type ("serde.stringSerde", "*serde.AvroSerde[main.Profile]"). A registry
+// serde's schema is left out: the registry checks its evolution (and a
+// key schema's encoding) at start, and a schema's text changes with
+// changes that keep its encoding, such as a doc.
+func SerdeFormat(s any) string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprintf("%T", s)
+}
+
 // SchemaSerdeOf returns s as a SchemaSerde, or nil if it is not one.
 func SchemaSerdeOf(s any) SchemaSerde {
 	if ss, ok := s.(SchemaSerde); ok {
@@ -148,6 +165,9 @@ type GlobalStore struct {
 	Name  string
 	Topic string
 	Users []*Node // processors that read it
+	// KeyFormat and ValueFormat identify the store's serdes (see
+	// SerdeFormat).
+	KeyFormat, ValueFormat string
 	// Keys and Values are the store's serdes when their bytes carry a
 	// schema registry id (see [SchemaSerde]); nil otherwise.
 	Keys, Values SchemaSerde

@@ -1,0 +1,235 @@
+package weir
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/topics"
+)
+
+// TopologyTopic returns the compacted topic that holds an application's
+// topology descriptor: "<application id>-topology".
+func TopologyTopic(app string) string { return app + "-topology" }
+
+// UpgradeError is returned by Run when the topology differs from the one
+// the application last ran with in a way that would lose or misread
+// state, and Config.AllowDropState does not name the store. Nothing was
+// changed: not the topics, not the offsets, not the local state.
+type UpgradeError struct {
+	// Differences lists every difference found, refused or not.
+	Differences []Difference
+}
+
+func (e *UpgradeError) Error() string {
+	var refused []string
+	for _, d := range e.Differences {
+		if d.Refused {
+			refused = append(refused, d.String())
+		}
+	}
+	return "weir: the topology changed in ways that would lose or misread state (start refused; Config.AllowDropState names stores whose state may be dropped): " + strings.Join(refused, "; ")
+}
+
+// descriptorKey is the key of the descriptor record in the topology topic.
+var descriptorKey = []byte("descriptor")
+
+// readDescriptor returns the last descriptor written to app's topology
+// topic, nil when the topic does not exist or holds none.
+func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
+	topic := TopologyTopic(app)
+	if err := client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return nil, nil
+	}
+	ps, err := client.Partitions(topic)
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) || err == nil && len(ps) == 0 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
+	}
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
+	}
+	start, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
+	}
+	if end <= start {
+		return nil, nil
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, start)
+	if err != nil {
+		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
+	}
+	defer pc.Close()
+	var last []byte
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case m := <-pc.Messages():
+			if bytes.Equal(m.Key, descriptorKey) {
+				last = m.Value
+			}
+			if m.Offset >= end-1 {
+				if last == nil {
+					return nil, nil
+				}
+				return ParseDescriptor(last)
+			}
+		case err := <-pc.Errors():
+			return nil, fmt.Errorf("weir: reading %s: %w", topic, err.Err)
+		case <-timeout.C:
+			return nil, fmt.Errorf("weir: reading %s: not at its end (%d) within 30 s", topic, end)
+		}
+	}
+}
+
+// writeDescriptor writes d to app's topology topic, creating the topic
+// (compacted, one partition) when it is missing.
+func writeDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.Config, rf int16, d *Descriptor) error {
+	topic := TopologyTopic(d.ApplicationID)
+	if rf == 0 {
+		rf = -1 // the broker's default.replication.factor
+	}
+	compact := "compact"
+	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: rf,
+		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("weir: creating %s: %w", topic, err)
+	}
+	cfg := *base
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	p, err := sarama.NewSyncProducer(brokers, &cfg)
+	if err != nil {
+		return fmt.Errorf("weir: writing %s: %w", topic, err)
+	}
+	defer p.Close()
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.ByteEncoder(descriptorKey), Value: sarama.StringEncoder(d.String())}); err != nil {
+		return fmt.Errorf("weir: writing %s: %w", topic, err)
+	}
+	return nil
+}
+
+// checkUpgrade compares the topology with the one the application last
+// ran with, before Prepare creates or checks any topic: a refused
+// difference stops the start unless Config.AllowDropState names its
+// store, whose changelog topic and local state are then deleted so that
+// it starts empty. It returns the descriptor found (nil on a first start).
+func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *changelog.DB) (*Descriptor, error) {
+	old, err := readDescriptor(client, a.cfg.ApplicationID)
+	if err != nil || old == nil {
+		return old, err
+	}
+	diffs := CompareDescriptors(old, describe(&a.cfg, a.graph, nil))
+	if err := a.settle(diffs, func(store string) error {
+		for _, s := range old.Stores {
+			if s.Name == store && s.Changelog == graph.ChangelogTopic(a.cfg.ApplicationID, store) {
+				if err := admin.DeleteTopic(s.Changelog); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+					return fmt.Errorf("weir: deleting %s of store %q: %w", s.Changelog, store, err)
+				}
+				if err := waitTopicGone(client, s.Changelog); err != nil {
+					return err
+				}
+			}
+		}
+		return db.DropStore(store)
+	}); err != nil {
+		return nil, err
+	}
+	return old, nil
+}
+
+// recordUpgrade checks what only the layout knows (partition counts)
+// against old, then writes the current descriptor when it differs.
+func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *changelog.DB, old *Descriptor, lay *topics.Layout) error {
+	cur := describe(&a.cfg, a.graph, lay)
+	if old != nil {
+		var partitions []Difference
+		for _, d := range CompareDescriptors(old, cur) {
+			if d.Refused && d.Store != "" && strings.Contains(d.What, "partitions") {
+				partitions = append(partitions, d)
+			}
+		}
+		if err := a.settle(partitions, db.DropStore); err != nil {
+			return err
+		}
+		if old.String() == cur.String() {
+			return nil
+		}
+	}
+	return writeDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur)
+}
+
+// settle logs the differences and refuses the start on a refused one
+// whose store Config.AllowDropState does not name; for the ones it names,
+// drop deletes the store's state first.
+func (a *App) settle(diffs []Difference, drop func(store string) error) error {
+	var refused bool
+	for _, d := range diffs {
+		switch {
+		case !d.Refused:
+			a.cfg.Logger.Info("topology changed", "application", a.cfg.ApplicationID, "change", d.String())
+		case d.Store != "" && a.allowedToDrop(d.Store):
+		default:
+			refused = true
+		}
+	}
+	if refused {
+		return &UpgradeError{Differences: diffs}
+	}
+	dropped := map[string]bool{}
+	for _, d := range diffs {
+		if d.Refused && !dropped[d.Store] {
+			dropped[d.Store] = true
+			a.cfg.Logger.Warn("dropping a store's state, as Config.AllowDropState allows", "application", a.cfg.ApplicationID, "store", d.Store, "change", d.What)
+			if err := drop(d.Store); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (a *App) allowedToDrop(store string) bool {
+	for _, s := range a.cfg.AllowDropState {
+		if s == store {
+			return true
+		}
+	}
+	return false
+}
+
+// waitTopicGone waits, for at most 30 s, until topic is out of the
+// cluster's metadata, so that creating it again makes a new, empty topic.
+func waitTopicGone(client sarama.Client, topic string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := client.RefreshMetadata(topic)
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			return nil
+		}
+		if ps, perr := client.Partitions(topic); errors.Is(perr, sarama.ErrUnknownTopicOrPartition) || perr == nil && len(ps) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("weir: topic %s still exists 30 s after it was deleted", topic)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
