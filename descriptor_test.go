@@ -2,8 +2,8 @@ package weir
 
 import (
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
