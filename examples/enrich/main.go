@@ -69,6 +69,7 @@ func main() {
 
 // options are the command line, a contract that scripts rely on.
 type options struct {
+	describe  bool // -describe: print the descriptor and exit
 	brokers   string
 	orders    string
 	customers string
@@ -91,6 +92,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.appID, "app-id", "enrich", "application id (consumer group, internal topic prefix)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for local state, kept across restarts (default: a new temporary directory per run, removed at exit; state is then rebuilt from the changelogs and the products topic at start)")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
+	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -127,6 +129,9 @@ func run() error {
 	cfg, err := config(o)
 	if err != nil {
 		return err
+	}
+	if o.describe {
+		return kafkaio.Describe(os.Stdout, Topology(o.params(), probes{}), cfg)
 	}
 	if o.brokers == "" {
 		return runEmbedded(os.Stdout, o, cfg)

@@ -58,6 +58,7 @@ func main() {
 
 // options are the command line, a contract that scripts rely on.
 type options struct {
+	describe  bool // -describe: print the descriptor and exit
 	brokers   string
 	input     string
 	output    string
@@ -78,6 +79,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.appID, "app-id", "fraud", "application id (consumer group, internal topic prefix)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for local state, kept across restarts (default: a new temporary directory per run, removed at exit; state is then rebuilt from the changelogs at start)")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
+	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	fs.IntVar(&o.threshold, "threshold", 5, "failed logins per user and window that raise an alert")
 	fs.DurationVar(&o.window, "window", time.Minute, "window size, a whole number of milliseconds")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long after a window's end, in stream time, records for it are still counted")
@@ -112,6 +114,9 @@ func run() error {
 	cfg, err := config(o)
 	if err != nil {
 		return err
+	}
+	if o.describe {
+		return kafkaio.Describe(os.Stdout, Topology(o.params(), probes{}), cfg)
 	}
 	if o.brokers == "" {
 		return runEmbedded(os.Stdout, o, cfg)

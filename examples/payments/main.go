@@ -45,6 +45,7 @@ func main() {
 
 // options are the command line, a contract that scripts rely on.
 type options struct {
+	describe  bool // -describe: print the descriptor and exit
 	brokers   string
 	input     string
 	output    string
@@ -63,6 +64,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.appID, "app-id", "payments", "application id (consumer group, internal topic prefix)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for local state, kept across restarts (default: a new temporary directory per run, removed at exit; state is then rebuilt from the changelogs at start)")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
+	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	fs.DurationVar(&o.dedupTTL, "dedup-ttl", 10*time.Minute, "how long, in stream time, a payment id is remembered to drop its duplicates; a whole number of milliseconds")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -88,6 +90,9 @@ func run() error {
 	cfg, err := config(o)
 	if err != nil {
 		return err
+	}
+	if o.describe {
+		return kafkaio.Describe(os.Stdout, Topology(o.params(), probes{}), cfg)
 	}
 	if o.brokers == "" {
 		return runEmbedded(os.Stdout, o, cfg)

@@ -84,12 +84,35 @@ func TestEmbeddedRelayWithAbortsIsExactlyOnce(t *testing.T) {
 	}
 	defer cluster.Close()
 	brokers := cluster.Brokers()
-	if err := produceRecords(brokers, o.input, 0, o.records); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := relayTopic(ctx, brokers, o)
+	// The input arrives in three parts, each once the one before is
+	// committed: at least three transactions, so every second one aborts
+	// at least once, however fast the relay reads.
+	type result struct {
+		st  stats
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := relayTopic(ctx, brokers, o)
+		done <- result{st, err}
+	}()
+	third := o.records / 3
+	for part, from := range []int{0, third, 2 * third} {
+		to := from + third
+		if part == 2 {
+			to = o.records
+		}
+		if err := produceRecords(brokers, o.input, from, to); err != nil {
+			t.Fatal(err)
+		}
+		if part < 2 {
+			waitCommitted(t, brokers, o.group, o.input, int64(to))
+		}
+	}
+	r := <-done
+	st, err := r.st, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,4 +242,34 @@ func readWhole(t *testing.T, brokers []string, topic string) []*sarama.ConsumerM
 		pc.Close()
 	}
 	return got
+}
+
+// waitCommitted polls, for at most a minute, until group has committed n
+// records of topic, summed over its partitions.
+func waitCommitted(t *testing.T, brokers []string, group, topic string, n int64) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, saramaConfig("test-admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := admin.ListConsumerGroupOffsets(group, nil)
+		var sum int64
+		if err == nil {
+			for _, b := range resp.Blocks[topic] {
+				if b.Offset > 0 {
+					sum += b.Offset
+				}
+			}
+		}
+		if sum >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s committed %d of %d records of %s within a minute (last error %v)", group, sum, n, topic, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/examples/internal/kafkaio"
 )
 
 func main() {
@@ -37,6 +38,7 @@ func main() {
 
 // options are the command line, a contract that scripts rely on.
 type options struct {
+	describe    bool // -describe: print the descriptor and exit
 	brokers     string
 	input       string
 	output      string
@@ -57,6 +59,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for local state, kept across restarts (default: a new temporary directory per run, removed at exit; state is then rebuilt from the changelog at start)")
 	fs.IntVar(&o.threads, "threads", 1, "stream threads")
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
+	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve /metrics, /healthz and /readyz on, such as :9090 (empty: off; with -brokers)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -83,6 +86,9 @@ func run() error {
 		Threads:       o.threads,
 		Guarantee:     guarantee,
 		Logger:        logger,
+	}
+	if o.describe {
+		return kafkaio.Describe(os.Stdout, Topology(o.input, o.output, nil), cfg)
 	}
 	if o.brokers == "" {
 		return runEmbedded(o, cfg)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/examples/internal/kafkaio"
 )
 
 func TestWords(t *testing.T) {
@@ -69,4 +70,25 @@ func TestEmbeddedRunCountsEveryWord(t *testing.T) {
 func countOn(t *testing.T, brokers []string, o options) (map[string]int64, error) {
 	t.Helper()
 	return countSample(brokers, o, weir.Config{ApplicationID: o.appID, Guarantee: weir.ExactlyOnce})
+}
+
+// -describe prints the descriptor weir writes to "<app-id>-topology",
+// without a broker.
+func TestDescribeFlagPrintsTheDescriptor(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-describe", "-app-id", "wc"})
+	if err != nil || !o.describe {
+		t.Fatalf("parseFlags = %+v, %v", o, err)
+	}
+	var out strings.Builder
+	if err := kafkaio.Describe(&out, Topology(o.input, o.output, nil), weir.Config{ApplicationID: o.appID}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := weir.ParseDescriptor([]byte(out.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ApplicationID != "wc" || len(d.Stores) != 1 || d.Stores[0].Name != "counts" || d.Stores[0].Changelog != "wc-counts-changelog" {
+		t.Fatalf("descriptor: %s", out.String())
+	}
 }

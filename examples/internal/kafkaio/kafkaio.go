@@ -7,9 +7,12 @@ package kafkaio
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
 )
 
 // DefaultPartitions is the partition count of an input topic created
@@ -184,4 +187,22 @@ func ReadCommitted(clientID string, brokers []string, topic string, n int, timeo
 		}
 	}
 	return out, nil
+}
+
+// DescribeFlag is the usage of the examples' -describe flag.
+const DescribeFlag = "print the topology descriptor as JSON (what weir writes to <app-id>-topology and `weir check-upgrade` compares) and exit; nothing is contacted"
+
+// Describe writes the topology descriptor of top under cfg to w, as the
+// -describe flag of every example does. No broker is contacted.
+func Describe(w io.Writer, top weir.Topology, cfg weir.Config) error {
+	if len(cfg.Brokers) == 0 {
+		cfg.Brokers = []string{"localhost:9092"} // required by New, never dialled
+	}
+	app, err := weir.New(top, cfg)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	_, err = fmt.Fprintln(w, app.Describe())
+	return err
 }
