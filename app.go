@@ -213,7 +213,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer admin.Close() // closes client too
 
-	old, err := a.checkUpgrade(kc, admin, db)
+	old, err := a.checkUpgrade(kc, admin, db, dir.Path)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,10 @@ type Descriptor struct {
 	// InternalTopics are the repartition and changelog topics weir
 	// creates, by name.
 	InternalTopics []TopicDescriptor `json:"internal_topics"`
+	// ResetEpoch counts the resets of the application (`weir reset`). An
+	// instance whose local state is of an earlier epoch deletes it at
+	// start, by itself: its stores restore from their (new) changelogs.
+	ResetEpoch int64 `json:"reset_epoch,omitempty"`
 }
 
 // TopicDescriptor is a topic of the topology.

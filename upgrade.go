@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,9 +44,10 @@ func (e *UpgradeError) Error() string {
 // descriptorKey is the key of the descriptor record in the topology topic.
 var descriptorKey = []byte("descriptor")
 
-// readDescriptor returns the last descriptor written to app's topology
-// topic, nil when the topic does not exist or holds none.
-func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
+// ReadDescriptor returns the last descriptor written to app's topology
+// topic ([TopologyTopic]), nil when the topic does not exist or holds none.
+// The weir command and Run read it this way.
+func ReadDescriptor(client sarama.Client, app string) (*Descriptor, error) {
 	topic := TopologyTopic(app)
 	if err := client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 		return nil, nil
@@ -98,9 +103,11 @@ func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
 	}
 }
 
-// writeDescriptor writes d to app's topology topic, creating the topic
-// (compacted, one partition) when it is missing.
-func writeDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.Config, rf int16, d *Descriptor) error {
+// WriteDescriptor writes d to its application's topology topic, creating
+// the topic (compacted, one partition, replication factor rf; 0 for the
+// broker's default) when it is missing. base configures the producer it
+// opens on brokers for the one record.
+func WriteDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.Config, rf int16, d *Descriptor) error {
 	topic := TopologyTopic(d.ApplicationID)
 	if rf == 0 {
 		rf = -1 // the broker's default.replication.factor
@@ -131,10 +138,13 @@ func writeDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.C
 // difference stops the start unless Config.AllowDropState names its
 // store, whose changelog topic and local state are then deleted so that
 // it starts empty. It returns the descriptor found (nil on a first start).
-func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *changelog.DB) (*Descriptor, error) {
-	old, err := readDescriptor(client, a.cfg.ApplicationID)
+func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *changelog.DB, dir string) (*Descriptor, error) {
+	old, err := ReadDescriptor(client, a.cfg.ApplicationID)
 	if err != nil || old == nil {
 		return old, err
+	}
+	if err := a.followReset(db, dir, old.ResetEpoch); err != nil {
+		return nil, err
 	}
 	diffs := CompareDescriptors(old, describe(&a.cfg, a.graph, nil))
 	if err := a.settle(diffs, func(store string) error {
@@ -160,6 +170,7 @@ func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *
 func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *changelog.DB, old *Descriptor, lay *topics.Layout) error {
 	cur := describe(&a.cfg, a.graph, lay)
 	if old != nil {
+		cur.ResetEpoch = old.ResetEpoch
 		var partitions []Difference
 		for _, d := range CompareDescriptors(old, cur) {
 			if d.Refused && d.Store != "" && strings.Contains(d.What, "partitions") {
@@ -173,7 +184,7 @@ func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *
 			return nil
 		}
 	}
-	return writeDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur)
+	return WriteDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur)
 }
 
 // settle logs the differences and refuses the start on a refused one
@@ -232,4 +243,33 @@ func waitTopicGone(client sarama.Client, topic string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// resetEpochFile holds, in an application's state directory, the reset
+// epoch its local state belongs to.
+const resetEpochFile = "reset-epoch"
+
+// followReset deletes the local state when the application was reset
+// (`weir reset`) since it was written: epoch, the topology topic's, is
+// above the one recorded in dir. A state directory without a record is of
+// epoch 0.
+func (a *App) followReset(db *changelog.DB, dir string, epoch int64) error {
+	path := filepath.Join(dir, resetEpochFile)
+	var local int64
+	if b, err := os.ReadFile(path); err == nil {
+		local, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("weir: reading %s: %w", path, err)
+	}
+	if epoch <= local {
+		return nil
+	}
+	a.cfg.Logger.Warn("the application was reset: deleting its local state", "application", a.cfg.ApplicationID, "reset_epoch", epoch, "local_epoch", local)
+	if err := db.DropAll(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("weir: recording the reset epoch in %s: %w", path, err)
+	}
+	return nil
 }

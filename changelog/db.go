@@ -392,6 +392,18 @@ func (s *Space) Drop() error {
 	return nil
 }
 
+// DropAll deletes everything in the database: every store and checkpoint.
+func (d *DB) DropAll() error {
+	d.drop.Lock()
+	defer d.drop.Unlock()
+	err := d.bdb.DropAll()
+	d.cache.clear()
+	if err != nil {
+		return fmt.Errorf("changelog: dropping all state: %w", err)
+	}
+	return nil
+}
+
 // DropStore deletes every partition of store, data and checkpoints, from
 // the database: the store starts empty and restores in full. For a store
 // whose state an upgrade drops (its changelog is deleted too).

@@ -1,0 +1,340 @@
+package main
+
+// Tests of the commands against a real broker (weirtest/kafka.Cluster: the
+// cluster of `make kafka-up`, or Testcontainers).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// countTopology counts records per key in the store "counts" and writes
+// each count to out; extra stores are attached as they are.
+func countTopology(in, out string, keys serde.Serde[string], extra ...processor.StoreSpec) *processor.Topology {
+	counts := processor.KeyValue("counts", keys, serde.Int64())
+	tp := processor.NewTopology()
+	src := tp.AddSource("in", in, serde.String(), serde.String())
+	p := tp.AddProcessor("count", func() processor.Processor[string, string, string, int64] { return &counter{spec: counts} }, src)
+	tp.AddStore(counts, p)
+	for _, s := range extra {
+		tp.AddStore(s, p)
+	}
+	tp.AddSink("out", out, serde.String(), serde.Int64(), p)
+	return tp
+}
+
+// counter counts records per key.
+type counter struct {
+	spec  *processor.KeyValueSpec[string, int64]
+	store processor.KeyValueStore[string, int64]
+}
+
+func (c *counter) Init(ctx processor.Context[string, int64]) error {
+	s, err := c.spec.Open(ctx)
+	c.store = s
+	return err
+}
+
+func (c *counter) Process(ctx processor.Context[string, int64], rec processor.Record[string, string]) error {
+	n, _, err := c.store.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	if err := c.store.Put(rec.Key, n+1); err != nil {
+		return err
+	}
+	return ctx.Forward(processor.Record[string, int64]{Key: rec.Key, Value: n + 1, Timestamp: rec.Timestamp})
+}
+
+func (c *counter) Close() error { return nil }
+
+// otherKeys is a string serde of another type than serde.String: a
+// different key serde for the upgrade check.
+type otherKeys struct{}
+
+func (otherKeys) Serialize(_ string, v string) ([]byte, error)   { return []byte(v), nil }
+func (otherKeys) Deserialize(_ string, b []byte) (string, error) { return string(b), nil }
+
+// app is one application of a test: its topics, id and state directory.
+type app struct {
+	c       *kafka.Env
+	in, out string
+	id, dir string
+}
+
+func newApp(t *testing.T) *app {
+	c := kafka.Cluster(t)
+	a := &app{c: c, in: c.Name(t, "cli-in"), out: c.Name(t, "cli-out"), id: c.Name(t, "cli-app"), dir: t.TempDir()}
+	c.CreateTopic(t, a.in, 2, nil)
+	c.CreateTopic(t, a.out, 2, nil)
+	t.Cleanup(func() {
+		admin := c.Admin(t)
+		for _, topic := range []string{weir.TopologyTopic(a.id), a.id + "-counts-changelog"} {
+			_ = admin.DeleteTopic(topic)
+		}
+	})
+	return a
+}
+
+// start runs the app's count topology until stop is called; reg, when
+// not nil, gets its metrics.
+func (a *app) start(t *testing.T, reg ...*prometheus.Registry) (stop func()) {
+	t.Helper()
+	cfg := weir.Config{ApplicationID: a.id, Brokers: a.c.Brokers, StateDir: a.dir}
+	if len(reg) > 0 {
+		cfg.Metrics = reg[0]
+	}
+	w, err := weir.New(countTopology(a.in, a.out, serde.String()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	kafka.WaitRunning(t, w)
+	return func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// produce writes one record per key, at ts.
+func (a *app) produce(t *testing.T, partition int32, ts time.Time, keys ...string) {
+	t.Helper()
+	var msgs []*sarama.ProducerMessage
+	for _, k := range keys {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: a.in, Partition: partition, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x"), Timestamp: ts})
+	}
+	cfg := a.c.SaramaConfig()
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	p, err := sarama.NewSyncProducer(a.c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.SendMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outputs reads the output until it holds n records and returns them.
+func (a *app) outputs(t *testing.T, n int) []*sarama.ConsumerMessage {
+	t.Helper()
+	return kafka.ReadAll(t, a.c, a.out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
+}
+
+func keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}
+
+// describe reports what the test produced: lag and the age of the oldest
+// unread record per partition, the group's state, the store.
+func TestDescribeReportsLagAndOldestUnread(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	stop := a.start(t)
+	a.produce(t, 0, time.Now(), keys("a", 10)...)
+	a.outputs(t, 10)
+	stop()
+	old := time.Now().Add(-time.Hour)
+	a.produce(t, 0, old, keys("b", 5)...)
+
+	code, out, errOut := weirCmd(t, "describe", "-brokers", strings.Join(a.c.Brokers, ","), "-app", a.id, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("describe = %d: %s", code, errOut)
+	}
+	var r describeReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !r.Descriptor || r.Group.State != "Empty" || len(r.Group.Members) != 0 {
+		t.Fatalf("group: %+v (descriptor %v)", r.Group, r.Descriptor)
+	}
+	var p0 *partitionRow
+	for i := range r.Partitions {
+		if r.Partitions[i].Topic == a.in && r.Partitions[i].Partition == 0 {
+			p0 = &r.Partitions[i]
+		}
+	}
+	if p0 == nil {
+		t.Fatalf("no row for %s/0: %+v", a.in, r.Partitions)
+	}
+	if p0.Lag != 5 || p0.Committed != p0.End-5 {
+		t.Fatalf("%s/0: lag %d, committed %d, end %d; want lag 5", a.in, p0.Lag, p0.Committed, p0.End)
+	}
+	if age := time.Duration(p0.AgeMs) * time.Millisecond; age < 59*time.Minute || age > 61*time.Minute || !p0.OldestUnread.Equal(old.Truncate(time.Millisecond)) {
+		t.Fatalf("%s/0: oldest unread %v, age %v; want %v, about an hour", a.in, p0.OldestUnread, age, old)
+	}
+	if p0.RetentionMs > 0 && p0.HeadroomMs != p0.RetentionMs-p0.AgeMs {
+		t.Fatalf("%s/0: headroom %d with retention %d and age %d", a.in, p0.HeadroomMs, p0.RetentionMs, p0.AgeMs)
+	}
+	if len(r.Stores) != 1 || r.Stores[0].Store != "counts" || r.Stores[0].Partitions != 2 || r.Stores[0].Records < 10 {
+		t.Fatalf("stores: %+v", r.Stores)
+	}
+	code, table, _ := weirCmd(t, "describe", "-brokers", strings.Join(a.c.Brokers, ","), "-app", a.id)
+	if code != exitOK || !strings.Contains(table, a.in) || !strings.Contains(table, "counts") {
+		t.Fatalf("table = %d:\n%s", code, table)
+	}
+}
+
+// reset refuses while an instance runs and changes nothing; a dry run
+// changes nothing; a reset rewinds the input, deletes the changelog and
+// makes the next start wipe its local state, so the counts are
+// recomputed from scratch.
+func TestResetReplaysFromScratch(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	brokers := strings.Join(a.c.Brokers, ",")
+	stop := a.start(t)
+	a.produce(t, 0, time.Now(), keys("k", 10)...)
+	a.outputs(t, 10)
+
+	before := committedOffsets(t, a)
+	if code, _, errOut := weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest"); code != exitRefused || !strings.Contains(errOut, "member") {
+		t.Fatalf("reset while running = %d: %s", code, errOut)
+	}
+	stop()
+	after := committedOffsets(t, a)
+	if fmt.Sprint(before) != fmt.Sprint(after) || !topicExists(t, a, a.id+"-counts-changelog") {
+		t.Fatalf("a refused reset changed offsets %v -> %v, or the changelog", before, after)
+	}
+
+	code, out, errOut := weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest", "-dry-run")
+	if code != exitOK || !strings.Contains(out, "dry run") || !strings.Contains(out, a.id+"-counts-changelog") {
+		t.Fatalf("dry run = %d: %s%s", code, out, errOut)
+	}
+	if fmt.Sprint(committedOffsets(t, a)) != fmt.Sprint(after) || !topicExists(t, a, a.id+"-counts-changelog") {
+		t.Fatal("a dry run changed something")
+	}
+
+	code, out, errOut = weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest")
+	if code != exitOK {
+		t.Fatalf("reset = %d: %s%s", code, out, errOut)
+	}
+	for p, off := range committedOffsets(t, a) {
+		if off != 0 {
+			t.Fatalf("after the reset, %s/%d is committed at %d, not 0", a.in, p, off)
+		}
+	}
+	kafka.Eventually(t, 30*time.Second, 0, func() (bool, string) {
+		return !topicExists(t, a, a.id+"-counts-changelog"), "the changelog still exists"
+	})
+
+	// The same state directory: the restart wipes it by itself, so every
+	// key is counted 1 again (kept state would count 2), and its stores
+	// restore as having no state, not as having a checkpoint the new
+	// changelog does not hold.
+	reg := prometheus.NewRegistry()
+	stop = a.start(t, reg)
+	defer stop()
+	got := a.outputs(t, 20)
+	last := map[string]int64{}
+	for _, m := range got {
+		n, err := serde.Int64().Deserialize(a.out, m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[string(m.Key)] = n
+	}
+	for _, k := range keys("k", 10) {
+		if last[k] != 1 {
+			t.Fatalf("after the reset %s counted %d, want 1 (from scratch): %v", k, last[k], last)
+		}
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d output records, want 20", len(got))
+	}
+	full := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "weir_restores_full_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					full[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if full["no_state"] < 1 || full["checkpoint_out_of_range"] != 0 {
+		t.Fatalf("full restores by reason after the reset: %v; want no_state only (the local state deleted at start)", full)
+	}
+}
+
+// check-upgrade reports an added store as compatible and a changed key
+// serde as refused (exit 1).
+func TestCheckUpgrade(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	brokers := strings.Join(a.c.Brokers, ",")
+	stop := a.start(t)
+	stop()
+	descriptor := func(keys serde.Serde[string], extra ...processor.StoreSpec) string {
+		w, err := weir.New(countTopology(a.in, a.out, keys, extra...), weir.Config{ApplicationID: a.id, Brokers: a.c.Brokers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		path := filepath.Join(t.TempDir(), "new.json")
+		if err := os.WriteFile(path, []byte(w.Describe().String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	code, out, errOut := weirCmd(t, "check-upgrade", "-brokers", brokers, "-app", a.id, "-describe", descriptor(serde.String(), processor.KeyValue("seen", serde.String(), serde.String())))
+	if code != exitOK || !strings.Contains(out, `store "seen": new`) || !strings.Contains(out, "compatible") {
+		t.Fatalf("added store = %d: %s%s", code, out, errOut)
+	}
+	code, out, errOut = weirCmd(t, "check-upgrade", "-brokers", brokers, "-app", a.id, "-describe", descriptor(otherKeys{}))
+	if code != exitRefused || !strings.Contains(out, `store "counts": key serde`) {
+		t.Fatalf("changed key serde = %d: %s%s", code, out, errOut)
+	}
+}
+
+func committedOffsets(t *testing.T, a *app) map[int32]int64 {
+	t.Helper()
+	resp, err := a.c.Admin(t).ListConsumerGroupOffsets(a.id, map[string][]int32{a.in: {0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, b := range resp.Blocks[a.in] {
+		out[p] = b.Offset
+	}
+	return out
+}
+
+func topicExists(t *testing.T, a *app, topic string) bool {
+	t.Helper()
+	topics, err := a.c.Admin(t).ListTopics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := topics[topic]
+	return ok
+}

@@ -1,0 +1,156 @@
+// Command weir operates weir applications from outside: it reads an
+// application's consumer group, topics and topology descriptor from the
+// cluster, and changes them only when the application is stopped.
+//
+//	weir describe      -app ID [-o table|json]
+//	weir check-upgrade -app ID -describe new.json
+//	weir reset         -app ID (-to-earliest | -to-datetime T | -shift-by N) [-dry-run]
+//
+// Every command takes -brokers (default $WEIR_BOOTSTRAP_SERVERS, else
+// localhost:9092) and -h. Exit codes: 0 done; 1 refused or differences
+// found (nothing was changed); 2 bad usage; 3 the cluster could not be
+// reached or answered with an error.
+//
+// Install with go install github.com/weirstream/weir/cmd/weir@latest.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRefused = 1
+	exitUsage   = 2
+	exitCluster = 3
+)
+
+// refusal is an error that exits with exitRefused: the command looked and
+// declined (or found differences), changing nothing.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+func refused(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
+
+// usageError exits with exitUsage.
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// commands maps each command to its function and a line of help.
+var commands = []struct {
+	name, help string
+	run        func(ctx context.Context, args []string, out, errOut io.Writer) error
+}{
+	{"describe", "the application's group, members, tasks, input lag and oldest unread record, and stores", describeCmd},
+	{"check-upgrade", "compare a new topology descriptor (an example's -describe output) with the application's", checkUpgradeCmd},
+	{"reset", "rewind the application's input for a replay; its internal topics and local state go", resetCmd},
+}
+
+const exitCodes = `Exit codes: 0 done; 1 refused or differences found (nothing changed);
+2 bad usage; 3 the cluster could not be reached or answered with an error.`
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: weir <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.help)
+	}
+	fmt.Fprintln(w, "\n'weir <command> -h' lists a command's flags.\n"+exitCodes)
+}
+
+// run runs one command and returns the exit code.
+func run(ctx context.Context, args []string, out, errOut io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(errOut)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], out, errOut)
+		var r *refusal
+		var u *usageError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case errors.As(err, &u):
+			fmt.Fprintf(errOut, "weir %s: %v\n", c.name, err)
+			return exitUsage
+		case errors.As(err, &r):
+			fmt.Fprintf(errOut, "weir %s: refused: %v\n", c.name, err)
+			return exitRefused
+		default:
+			fmt.Fprintf(errOut, "weir %s: %v\n", c.name, err)
+			return exitCluster
+		}
+	}
+	fmt.Fprintf(errOut, "weir: unknown command %q\n", args[0])
+	usage(errOut)
+	return exitUsage
+}
+
+// common are the flags every command takes.
+type common struct {
+	brokers string
+	app     string
+}
+
+// newFlags returns a command's flag set with the common flags; its usage
+// names the command's synopsis and the exit codes.
+func newFlags(name, synopsis string, errOut io.Writer, c *common) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	def := os.Getenv("WEIR_BOOTSTRAP_SERVERS")
+	if def == "" {
+		def = "localhost:9092"
+	}
+	fs.StringVar(&c.brokers, "brokers", def, "comma-separated bootstrap servers (default $WEIR_BOOTSTRAP_SERVERS, else localhost:9092)")
+	fs.StringVar(&c.app, "app", "", "the application id (required)")
+	fs.Usage = func() {
+		fmt.Fprintf(errOut, "usage: weir %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintln(errOut, "\n"+exitCodes)
+	}
+	return fs
+}
+
+// parse parses args and checks the common flags.
+func parse(fs *flag.FlagSet, args []string, c *common) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	if c.app == "" {
+		return &usageError{"-app is required"}
+	}
+	if strings.TrimSpace(c.brokers) == "" {
+		return &usageError{"-brokers is empty"}
+	}
+	return nil
+}

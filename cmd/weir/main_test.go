@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestMain(m *testing.M) { kafka.Main(m) }
+
+// weirCmd runs the command line args and returns the exit code, stdout
+// and stderr.
+func weirCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// Every command's -h names its flags and the exit codes, and exits 0.
+func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd   string
+		flags []string
+	}{
+		{"describe", []string{"-app", "-brokers", "-o"}},
+		{"check-upgrade", []string{"-app", "-brokers", "-describe"}},
+		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
+	} {
+		code, _, help := weirCmd(t, tc.cmd, "-h")
+		if code != exitOK {
+			t.Errorf("weir %s -h exited %d", tc.cmd, code)
+		}
+		for _, want := range append(tc.flags, "Exit codes", "1 refused", "2 bad usage", "3 the cluster") {
+			if !strings.Contains(help, want) {
+				t.Errorf("weir %s -h does not name %q:\n%s", tc.cmd, want, help)
+			}
+		}
+	}
+	if code, _, help := weirCmd(t, "-h"); code != exitOK || !strings.Contains(help, "reset") || !strings.Contains(help, "Exit codes") {
+		t.Errorf("weir -h = %d:\n%s", code, help)
+	}
+}
+
+// Bad command lines exit 2 with the reason, before any connection.
+func TestBadUsageExits2(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"describe"}, "-app is required"},
+		{[]string{"describe", "-app", "a", "-o", "yaml"}, `-o "yaml"`},
+		{[]string{"reset", "-app", "a"}, "exactly one of"},
+		{[]string{"reset", "-app", "a", "-to-earliest", "-shift-by", "-3"}, "exactly one of"},
+		{[]string{"reset", "-app", "a", "-to-datetime", "yesterday"}, "-to-datetime"},
+		{[]string{"check-upgrade", "-app", "a"}, "-describe is required"},
+		{[]string{"check-upgrade", "-app", "a", "-describe", "/nonexistent.json"}, "nonexistent.json"},
+	} {
+		code, _, errOut := weirCmd(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("weir %q = %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// An unreachable cluster exits 3 with the reason.
+func TestUnreachableClusterExits3(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := weirCmd(t, "describe", "-app", "a", "-brokers", "127.0.0.1:1")
+	if code != exitCluster || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("weir describe on a closed port = %d, %q", code, errOut)
+	}
+}
+
+// The table output of describe, on a fixed report.
+func TestDescribeTableGolden(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	r := &describeReport{
+		Application: "wordcount", Descriptor: true, At: at,
+		Group: groupReport{State: "Stable", Protocol: "cooperative-sticky", Members: []memberRow{
+			{MemberID: "wordcount-0-1f2e", InstanceID: "host-a-0", ClientID: "wordcount-0", Host: "/10.0.0.1", Assigned: []string{"text-input/0", "text-input/1", "wordcount-words-repartition/0", "wordcount-words-repartition/1"}},
+			{MemberID: "wordcount-0-9a8b", ClientID: "wordcount-0", Host: "/10.0.0.2", Assigned: []string{"text-input/2", "wordcount-words-repartition/2"}},
+		}},
+		Partitions: []partitionRow{
+			{Topic: "text-input", Partition: 0, End: 1200, Committed: 1150, Lag: 50, OldestUnread: at.Add(-90 * time.Second), AgeMs: 90_000, RetentionMs: 7 * 24 * 3600 * 1000, HeadroomMs: 7*24*3600*1000 - 90_000},
+			{Topic: "text-input", Partition: 1, End: 800, Committed: 800, Lag: 0, RetentionMs: 7 * 24 * 3600 * 1000, HeadroomMs: -1},
+			{Topic: "wordcount-words-repartition", Partition: 0, End: 5000, Committed: -1, Lag: 5000, OldestUnread: at.Add(-2 * time.Second), AgeMs: 2000, RetentionMs: -1, HeadroomMs: -1},
+		},
+		Stores: []storeRow{{Store: "counts", Type: "key-value", Changelog: "wordcount-counts-changelog", Partitions: 3, End: 42_000, Records: 10_000, Bytes: 512_000}},
+	}
+	var b bytes.Buffer
+	if err := writeDescribeTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "describe.golden")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("table changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
