@@ -338,3 +338,102 @@ func topicExists(t *testing.T, a *app, topic string) bool {
 	_, ok := topics[topic]
 	return ok
 }
+
+// fork refuses while the source runs; a fork of the stopped source,
+// started on the same input with its own output, gives the same results
+// as the source continued: its state and offsets were copied.
+func TestForkContinuesLikeTheSource(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	brokers := strings.Join(a.c.Brokers, ",")
+	batch := func() {
+		a.produce(t, 0, time.Now(), keys("k", 10)...)
+		a.produce(t, 1, time.Now(), keys("j", 10)...)
+	}
+	stop := a.start(t)
+	batch()
+	a.outputs(t, 20)
+	b := &app{c: a.c, in: a.in, out: a.c.Name(t, "cli-fork-out"), id: a.c.Name(t, "cli-fork"), dir: t.TempDir()}
+	a.c.CreateTopic(t, b.out, 2, nil)
+	t.Cleanup(func() {
+		admin := a.c.Admin(t)
+		for _, topic := range []string{weir.TopologyTopic(b.id), b.id + "-counts-changelog"} {
+			_ = admin.DeleteTopic(topic)
+		}
+	})
+	if code, _, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id); code != exitRefused || !strings.Contains(errOut, "member") {
+		t.Fatalf("fork of a running application = %d: %s", code, errOut)
+	}
+	stop()
+	code, out, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id)
+	if code != exitOK || !strings.Contains(out, "verified") || !strings.Contains(out, b.id+"-counts-changelog") {
+		t.Fatalf("fork = %d: %s%s", code, out, errOut)
+	}
+	if code, _, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id); code != exitRefused || !strings.Contains(errOut, "never ran") {
+		t.Fatalf("a second fork to the same id = %d: %s", code, errOut)
+	}
+
+	batch()
+	stop = a.start(t)
+	source := a.outputs(t, 40)[20:]
+	stop()
+	stop = b.start(t)
+	fork := b.outputs(t, 20)
+	stop()
+	last := func(ms []*sarama.ConsumerMessage) map[string]int64 {
+		out := map[string]int64{}
+		for _, m := range ms {
+			n, err := serde.Int64().Deserialize(a.out, m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[string(m.Key)] = n
+		}
+		return out
+	}
+	want, got := last(source), last(fork)
+	if len(want) != 20 || fmt.Sprint(want) != fmt.Sprint(got) {
+		t.Fatalf("the fork counted %v; the source continued counted %v", got, want)
+	}
+	if want["k00"] != 2 {
+		t.Fatalf("counts after the second batch: %v; want 2 each", want)
+	}
+}
+
+// inspect shows a store's current contents from its changelog, decoded by
+// the descriptor's serdes.
+func TestInspectShowsTheStore(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	stop := a.start(t)
+	a.produce(t, 0, time.Now(), "x", "y", "x")
+	a.outputs(t, 3)
+	stop()
+	brokers := strings.Join(a.c.Brokers, ",")
+	code, out, errOut := weirCmd(t, "inspect", "-brokers", brokers, "-app", a.id, "-store", "counts", "-o", "json", "-registry", "")
+	if code != exitOK {
+		t.Fatalf("inspect = %d: %s", code, errOut)
+	}
+	var rows []entry
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[string]any{}
+	for _, r := range rows {
+		got[r.Key] = r.Value
+	}
+	if len(got) != 2 || got["x"] != float64(2) || got["y"] != float64(1) {
+		t.Fatalf("store contents %v; want x=2, y=1", got)
+	}
+	code, out, _ = weirCmd(t, "inspect", "-brokers", brokers, "-app", a.id, "-store", "counts", "-key", "y", "-registry", "", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &rows); code != exitOK || err != nil || len(rows) != 1 || rows[0].Key != "y" {
+		t.Fatalf("inspect -key y = %d, %v: %s", code, err, out)
+	}
+	code, out, _ = weirCmd(t, "inspect", "-brokers", brokers, "-app", a.id, "-store", "counts", "-registry", "")
+	if code != exitOK || !strings.Contains(out, "KEY") || !strings.Contains(out, "2 key(s) from "+a.id+"-counts-changelog") {
+		t.Fatalf("inspect as a table = %d:\n%s", code, out)
+	}
+	if code, _, errOut := weirCmd(t, "inspect", "-brokers", brokers, "-app", a.id, "-store", "nope"); code != exitUsage || !strings.Contains(errOut, "counts") {
+		t.Fatalf("inspect of an unknown store = %d: %s", code, errOut)
+	}
+}

@@ -8,6 +8,7 @@ replace github.com/weirstream/weir/weirtest/kafka => ../../weirtest/kafka
 
 require (
 	github.com/IBM/sarama v1.61.1
+	github.com/hamba/avro/v2 v2.31.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
 	github.com/weirstream/weir/weirtest/kafka v0.0.0-00010101000000-000000000000
@@ -42,7 +43,6 @@ require (
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/hamba/avro/v2 v2.31.0 // indirect
 	github.com/hashicorp/go-uuid v1.0.3 // indirect
 	github.com/jcmturner/aescts/v2 v2.0.0 // indirect
 	github.com/jcmturner/dnsutils/v2 v2.0.0 // indirect

@@ -5,6 +5,8 @@
 //	weir describe      -app ID [-o table|json]
 //	weir check-upgrade -app ID -describe new.json
 //	weir reset         -app ID (-to-earliest | -to-datetime T | -shift-by N) [-dry-run]
+//	weir fork          -from ID -to ID2 [-dry-run]
+//	weir inspect       -app ID -store S [-key K] [-limit N]
 //
 // Every command takes -brokers (default $WEIR_BOOTSTRAP_SERVERS, else
 // localhost:9092) and -h. Exit codes: 0 done; 1 refused or differences
@@ -60,6 +62,8 @@ var commands = []struct {
 	{"describe", "the application's group, members, tasks, input lag and oldest unread record, and stores", describeCmd},
 	{"check-upgrade", "compare a new topology descriptor (an example's -describe output) with the application's", checkUpgradeCmd},
 	{"reset", "rewind the application's input for a replay; its internal topics and local state go", resetCmd},
+	{"fork", "copy a stopped application's state and offsets to a new application id (a savepoint)", forkCmd},
+	{"inspect", "show a store's current contents, read from its changelog", inspectCmd},
 }
 
 const exitCodes = `Exit codes: 0 done; 1 refused or differences found (nothing changed);
@@ -114,11 +118,17 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 type common struct {
 	brokers string
 	app     string
+	appFlag string // the flag that names the application: "app" or "from"
 }
 
 // newFlags returns a command's flag set with the common flags; its usage
 // names the command's synopsis and the exit codes.
 func newFlags(name, synopsis string, errOut io.Writer, c *common) *flag.FlagSet {
+	return newFlagsApp(name, synopsis, "app", "the application id (required)", errOut, c)
+}
+
+// newFlagsApp is newFlags with the application's flag named appFlag.
+func newFlagsApp(name, synopsis, appFlag, appUsage string, errOut io.Writer, c *common) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	def := os.Getenv("WEIR_BOOTSTRAP_SERVERS")
@@ -126,7 +136,8 @@ func newFlags(name, synopsis string, errOut io.Writer, c *common) *flag.FlagSet 
 		def = "localhost:9092"
 	}
 	fs.StringVar(&c.brokers, "brokers", def, "comma-separated bootstrap servers (default $WEIR_BOOTSTRAP_SERVERS, else localhost:9092)")
-	fs.StringVar(&c.app, "app", "", "the application id (required)")
+	c.appFlag = appFlag
+	fs.StringVar(&c.app, appFlag, "", appUsage)
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "usage: weir %s %s\n\nflags:\n", name, synopsis)
 		fs.PrintDefaults()
@@ -147,7 +158,7 @@ func parse(fs *flag.FlagSet, args []string, c *common) error {
 		return &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
 	if c.app == "" {
-		return &usageError{"-app is required"}
+		return &usageError{"-" + c.appFlag + " is required"}
 	}
 	if strings.TrimSpace(c.brokers) == "" {
 		return &usageError{"-brokers is empty"}

@@ -36,6 +36,8 @@ func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
 		{"describe", []string{"-app", "-brokers", "-o"}},
 		{"check-upgrade", []string{"-app", "-brokers", "-describe"}},
 		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
+		{"fork", []string{"-from", "-to", "-brokers", "-dry-run"}},
+		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-o"}},
 	} {
 		code, _, help := weirCmd(t, tc.cmd, "-h")
 		if code != exitOK {
@@ -67,6 +69,9 @@ func TestBadUsageExits2(t *testing.T) {
 		{[]string{"reset", "-app", "a", "-to-earliest", "-shift-by", "-3"}, "exactly one of"},
 		{[]string{"reset", "-app", "a", "-to-datetime", "yesterday"}, "-to-datetime"},
 		{[]string{"check-upgrade", "-app", "a"}, "-describe is required"},
+		{[]string{"fork", "-to", "b"}, "-from is required"},
+		{[]string{"inspect", "-app", "a"}, "-store is required"},
+		{[]string{"fork", "-from", "a", "-to", "a"}, "must differ"},
 		{[]string{"check-upgrade", "-app", "a", "-describe", "/nonexistent.json"}, "nonexistent.json"},
 	} {
 		code, _, errOut := weirCmd(t, tc.args...)

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+)
+
+// forkCopy is one internal topic a fork copies, partition by partition.
+type forkCopy struct {
+	from, to   string
+	kind       string          // "changelog" or "repartition"
+	partitions []int32         //
+	start      map[int32]int64 // first offset copied per partition
+	end        map[int32]int64 // copied up to (not including)
+}
+
+func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
+	var c common
+	fs := newFlagsApp("fork", "-from ID -to ID2 [-dry-run]", "from", "the application to fork (required): it must be stopped", errOut, &c)
+	to := fs.String("to", "", "the new application id (required): it must not have run")
+	dryRun := fs.Bool("dry-run", false, "print what the fork would copy and change nothing")
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	if *to == "" || *to == c.app {
+		return &usageError{"-to is required and must differ from -from"}
+	}
+	cl, err := connect(c.brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.close()
+
+	g, err := cl.group(c.app)
+	if err != nil {
+		return err
+	}
+	if len(g.Members) > 0 {
+		return refused("group %s has %d member(s) (state %s): stop every instance first, so that the fork is its last commit", c.app, len(g.Members), g.State)
+	}
+	d, err := weir.ReadDescriptor(cl.client, c.app)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one", c.app, weir.TopologyTopic(c.app))
+	}
+	if err := checkFresh(cl, *to); err != nil {
+		return err
+	}
+	committed, err := cl.committed(c.app)
+	if err != nil {
+		return err
+	}
+	copies, err := planFork(cl, c.app, *to, d, committed)
+	if err != nil {
+		return err
+	}
+	verb := "forks"
+	if *dryRun {
+		verb = "would fork (dry run: nothing changed)"
+	}
+	fmt.Fprintf(out, "%s %s to %s:\n", verb, c.app, *to)
+	for _, s := range d.Sources {
+		for _, p := range sortedKeys(committed[s.Topic]) {
+			fmt.Fprintf(out, "  offset %s/%d: %d\n", s.Topic, p, committed[s.Topic][p])
+		}
+	}
+	for _, cp := range copies {
+		var n int64
+		for _, p := range cp.partitions {
+			n += cp.end[p] - cp.start[p]
+		}
+		fmt.Fprintf(out, "  %s %s -> %s: offsets %d records' worth in %d partitions\n", cp.kind, cp.from, cp.to, n, len(cp.partitions))
+	}
+	if *dryRun {
+		return nil
+	}
+	for _, cp := range copies {
+		if err := copyTopic(ctx, cl, cp, out); err != nil {
+			return err
+		}
+	}
+	offsets := map[string]map[int32]int64{}
+	for _, s := range d.Sources {
+		if len(committed[s.Topic]) > 0 {
+			offsets[s.Topic] = committed[s.Topic]
+		}
+	}
+	if err := copyOffsets(cl, c.app, *to, offsets); err != nil {
+		return err
+	}
+	next := rename(d, c.app, *to)
+	if err := weir.WriteDescriptor(cl.brokers, cl.admin, config(), 0, next); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "done: every copy verified (records and checksum per partition)")
+	return nil
+}
+
+// checkFresh refuses a target application that has a group with offsets
+// or members, or a topology topic.
+func checkFresh(cl *cluster, app string) error {
+	topics, err := cl.admin.ListTopics()
+	if err != nil {
+		return fmt.Errorf("listing topics: %w", err)
+	}
+	if _, ok := topics[weir.TopologyTopic(app)]; ok {
+		return refused("%s already has a topology topic (%s): fork only to an application id that never ran", app, weir.TopologyTopic(app))
+	}
+	committed, err := cl.committed(app)
+	if err != nil {
+		return err
+	}
+	if len(committed) > 0 {
+		return refused("group %s already has committed offsets: fork only to an application id that never ran", app)
+	}
+	return nil
+}
+
+// rename returns d for application to: internal topics renamed.
+func rename(d *weir.Descriptor, from, to string) *weir.Descriptor {
+	n := *d
+	n.ApplicationID = to
+	n.ResetEpoch = 0
+	n.InternalTopics = nil
+	for _, t := range d.InternalTopics {
+		t.Topic = renameTopic(t.Topic, from, to)
+		n.InternalTopics = append(n.InternalTopics, t)
+	}
+	n.Stores = nil
+	for _, s := range d.Stores {
+		if s.Type != "global" {
+			s.Changelog = renameTopic(s.Changelog, from, to)
+			if s.KeySubject != "" {
+				s.KeySubject = renameTopic(s.KeySubject, from, to)
+			}
+			if s.ValueSubject != "" {
+				s.ValueSubject = renameTopic(s.ValueSubject, from, to)
+			}
+		}
+		n.Stores = append(n.Stores, s)
+	}
+	return &n
+}
+
+// renameTopic replaces the application prefix of an internal name.
+func renameTopic(name, from, to string) string {
+	if rest, ok := strings.CutPrefix(name, from+"-"); ok {
+		return to + "-" + rest
+	}
+	return name
+}
+
+// planFork lists the internal topics to copy: changelogs whole (from their
+// log start), repartition topics from the group's committed offsets (what
+// the source had not consumed yet).
+func planFork(cl *cluster, from, to string, d *weir.Descriptor, committed map[string]map[int32]int64) ([]forkCopy, error) {
+	var copies []forkCopy
+	for _, t := range d.InternalTopics {
+		ps, err := cl.partitions(t.Topic)
+		if err != nil {
+			return nil, err
+		}
+		cp := forkCopy{from: t.Topic, to: renameTopic(t.Topic, from, to), kind: t.Kind, partitions: ps, start: map[int32]int64{}, end: map[int32]int64{}}
+		for _, p := range ps {
+			start, end, err := cl.offsets(t.Topic, p)
+			if err != nil {
+				return nil, err
+			}
+			if t.Kind == "repartition" {
+				if off, ok := committed[t.Topic][p]; ok && off > start {
+					start = min(off, end)
+				}
+			}
+			cp.start[p], cp.end[p] = start, end
+		}
+		copies = append(copies, cp)
+	}
+	return copies, nil
+}
+
+// copyTopic creates cp.to like cp.from and copies the records of each
+// partition's range (read_committed: only committed records) into the
+// same partition, then reads the copy back and compares record counts and
+// checksums.
+func copyTopic(ctx context.Context, cl *cluster, cp forkCopy, out io.Writer) error {
+	entries, err := cl.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: cp.from})
+	if err != nil {
+		return fmt.Errorf("configuration of %s: %w", cp.from, err)
+	}
+	configs := map[string]*string{}
+	for _, e := range entries {
+		if !e.Default && !e.ReadOnly && e.Source == sarama.SourceTopic {
+			configs[e.Name] = &e.Value
+		}
+	}
+	if err := cl.admin.CreateTopic(cp.to, &sarama.TopicDetail{NumPartitions: int32(len(cp.partitions)), ReplicationFactor: -1, ConfigEntries: configs}, false); err != nil {
+		return fmt.Errorf("creating %s: %w", cp.to, err)
+	}
+	pcfg := config()
+	pcfg.Producer.Return.Successes = true
+	pcfg.Producer.RequiredAcks = sarama.WaitForAll
+	pcfg.Producer.Idempotent = true
+	pcfg.Net.MaxOpenRequests = 1
+	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
+	producer, err := sarama.NewSyncProducer(cl.brokers, pcfg)
+	if err != nil {
+		return fmt.Errorf("producer for %s: %w", cp.to, err)
+	}
+	defer producer.Close()
+	for _, p := range cp.partitions {
+		var batch []*sarama.ProducerMessage
+		want, err := readRange(ctx, cl, cp.from, p, cp.start[p], cp.end[p], func(m *sarama.ConsumerMessage) error {
+			pm := &sarama.ProducerMessage{Topic: cp.to, Partition: p, Timestamp: m.Timestamp}
+			if m.Key != nil {
+				pm.Key = sarama.ByteEncoder(m.Key)
+			}
+			if m.Value != nil {
+				pm.Value = sarama.ByteEncoder(m.Value)
+			}
+			for _, h := range m.Headers {
+				pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			batch = append(batch, pm)
+			if len(batch) == 1000 {
+				err := producer.SendMessages(batch)
+				batch = batch[:0]
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			if err := producer.SendMessages(batch); err != nil {
+				return fmt.Errorf("writing %s/%d: %w", cp.to, p, err)
+			}
+		}
+		_, end, err := cl.offsets(cp.to, p)
+		if err != nil {
+			return err
+		}
+		got, err := readRange(ctx, cl, cp.to, p, 0, end, nil)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("verifying %s/%d: %d records (checksum %016x) copied from %s, %d (%016x) read back", cp.to, p, want.records, want.sum, cp.from, got.records, got.sum)
+		}
+		fmt.Fprintf(out, "  copied %s/%d: %d records, checksum %016x\n", cp.to, p, got.records, got.sum)
+	}
+	return nil
+}
+
+// idleEnd is how long readRange waits for a record before it takes the
+// partition as read up to its end.
+const idleEnd = 2 * time.Second
+
+// digest counts records and sums them (FNV-64a over key, value and their
+// lengths, in order).
+type digest struct {
+	records int64
+	sum     uint64
+}
+
+// readRange reads [start, end) of a partition (read_committed), passing
+// each record to each when it is not nil, and returns their digest.
+func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, end int64, each func(*sarama.ConsumerMessage) error) (digest, error) {
+	var d digest
+	if start >= end {
+		return d, nil
+	}
+	consumer, err := sarama.NewConsumerFromClient(cl.client)
+	if err != nil {
+		return d, err
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, p, start)
+	if err != nil {
+		return d, fmt.Errorf("reading %s/%d@%d: %w", topic, p, start, err)
+	}
+	defer pc.Close()
+	h := fnv.New64a()
+	// Under read_committed a partition's last offsets before end may be
+	// transaction markers, which are never delivered: a partition is read
+	// once nothing came for idleEnd.
+	idle := time.NewTimer(idleEnd)
+	defer idle.Stop()
+	for {
+		select {
+		case m := <-pc.Messages():
+			if m.Offset >= end {
+				d.sum = h.Sum64()
+				return d, nil
+			}
+			d.records++
+			fmt.Fprintf(h, "%d:%d:", len(m.Key), len(m.Value))
+			h.Write(m.Key)
+			h.Write(m.Value)
+			if each != nil {
+				if err := each(m); err != nil {
+					return d, fmt.Errorf("copying %s/%d@%d: %w", topic, p, m.Offset, err)
+				}
+			}
+			if m.Offset == end-1 {
+				d.sum = h.Sum64()
+				return d, nil
+			}
+			idle.Reset(idleEnd)
+		case err := <-pc.Errors():
+			return d, fmt.Errorf("reading %s/%d: %w", topic, p, err.Err)
+		case <-idle.C:
+			// The rest up to end is transaction markers or aborted records.
+			d.sum = h.Sum64()
+			return d, nil
+		case <-ctx.Done():
+			return d, ctx.Err()
+		}
+	}
+}
+
+// copyOffsets commits the source group's offsets (with their metadata:
+// weir keeps stream time there) for group to.
+func copyOffsets(cl *cluster, from, to string, offsets map[string]map[int32]int64) error {
+	parts := map[string][]int32{}
+	for topic, ps := range offsets {
+		parts[topic] = sortedKeys(ps)
+	}
+	resp, err := cl.admin.ListConsumerGroupOffsets(from, parts)
+	if err != nil {
+		return fmt.Errorf("offsets of group %s: %w", from, err)
+	}
+	om, err := sarama.NewOffsetManagerFromClient(to, cl.client)
+	if err != nil {
+		return fmt.Errorf("offsets of group %s: %w", to, err)
+	}
+	var poms []sarama.PartitionOffsetManager
+	for topic, ps := range parts {
+		for _, p := range ps {
+			b := resp.GetBlock(topic, p)
+			if b == nil || b.Offset < 0 {
+				continue
+			}
+			pom, err := om.ManagePartition(topic, p)
+			if err != nil {
+				return fmt.Errorf("offset of %s/%d: %w", topic, p, err)
+			}
+			pom.MarkOffset(b.Offset, b.Metadata)
+			poms = append(poms, pom)
+		}
+	}
+	om.Commit()
+	for _, pom := range poms {
+		_ = pom.Close()
+	}
+	if err := om.Close(); err != nil {
+		return fmt.Errorf("committing offsets of group %s: %w", to, err)
+	}
+	got, err := cl.committed(to)
+	if err != nil {
+		return err
+	}
+	for topic, ps := range offsets {
+		for p, off := range ps {
+			if off >= 0 && got[topic][p] != off {
+				return fmt.Errorf("committing offsets of group %s: %s/%d is at %d, not %d", to, topic, p, got[topic][p], off)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/IBM/sarama"
+	"github.com/hamba/avro/v2"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/schema"
+)
+
+// entry is one key of a store as its changelog holds it now.
+type entry struct {
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Key       string `json:"key"`
+	Value     any    `json:"value"`
+}
+
+func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
+	var c common
+	fs := newFlags("inspect", "-app ID -store S [-key K] [-limit N] [-registry URL] [-o table|json]", errOut, &c)
+	store := fs.String("store", "", "the store (required)")
+	key := fs.String("key", "", "show only this key (as text, or hex:<digits>)")
+	limit := fs.Int("limit", 100, "show at most this many keys (0: all)")
+	registry := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL: Avro keys and values (Confluent framing) are decoded with its schemas (default $WEIR_SCHEMA_REGISTRY_URL)")
+	format := fs.String("o", "table", "output: table or json")
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	if *store == "" {
+		return &usageError{"-store is required"}
+	}
+	if *format != "table" && *format != "json" {
+		return &usageError{fmt.Sprintf("-o %q: want table or json", *format)}
+	}
+	if *limit < 0 {
+		return &usageError{"-limit is negative"}
+	}
+	var reg *schema.Client
+	if *registry != "" {
+		r, err := schema.New(schema.Config{URL: *registry})
+		if err != nil {
+			return &usageError{fmt.Sprintf("-registry: %v", err)}
+		}
+		reg = r
+	}
+	cl, err := connect(c.brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.close()
+	d, err := weir.ReadDescriptor(cl.client, c.app)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return refused("%s has no topology descriptor: start it once with a weir that writes one", c.app)
+	}
+	var sd *weir.StoreDescriptor
+	for i := range d.Stores {
+		if d.Stores[i].Name == *store {
+			sd = &d.Stores[i]
+		}
+	}
+	if sd == nil {
+		names := make([]string, 0, len(d.Stores))
+		for _, s := range d.Stores {
+			names = append(names, s.Name)
+		}
+		return &usageError{fmt.Sprintf("%s has no store %q (its stores: %v)", c.app, *store, names)}
+	}
+	entries, err := readStore(ctx, cl, sd.Changelog, *key)
+	if err != nil {
+		return err
+	}
+	if *limit > 0 && len(entries) > *limit {
+		entries = entries[:*limit]
+	}
+	dec := &decoder{ctx: ctx, reg: reg, schemas: map[uint32]avro.Schema{}}
+	rows := make([]entry, 0, len(entries))
+	for _, e := range entries {
+		k, err := dec.decode(sd.KeySerde, e.key)
+		if err != nil {
+			return err
+		}
+		v, err := dec.decode(sd.ValueSerde, e.value)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, entry{Partition: e.partition, Offset: e.offset, Key: fmt.Sprint(k), Value: v})
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOFFSET\tKEY\tVALUE")
+	for _, r := range rows {
+		v := r.Value
+		if _, ok := v.(string); !ok {
+			b, _ := json.Marshal(v)
+			v = string(b)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%v\n", r.Partition, r.Offset, r.Key, v)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d key(s) from %s\n", len(rows), sd.Changelog)
+	return nil
+}
+
+// raw is a changelog record: the latest of its key.
+type raw struct {
+	partition  int32
+	offset     int64
+	key, value []byte
+}
+
+// readStore reads every partition of changelog (read_committed) and keeps
+// each key's latest value; a tombstone deletes it. Keys are sorted.
+func readStore(ctx context.Context, cl *cluster, changelog, only string) ([]raw, error) {
+	ps, err := cl.partitions(changelog)
+	if err != nil {
+		return nil, err
+	}
+	want, err := keyFilter(only)
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]raw{}
+	for _, p := range ps {
+		start, end, err := cl.offsets(changelog, p)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := readRange(ctx, cl, changelog, p, start, end, func(m *sarama.ConsumerMessage) error {
+			if want != nil && string(m.Key) != string(want) {
+				return nil
+			}
+			if m.Value == nil {
+				delete(latest, string(m.Key))
+				return nil
+			}
+			latest[string(m.Key)] = raw{partition: p, offset: m.Offset, key: m.Key, value: m.Value}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]raw, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, latest[k])
+	}
+	return out, nil
+}
+
+// keyFilter returns the bytes of -key: text, or hex:<digits>; nil for
+// none.
+func keyFilter(k string) ([]byte, error) {
+	if k == "" {
+		return nil, nil
+	}
+	if h, ok := strings.CutPrefix(k, "hex:"); ok {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return nil, &usageError{fmt.Sprintf("-key %q: %v", k, err)}
+		}
+		return b, nil
+	}
+	return []byte(k), nil
+}
+
+// decoder shows stored bytes: Avro in Confluent framing decoded with the
+// registry's schema, valid text as text, anything else as hex.
+type decoder struct {
+	ctx     context.Context
+	reg     *schema.Client
+	schemas map[uint32]avro.Schema
+}
+
+// decode shows b, written by a serde of Go type format (the descriptor's
+// KeySerde or ValueSerde): weir's fixed-size serdes by their encoding,
+// the rest as Avro, text or hex.
+func (d *decoder) decode(format string, b []byte) (any, error) {
+	switch {
+	case format == "serde.int64Serde" && len(b) == 8:
+		return int64(binary.BigEndian.Uint64(b)), nil
+	case format == "serde.int32Serde" && len(b) == 4:
+		return int32(binary.BigEndian.Uint32(b)), nil
+	case format == "serde.float64Serde" && len(b) == 8:
+		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+	case strings.HasPrefix(format, "serde.jsonSerde[") && json.Valid(b):
+		return json.RawMessage(b), nil
+	}
+	if d.reg != nil && len(b) > 5 && b[0] == 0 {
+		id := binary.BigEndian.Uint32(b[1:5])
+		s, ok := d.schemas[id]
+		if !ok {
+			text, err := d.reg.SchemaByID(d.ctx, int(id))
+			if err != nil {
+				return nil, fmt.Errorf("schema %d: %w", id, err)
+			}
+			if s, err = avro.Parse(text); err != nil {
+				return nil, fmt.Errorf("schema %d: %w", id, err)
+			}
+			d.schemas[id] = s
+		}
+		var v any
+		if err := avro.Unmarshal(s, b[5:], &v); err == nil {
+			return v, nil
+		}
+	}
+	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < ' ' && r != '\t' }) {
+		return string(b), nil
+	}
+	return "hex:" + hex.EncodeToString(b), nil
+}
