@@ -71,6 +71,11 @@ type StoreDescriptor struct {
 	// registry serde's schemas; empty otherwise.
 	KeySubject   string `json:"key_subject,omitempty"`
 	ValueSubject string `json:"value_subject,omitempty"`
+	// KeySchema and ValueSchema are a registry serde's schemas, for
+	// `weir check-upgrade` to check with the registry before a deploy;
+	// CompareDescriptors leaves them to the registry.
+	KeySchema   string `json:"key_schema,omitempty"`
+	ValueSchema string `json:"value_schema,omitempty"`
 	// Changelog is the topic the store is restored from: its changelog,
 	// its input topic (a table read from a compacted topic) or, for a
 	// global store, its topic.
@@ -144,6 +149,12 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 			d.InternalTopics = append(d.InternalTopics, TopicDescriptor{Topic: sd.Changelog, Kind: "changelog", Partitions: sd.Partitions})
 		}
 		sd.KeySubject, sd.ValueSubject = storeSubjects(app, s.Name, s.Keys, s.Values)
+		if s.Keys != nil {
+			sd.KeySchema = s.Keys.Schema()
+		}
+		if s.Values != nil {
+			sd.ValueSchema = s.Values.Schema()
+		}
 		d.Stores = append(d.Stores, sd)
 	}
 	for _, s := range g.Globals {

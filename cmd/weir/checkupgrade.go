@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/schema"
 )
 
 func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	var c common
 	fs := newFlags("check-upgrade", "-app ID -describe new.json", errOut, &c)
 	file := fs.String("describe", "", "the new version's topology descriptor: the JSON its -describe flag (or App.Describe) prints (required)")
+	registry := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL: the new version's Avro store schemas are checked for compatibility with what it holds (default $WEIR_SCHEMA_REGISTRY_URL; empty: not checked)")
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
@@ -51,9 +54,50 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 			stores = append(stores, d.Store)
 		}
 	}
+	if *registry != "" {
+		incompatible, err := checkSchemas(ctx, *registry, c.app, cur, out)
+		if err != nil {
+			return err
+		}
+		stores = append(stores, incompatible...)
+	}
 	if len(stores) > 0 {
 		return refused("%d difference(s) would lose or misread state; the start would be refused unless Config.AllowDropState names %v", len(stores), stores)
 	}
 	fmt.Fprintf(out, "compatible: %d difference(s), none that loses state\n", len(diffs))
 	return nil
+}
+
+// checkSchemas checks each registry schema of cur's stores with the
+// registry, under the subject the application (app) registers it at
+// start, and returns the stores whose schema the registry refuses.
+func checkSchemas(ctx context.Context, url, app string, cur *weir.Descriptor, out io.Writer) ([]string, error) {
+	reg, err := schema.New(schema.Config{URL: url})
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("-registry: %v", err)}
+	}
+	var refused []string
+	for _, s := range cur.Stores {
+		for _, part := range []struct {
+			subject, text string
+		}{{renameTopic(s.KeySubject, cur.ApplicationID, app), s.KeySchema}, {renameTopic(s.ValueSubject, cur.ApplicationID, app), s.ValueSchema}} {
+			if part.subject == "" || part.text == "" {
+				continue
+			}
+			err := reg.Check(ctx, part.subject, part.text)
+			var incompatible *schema.IncompatibleError
+			switch {
+			case errors.As(err, &incompatible):
+				fmt.Fprintf(out, "store %q: schema refused under %s: %v (refused)\n", s.Name, part.subject, err)
+				refused = append(refused, s.Name)
+			case errors.Is(err, schema.ErrNotFound):
+				fmt.Fprintf(out, "store %q: %s has no schema yet: registered at start\n", s.Name, part.subject)
+			case err != nil:
+				return nil, fmt.Errorf("checking %s: %w", part.subject, err)
+			default:
+				fmt.Fprintf(out, "store %q: schema compatible under %s\n", s.Name, part.subject)
+			}
+		}
+	}
+	return refused, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/schema"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
@@ -435,5 +436,56 @@ func TestInspectShowsTheStore(t *testing.T) {
 	}
 	if code, _, errOut := weirCmd(t, "inspect", "-brokers", brokers, "-app", a.id, "-store", "nope"); code != exitUsage || !strings.Contains(errOut, "counts") {
 		t.Fatalf("inspect of an unknown store = %d: %s", code, errOut)
+	}
+}
+
+// profile is the value of the Avro store of TestCheckUpgradeAsksTheRegistry.
+type profile struct {
+	Name string `avro:"name"`
+}
+
+// check-upgrade asks the registry about the new version's Avro store
+// schemas: an added field with a default passes, an added field without
+// one is refused.
+func TestCheckUpgradeAsksTheRegistry(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	reg, err := schema.New(schema.Config{URL: a.c.RegistryURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(text string) weir.Topology {
+		values, err := serde.Avro[profile](serde.AvroConfig{Registry: reg, Schema: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return countTopology(a.in, a.out, serde.String(), processor.KeyValue("profiles", serde.String(), values))
+	}
+	const v1 = `{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"}]}`
+	cfg := weir.Config{ApplicationID: a.id, Brokers: a.c.Brokers, StateDir: a.dir, Registry: schema.Config{URL: a.c.RegistryURL}}
+	w, err := weir.New(build(v1), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafka.Run(t, w) // registers v1 under <app>-profiles-value, BACKWARD_TRANSITIVE
+	check := func(text string) (int, string) {
+		t.Helper()
+		next, err := weir.New(build(text), weir.Config{ApplicationID: a.id, Brokers: a.c.Brokers, Registry: cfg.Registry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		path := filepath.Join(t.TempDir(), "new.json")
+		if err := os.WriteFile(path, []byte(next.Describe().String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := weirCmd(t, "check-upgrade", "-brokers", strings.Join(a.c.Brokers, ","), "-app", a.id, "-describe", path, "-registry", a.c.RegistryURL)
+		return code, out + errOut
+	}
+	if code, out := check(`{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"tier","type":"string","default":"basic"}]}`); code != exitOK || !strings.Contains(out, "schema compatible") {
+		t.Fatalf("a compatible schema = %d:\n%s", code, out)
+	}
+	if code, out := check(`{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"tier","type":"string"}]}`); code != exitRefused || !strings.Contains(out, "schema refused") {
+		t.Fatalf("an incompatible schema = %d:\n%s", code, out)
 	}
 }
