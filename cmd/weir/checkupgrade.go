@@ -30,7 +30,7 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 	if err != nil {
 		return &usageError{fmt.Sprintf("%s: %v", *file, err)}
 	}
-	cl, err := connect(c.brokers)
+	cl, err := connect(c)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/client"
 )
 
 // cluster is a connection to the brokers.
@@ -16,20 +18,41 @@ type cluster struct {
 	admin   sarama.ClusterAdmin
 }
 
-func config() *sarama.Config {
-	cfg := sarama.NewConfig()
+// config returns the sarama configuration of the command's clients, secured
+// as weir secures its own (see connect).
+func config(sec *weir.Security) (*sarama.Config, error) {
+	o := &client.Options{DialTimeout: 10 * time.Second}
+	if sec != nil {
+		if sec.TLS != nil {
+			t, err := sec.TLS.Load()
+			if err != nil {
+				return nil, err
+			}
+			o.TLS = t
+		}
+		o.SASLMechanism, o.SASLUser, o.SASLPassword = string(sec.SASL.Mechanism), sec.SASL.User, sec.SASL.Password
+	}
+	cfg := client.Base(o, "weir-cli")
 	cfg.Version = sarama.V4_0_0_0
-	cfg.ClientID = "weir-cli"
 	cfg.Metadata.AllowAutoTopicCreation = false
 	cfg.Net.DialTimeout = 10 * time.Second
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
-	return cfg
+	return cfg, nil
 }
 
-// connect opens a client and an admin client on brokers.
-func connect(brokers string) (*cluster, error) {
-	c := &cluster{brokers: strings.Split(brokers, ","), cfg: config()}
+// connect opens a client and an admin client on the brokers of c.
+func connect(c0 common) (*cluster, error) {
+	sec, err := c0.security()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config(sec)
+	if err != nil {
+		return nil, err
+	}
+	brokers := c0.brokers
+	c := &cluster{brokers: strings.Split(brokers, ","), cfg: cfg}
 	client, err := sarama.NewClient(c.brokers, c.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", brokers, err)

@@ -80,7 +80,7 @@ func describeCmd(ctx context.Context, args []string, out, errOut io.Writer) erro
 	if *format != "table" && *format != "json" {
 		return &usageError{fmt.Sprintf("-o %q: want table or json", *format)}
 	}
-	cl, err := connect(c.brokers)
+	cl, err := connect(c)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if *to == "" || *to == c.app {
 		return &usageError{"-to is required and must differ from -from"}
 	}
-	cl, err := connect(c.brokers)
+	cl, err := connect(c)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	next := rename(d, c.app, *to)
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, config(), 0, next); err != nil {
+	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "done: every copy verified (records and checksum per partition)")
@@ -206,13 +206,13 @@ func copyTopic(ctx context.Context, cl *cluster, cp forkCopy, out io.Writer) err
 	if err := cl.admin.CreateTopic(cp.to, &sarama.TopicDetail{NumPartitions: int32(len(cp.partitions)), ReplicationFactor: -1, ConfigEntries: configs}, false); err != nil {
 		return fmt.Errorf("creating %s: %w", cp.to, err)
 	}
-	pcfg := config()
+	pcfg := *cl.cfg
 	pcfg.Producer.Return.Successes = true
 	pcfg.Producer.RequiredAcks = sarama.WaitForAll
 	pcfg.Producer.Idempotent = true
 	pcfg.Net.MaxOpenRequests = 1
 	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
-	producer, err := sarama.NewSyncProducer(cl.brokers, pcfg)
+	producer, err := sarama.NewSyncProducer(cl.brokers, &pcfg)
 	if err != nil {
 		return fmt.Errorf("producer for %s: %w", cp.to, err)
 	}

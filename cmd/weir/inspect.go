@@ -57,7 +57,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		reg = r
 	}
-	cl, err := connect(c.brokers)
+	cl, err := connect(c)
 	if err != nil {
 		return err
 	}

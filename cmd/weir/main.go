@@ -9,7 +9,9 @@
 //	weir inspect       -app ID -store S [-key K] [-limit N]
 //
 // Every command takes -brokers (default $WEIR_BOOTSTRAP_SERVERS, else
-// localhost:9092) and -h. Exit codes: 0 done; 1 refused or differences
+// localhost:9092), the connection's security (-tls, -tls-ca, -tls-cert,
+// -tls-key, -sasl-mechanism, -sasl-user; the SASL password from
+// $WEIR_SASL_PASSWORD, never a flag) and -h. Exit codes: 0 done; 1 refused or differences
 // found (nothing was changed); 2 bad usage; 3 the cluster could not be
 // reached or answered with an error.
 //
@@ -25,6 +27,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+
+	"github.com/weirstream/weir"
 )
 
 // Exit codes.
@@ -119,6 +123,11 @@ type common struct {
 	brokers string
 	app     string
 	appFlag string // the flag that names the application: "app" or "from"
+	// Security, as weir.Config.Security: TLS files and SASL; the password
+	// comes from $WEIR_SASL_PASSWORD, never from a flag.
+	tls                       bool
+	caFile, certFile, keyFile string
+	mechanism, user           string
 }
 
 // newFlags returns a command's flag set with the common flags; its usage
@@ -138,6 +147,12 @@ func newFlagsApp(name, synopsis, appFlag, appUsage string, errOut io.Writer, c *
 	fs.StringVar(&c.brokers, "brokers", def, "comma-separated bootstrap servers (default $WEIR_BOOTSTRAP_SERVERS, else localhost:9092)")
 	c.appFlag = appFlag
 	fs.StringVar(&c.app, appFlag, "", appUsage)
+	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (implied by -tls-ca, -tls-cert)")
+	fs.StringVar(&c.caFile, "tls-ca", "", "PEM file of the CAs that sign the brokers' certificates (default: the system's)")
+	fs.StringVar(&c.certFile, "tls-cert", "", "PEM file of a client certificate, for brokers that require one (with -tls-key)")
+	fs.StringVar(&c.keyFile, "tls-key", "", "PEM file of the client certificate's key")
+	fs.StringVar(&c.mechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the password is read from $WEIR_SASL_PASSWORD)")
+	fs.StringVar(&c.user, "sasl-user", "", "SASL user")
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "usage: weir %s %s\n\nflags:\n", name, synopsis)
 		fs.PrintDefaults()
@@ -163,5 +178,22 @@ func parse(fs *flag.FlagSet, args []string, c *common) error {
 	if strings.TrimSpace(c.brokers) == "" {
 		return &usageError{"-brokers is empty"}
 	}
+	if _, err := c.security(); err != nil {
+		return &usageError{err.Error()}
+	}
 	return nil
+}
+
+// security returns the connection's security as weir configures it, its
+// TLS files loaded.
+func (c *common) security() (*weir.Security, error) {
+	s := &weir.Security{SASL: weir.SASL{Mechanism: weir.SASLMechanism(c.mechanism), User: c.user, Password: os.Getenv("WEIR_SASL_PASSWORD")}}
+	if c.tls || c.caFile != "" || c.certFile != "" || c.keyFile != "" {
+		s.TLS = &weir.TLS{CAFile: c.caFile, CertFile: c.certFile, KeyFile: c.keyFile}
+	}
+	cfg := weir.Config{ApplicationID: "weir-cli", Brokers: []string{"localhost:9092"}, Security: *s} // only Security is checked
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,31 @@ func TestDescribeTableGolden(t *testing.T) {
 	}
 	if b.String() != string(want) {
 		t.Errorf("table changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// The command connects as weir does: TLS and SASL, here to the broker's
+// SASL_SSL listener of `make kafka-up` (skipped without it, failed under
+// CI=true); a wrong password exits 3 naming the refusal.
+func TestDescribeOverSASLSSL(t *testing.T) {
+	brokers, ca, user, pass := os.Getenv("WEIR_SASL_SSL_BOOTSTRAP_SERVERS"), os.Getenv("WEIR_SASL_SSL_CA_FILE"), os.Getenv("WEIR_SASL_SSL_SCRAM_USER"), os.Getenv("WEIR_SASL_SSL_SCRAM_PASSWORD")
+	if brokers == "" || ca == "" || user == "" {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal("no SASL_SSL listener in the environment (WEIR_SASL_SSL_*)")
+		}
+		t.Skip("no SASL_SSL listener in the environment (WEIR_SASL_SSL_*): make kafka-up starts one")
+	}
+	t.Setenv("WEIR_SASL_PASSWORD", pass)
+	code, out, errOut := weirCmd(t, "describe", "-brokers", brokers, "-tls-ca", ca, "-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", user, "-app", "weir-cli-nothing-here")
+	if code != exitOK || !strings.Contains(out, "weir-cli-nothing-here") {
+		t.Fatalf("describe over SASL_SSL = %d: %s%s", code, out, errOut)
+	}
+	t.Setenv("WEIR_SASL_PASSWORD", "wrong-password-5e2d")
+	code, _, errOut = weirCmd(t, "describe", "-brokers", brokers, "-tls-ca", ca, "-sasl-mechanism", "SCRAM-SHA-512", "-sasl-user", user, "-app", "x")
+	if code != exitCluster || strings.Contains(errOut, "wrong-password-5e2d") {
+		t.Fatalf("a wrong password = %d: %s", code, errOut)
+	}
+	if code, _, errOut := weirCmd(t, "describe", "-app", "x", "-sasl-mechanism", "GSSAPI", "-sasl-user", "u"); code != exitUsage || !strings.Contains(errOut, "SASL.Mechanism") {
+		t.Fatalf("an unknown mechanism = %d: %s", code, errOut)
 	}
 }

@@ -51,7 +51,7 @@ func resetCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if modes != 1 {
 		return &usageError{"give exactly one of -to-earliest, -to-datetime and -shift-by"}
 	}
-	cl, err := connect(c.brokers)
+	cl, err := connect(c)
 	if err != nil {
 		return err
 	}
@@ -186,8 +186,7 @@ func applyReset(cl *cluster, app string, d *weir.Descriptor, p *resetPlan, out i
 	}
 	next := *d
 	next.ResetEpoch = p.epoch
-	pcfg := config()
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, pcfg, 0, &next); err != nil {
+	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, &next); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "done")
