@@ -365,6 +365,9 @@ func TestForkContinuesLikeTheSource(t *testing.T) {
 	if code, _, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id); code != exitRefused || !strings.Contains(errOut, "member") {
 		t.Fatalf("fork of a running application = %d: %s", code, errOut)
 	}
+	if topicExists(t, a, weir.TopologyTopic(b.id)) || topicExists(t, a, b.id+"-counts-changelog") {
+		t.Fatal("a refused fork created topics")
+	}
 	stop()
 	code, out, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id)
 	if code != exitOK || !strings.Contains(out, "verified") || !strings.Contains(out, b.id+"-counts-changelog") {

@@ -152,3 +152,30 @@ func TestDescribeOverSASLSSL(t *testing.T) {
 		t.Fatalf("an unknown mechanism = %d: %s", code, errOut)
 	}
 }
+
+// The plan reset prints, on a fixed plan.
+func TestResetPlanGolden(t *testing.T) {
+	t.Parallel()
+	p := &resetPlan{
+		offsets:  map[string]map[int32]int64{"text-input": {0: 0, 1: 0}},
+		previous: map[string]map[int32]int64{"text-input": {0: 1150, 1: 800}, "wordcount-words-repartition": {0: 5000}},
+		deletes:  []string{"wordcount-counts-changelog", "wordcount-words-repartition"},
+		dropped:  map[string][]int32{"wordcount-words-repartition": {0}},
+		epoch:    3,
+	}
+	var b bytes.Buffer
+	printPlan(&b, "wordcount", p, true)
+	golden := filepath.Join("testdata", "reset-plan.golden")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("plan changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
