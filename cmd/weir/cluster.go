@@ -207,3 +207,24 @@ func (c *cluster) topicBytes(topic string) int64 {
 	}
 	return total
 }
+
+// stopped returns the topology descriptor of app, refusing when its group
+// has members (why says what waiting for them protects) or when it has no
+// descriptor (the commands that change an application need its topics).
+func stopped(cl *cluster, app, why string) (*weir.Descriptor, error) {
+	g, err := cl.group(app)
+	if err != nil {
+		return nil, err
+	}
+	if len(g.Members) > 0 {
+		return nil, refused("group %s has %d member(s) (state %s): stop every instance of the application first; %s", app, len(g.Members), g.State, why)
+	}
+	d, err := weir.ReadDescriptor(cl.client, app)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one, so that its topics are known", app, weir.TopologyTopic(app))
+	}
+	return d, nil
+}

@@ -39,19 +39,9 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer cl.close()
 
-	g, err := cl.group(c.app)
+	d, err := stopped(cl, c.app, "the fork is of its last commit")
 	if err != nil {
 		return err
-	}
-	if len(g.Members) > 0 {
-		return refused("group %s has %d member(s) (state %s): stop every instance first, so that the fork is its last commit", c.app, len(g.Members), g.State)
-	}
-	d, err := weir.ReadDescriptor(cl.client, c.app)
-	if err != nil {
-		return err
-	}
-	if d == nil {
-		return refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one", c.app, weir.TopologyTopic(c.app))
 	}
 	if err := checkFresh(cl, *to); err != nil {
 		return err

@@ -112,19 +112,7 @@ func TestDescribeTableGolden(t *testing.T) {
 	if err := writeDescribeTable(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "describe.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("table changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", b.String(), want)
-	}
+	checkGolden(t, "describe.golden", b.String())
 }
 
 // The command connects as weir does: TLS and SASL, here to the broker's
@@ -165,9 +153,16 @@ func TestResetPlanGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	printPlan(&b, "wordcount", p, true)
-	golden := filepath.Join("testdata", "reset-plan.golden")
+	checkGolden(t, "reset-plan.golden", b.String())
+}
+
+// checkGolden compares got with testdata/name (go test -update rewrites
+// it).
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +170,7 @@ func TestResetPlanGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (go test -update writes it)", err)
 	}
-	if b.String() != string(want) {
-		t.Errorf("plan changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", b.String(), want)
+	if got != string(want) {
+		t.Errorf("%s changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", name, got, want)
 	}
 }

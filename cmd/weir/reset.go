@@ -57,19 +57,9 @@ func resetCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer cl.close()
 
-	g, err := cl.group(c.app)
+	d, err := stopped(cl, c.app, "nothing rewinds under a running instance")
 	if err != nil {
 		return err
-	}
-	if len(g.Members) > 0 {
-		return refused("group %s has %d member(s) (state %s): stop every instance of the application first", c.app, len(g.Members), g.State)
-	}
-	d, err := weir.ReadDescriptor(cl.client, c.app)
-	if err != nil {
-		return err
-	}
-	if d == nil {
-		return refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one, so that reset knows its topics", c.app, weir.TopologyTopic(c.app))
 	}
 	plan, err := planReset(cl, c.app, d, *earliest, at, *shift)
 	if err != nil {
