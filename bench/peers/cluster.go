@@ -32,8 +32,12 @@ func newCluster(brokers []string) (*cluster, error) {
 	return &cluster{brokers: brokers, admin: admin}, nil
 }
 
-func (c *cluster) createTopic(name string, partitions int32) error {
-	err := c.admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
+func (c *cluster) createTopic(name string, partitions int32, configs ...string) error {
+	entries := map[string]*string{}
+	for i := 0; i+1 < len(configs); i += 2 {
+		entries[configs[i]] = &configs[i+1]
+	}
+	err := c.admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1, ConfigEntries: entries}, false)
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("creating %s: %w", name, err)
 	}

@@ -77,7 +77,7 @@ type options struct {
 }
 
 var (
-	allWorkloads  = []string{"wordcount", "count", "windowed", "restore"}
+	allWorkloads  = []string{"wordcount", "count", "windowed", "join", "restore"}
 	allPeers      = []string{"weir", "kstreams", "goka"}
 	allGuarantees = []string{"exactly_once", "at_least_once"}
 )
@@ -182,6 +182,14 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 			w = countPerKey(input, o.records, base)
 		case "windowed":
 			w = windowedCount(input, o.records, base)
+		case "join":
+			w = streamTableJoin(input, o.records, base)
+			if err := c.createTopic(tableTopic(input), o.partitions, "cleanup.policy", "compact"); err != nil {
+				return err
+			}
+			if err := c.produce(w.table); err != nil {
+				return fmt.Errorf("%s: producing the table: %w", name, err)
+			}
 		case "restore":
 			w = restoreInput(input, o.restoreRecords, base)
 		}
@@ -191,7 +199,7 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 		fmt.Fprintf(os.Stderr, "peers: %s: %d input records produced\n", name, len(w.records))
 		for _, g := range o.guarantees {
 			for _, peer := range o.peers {
-				if peer == "goka" && (g != "at_least_once" || name == "windowed") {
+				if peer == "goka" && (g != "at_least_once" || name == "windowed" || name == "join") {
 					continue
 				}
 				if name == "restore" {

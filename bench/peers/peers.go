@@ -81,6 +81,11 @@ func runWeir(args []string) error {
 				return fmt.Sprintf("%s@%d", w.Key, w.Start.UnixMilli()), n
 			}).
 			To(a.output, serde.String(), serde.Int64())
+	case "join":
+		table := b.Table("table", tableTopic(a.input), serde.String(), serde.Int64())
+		b.Stream("stream", a.input, serde.String(), serde.Int64()).
+			Join(table, func(_ string, rank, row int64) int64 { return rank*1_000_000 + row }).
+			To(a.output, serde.String(), serde.Int64())
 	default:
 		return fmt.Errorf("unknown workload %q", a.workload)
 	}

@@ -14,12 +14,15 @@ import (
 // A workload is one job every peer runs on the same pre-produced input:
 // its input records, and the final count per output key they must give.
 type workload struct {
-	name  string // wordcount, count or windowed
+	name  string // wordcount, count, windowed, join or restore
 	about string // for the table
 	// unit names what rate counts: lines for wordcount, records else.
 	unit    string
 	records []*sarama.ProducerMessage
-	want    map[string]int64
+	// table holds the records of a table the workload reads besides its
+	// input (the join's), produced first to tableTopic(input).
+	table []*sarama.ProducerMessage
+	want  map[string]int64
 }
 
 // windowSize is the windowed workload's tumbling window, in every peer.
@@ -77,6 +80,41 @@ func windowedCount(topic string, n int, base time.Time) *workload {
 		w.want[key+"@"+strconv.FormatInt(start, 10)]++
 		w.records = append(w.records, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key),
 			Value: sarama.ByteEncoder(value), Timestamp: ts})
+	}
+	return w
+}
+
+// joinTableKeys is the join workload's table size.
+const joinTableKeys = 10_000
+
+// tableTopic is the topic of the join workload's table: the input topic's
+// name with "-table", in every peer.
+func tableTopic(input string) string { return input + "-table" }
+
+// streamTableJoin returns a table of 10,000 keys (int64 values below 10^6,
+// an hour older than the stream) and n stream records over its keys, each
+// carrying its rank among its key's records (1, 2, ...); every peer joins
+// them, writing rank*10^6 + the table's value per stream record. A key's
+// last output is its record count times 10^6 plus its table value, and
+// an output above it is a record joined twice.
+func streamTableJoin(topic string, n int, base time.Time) *workload {
+	w := &workload{name: "join", unit: "records", want: map[string]int64{},
+		about: fmt.Sprintf("%d stream records joined with a table of %d keys (inner stream-table join)", n, joinTableKeys)}
+	rng := rand.New(rand.NewPCG(7, 8))
+	row := map[string]int64{}
+	for i := range joinTableKeys {
+		key := "t" + strconv.Itoa(i)
+		row[key] = rng.Int64N(1_000_000)
+		w.table = append(w.table, &sarama.ProducerMessage{Topic: tableTopic(topic), Key: sarama.StringEncoder(key),
+			Value: sarama.ByteEncoder(binary.BigEndian.AppendUint64(nil, uint64(row[key]))), Timestamp: base})
+	}
+	rank := map[string]int64{}
+	for i := range n {
+		key := "t" + strconv.Itoa(rng.IntN(joinTableKeys))
+		rank[key]++
+		w.want[key] = rank[key]*1_000_000 + row[key]
+		w.records = append(w.records, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key),
+			Value: sarama.ByteEncoder(binary.BigEndian.AppendUint64(nil, uint64(rank[key]))), Timestamp: base.Add(time.Hour + time.Duration(i)*time.Microsecond)})
 	}
 	return w
 }

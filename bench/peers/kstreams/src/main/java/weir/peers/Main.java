@@ -21,7 +21,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * One workload of weir's peer benchmark, run by Kafka Streams with its
  * defaults (record cache, 100 ms commits under exactly once) until SIGTERM.
  *
- * <p>Arguments: workload (wordcount, count or windowed), bootstrap servers,
+ * <p>Arguments: workload (wordcount, count, windowed or join; join reads its
+ * table from the input topic's name with "-table"), bootstrap servers,
  * application id, input topic, output topic, guarantee (exactly_once or
  * at_least_once), state directory, commit interval in milliseconds.
  */
@@ -71,6 +72,13 @@ public final class Main {
             .count(Materialized.as("window-counts"))
             .toStream()
             .map((w, n) -> KeyValue.pair(w.key() + "@" + w.window().start(), n))
+            .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+        break;
+      case "join":
+        org.apache.kafka.streams.kstream.KTable<String, Long> table =
+            b.table(input + "-table", Consumed.with(Serdes.String(), Serdes.Long()));
+        b.stream(input, Consumed.with(Serdes.String(), Serdes.Long()))
+            .join(table, (rank, row) -> rank * 1_000_000L + row)
             .to(output, Produced.with(Serdes.String(), Serdes.Long()));
         break;
       default:
