@@ -55,6 +55,12 @@ type Config struct {
 	// for an empty partition before it processes the others, so records
 	// are processed in timestamp order across partitions. Default 0: never
 	// wait. Kafka Streams' max.task.idle.ms.
+	//
+	// Whatever its value, when a partition's claim starts and its log
+	// holds records the claim has not delivered yet, the task waits for
+	// them, at most 1 s (as Kafka Streams waits for every partition's
+	// first fetch, KIP-695): a table's rows are read before the stream
+	// records that join them.
 	MaxTaskIdle time.Duration
 
 	// Queue bounds the records fetched and not yet processed, per input

@@ -72,6 +72,21 @@ func (t *Task) Next(now time.Time) (p *Input, wait time.Time, err error) {
 		return nil, time.Time{}, nil
 	}
 	if empty && len(t.parts) > 1 {
+		// A partition that holds records its claim has not delivered yet
+		// is waited for, a bounded time, whatever MaxTaskIdle says: at
+		// the start of a claim an empty queue means "not fetched yet",
+		// and processing the others would, for example, join stream
+		// records before the table rows they need were read.
+		for _, cand := range t.parts {
+			if cand.head == nil && cand.awaitsFirstFetch() {
+				if t.fetchWaitSince.IsZero() {
+					t.fetchWaitSince = now
+				}
+				if deadline := t.fetchWaitSince.Add(firstFetchWait); now.Before(deadline) {
+					return nil, deadline, nil
+				}
+			}
+		}
 		idle := t.sh.MaxTaskIdle
 		if idle > 0 {
 			if t.idleSince.IsZero() {
@@ -84,6 +99,22 @@ func (t *Task) Next(now time.Time) (p *Input, wait time.Time, err error) {
 	}
 	t.idleSince = time.Time{}
 	return p, time.Time{}, nil
+}
+
+// firstFetchWait bounds how long a task with several input partitions
+// waits for the records a partition's claim has not delivered yet (see
+// Next). A partition whose unread offsets are only transaction markers
+// never delivers them: the bound ends that wait.
+const firstFetchWait = time.Second
+
+// awaitsFirstFetch reports whether p has delivered nothing since its claim
+// started while its log holds offsets beyond the claim's start, or has no
+// claim yet.
+func (p *Input) awaitsFirstFetch() bool {
+	if p.q == nil {
+		return true
+	}
+	return p.consumed < 0 && len(p.redo) == 0 && p.hwm != nil && p.hwm() > p.start
 }
 
 // decodeHead decodes the front record of p, applying the error policies to
@@ -342,6 +373,7 @@ func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta strin
 	}
 	p.q, p.hwm, p.start, p.head, p.consumed, p.committed = q, hwm, start, nil, -1, -1
 	p.done, p.redo = nil, nil
+	t.fetchWaitSince = time.Time{}
 	if st, ok := DecodeStreamTime(meta); ok && st.After(t.streamTime) {
 		t.streamTime, t.committedTime = st, st
 	}

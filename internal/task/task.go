@@ -57,6 +57,7 @@ type Task struct {
 	curIn            *sarama.ConsumerMessage // the input record being processed
 	punct            []*schedule
 	idleSince        time.Time // when the task first waited for an empty partition
+	fetchWaitSince   time.Time // when the task first waited for a partition's first records (firstFetchWait)
 
 	// Metrics of the task, resolved once.
 	processed, bytes, punctuations prometheus.Counter
@@ -202,7 +203,7 @@ func (t *Task) Rewind() error {
 		t.log.Warn("closing processors for a rewind", "error", err)
 	}
 	t.initialized, t.running = false, false
-	t.punct, t.cur, t.inRecord, t.idleSince = nil, nil, false, time.Time{}
+	t.punct, t.cur, t.inRecord, t.idleSince, t.fetchWaitSince = nil, nil, false, time.Time{}, time.Time{}
 	t.streamTime = t.committedTime
 	for _, p := range t.parts {
 		p.redo = append(p.done, p.redo...)

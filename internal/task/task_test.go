@@ -128,3 +128,59 @@ func TestMaxTaskIdleWaitsForAnEmptyPartition(t *testing.T) {
 		t.Fatalf("processed %v, want 10 after the idle time", *processed)
 	}
 }
+
+// A partition whose log holds records its claim has not delivered yet is
+// waited for, at most firstFetchWait, even with MaxTaskIdle 0: a table's
+// rows are read before the stream records that join them. A partition
+// with nothing beyond its claim's start is not waited for.
+func TestTaskWaitsForAPartitionsFirstRecords(t *testing.T) {
+	t.Parallel()
+	base := time.UnixMilli(1_000_000)
+	now := time.Now()
+
+	tk, qs, processed := twoPartitionTask(0)
+	tk.parts[0].hwm, tk.parts[0].start = func() int64 { return 11 }, 10
+	tk.parts[1].hwm, tk.parts[1].start = func() int64 { return 25 }, 20 // records 20-24 not fetched yet
+	push(t, qs[0], 10, base.Add(3*time.Second))
+	p, wait, err := tk.Next(now)
+	if err != nil || p != nil || !wait.Equal(now.Add(firstFetchWait)) {
+		t.Fatalf("next = %v, wait %v, %v; want to wait until %v for the unfetched partition", p, wait, err, now.Add(firstFetchWait))
+	}
+	push(t, qs[1], 20, base.Add(time.Second)) // the fetch arrives: the older record goes first
+	drain(t, tk, now.Add(10*time.Millisecond))
+	if len(*processed) != 2 || (*processed)[0] != 20 || (*processed)[1] != 10 {
+		t.Fatalf("processed %v, want [20 10]", *processed)
+	}
+
+	// Once a partition delivered records, an empty queue is MaxTaskIdle's
+	// business again (0: go on).
+	push(t, qs[0], 11, base.Add(4*time.Second))
+	drain(t, tk, now.Add(20*time.Millisecond))
+	if len(*processed) != 3 {
+		t.Fatalf("processed %v, want 11 processed without waiting", *processed)
+	}
+
+	// Nothing beyond the claim's start: no wait.
+	tk2, qs2, processed2 := twoPartitionTask(0)
+	tk2.parts[0].hwm, tk2.parts[0].start = func() int64 { return 1 }, 0
+	tk2.parts[1].hwm, tk2.parts[1].start = func() int64 { return 7 }, 7
+	push(t, qs2[0], 0, base)
+	drain(t, tk2, now)
+	if len(*processed2) != 1 {
+		t.Fatalf("processed %v; a caught-up partition held the task back", *processed2)
+	}
+
+	// The wait is bounded: a partition whose unread offsets are markers
+	// never delivers.
+	tk3, qs3, processed3 := twoPartitionTask(0)
+	tk3.parts[0].hwm, tk3.parts[0].start = func() int64 { return 1 }, 0
+	tk3.parts[1].hwm, tk3.parts[1].start = func() int64 { return 8 }, 7
+	push(t, qs3[0], 0, base)
+	if p, _, _ := tk3.Next(now); p != nil {
+		t.Fatal("did not wait for the partition with an unread offset")
+	}
+	drain(t, tk3, now.Add(firstFetchWait))
+	if len(*processed3) != 1 {
+		t.Fatalf("processed %v after the bound; want the record", *processed3)
+	}
+}
