@@ -54,6 +54,10 @@ type TopicDescriptor struct {
 	Partitions int32 `json:"partitions,omitempty"`
 	// Dynamic marks a sink that chooses its topic per record.
 	Dynamic bool `json:"dynamic,omitempty"`
+	// Subtopology is the sub-topology that reads the topic (sources and
+	// repartition topics): partition p of it is read by task
+	// "<subtopology>_<p>".
+	Subtopology *int `json:"subtopology,omitempty"`
 }
 
 // StoreDescriptor is a state store of the topology.
@@ -117,17 +121,35 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 		}
 		return lay.Counts[topic]
 	}
+	readBy := map[*graph.Node]int{}
+	for _, sub := range g.Subtopologies() {
+		for _, n := range sub.Sources() {
+			readBy[n] = sub.ID
+		}
+	}
+	subOf := func(n *graph.Node) *int {
+		if id, ok := readBy[n]; ok {
+			return &id
+		}
+		return nil
+	}
 	for _, n := range g.Nodes {
 		switch {
 		case n.Kind == graph.KindSource && !n.Internal:
-			d.Sources = append(d.Sources, TopicDescriptor{Topic: n.Topic, Node: n.Name, Partitions: count(n.Topic)})
+			d.Sources = append(d.Sources, TopicDescriptor{Topic: n.Topic, Node: n.Name, Partitions: count(n.Topic), Subtopology: subOf(n)})
 		case n.Kind == graph.KindSink && !n.Internal:
 			d.Sinks = append(d.Sinks, TopicDescriptor{Topic: n.Topic, Node: n.Name, Partitions: count(n.Topic), Dynamic: n.Dynamic})
 		}
 	}
 	for _, r := range g.Repartitions {
 		t := graph.InternalTopic(app, r.Name)
-		d.InternalTopics = append(d.InternalTopics, TopicDescriptor{Topic: t, Kind: "repartition", Partitions: count(t)})
+		td := TopicDescriptor{Topic: t, Kind: "repartition", Partitions: count(t)}
+		for n := range readBy {
+			if n.Internal && n.Topic == r.Name {
+				td.Subtopology = subOf(n)
+			}
+		}
+		d.InternalTopics = append(d.InternalTopics, td)
 	}
 	// A store has its sub-topology's partition count.
 	storeParts := map[string]int32{}

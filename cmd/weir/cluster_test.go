@@ -210,6 +210,13 @@ func TestResetReplaysFromScratch(t *testing.T) {
 	a.produce(t, 0, time.Now(), keys("k", 10)...)
 	a.outputs(t, 10)
 
+	// While it runs, describe shows its member and tasks.
+	code, out, errOut := weirCmd(t, "describe", "-brokers", brokers, "-app", a.id, "-o", "json")
+	var r describeReport
+	if err := json.Unmarshal([]byte(out), &r); code != exitOK || err != nil || len(r.Group.Members) != 1 || strings.Join(r.Group.Members[0].Tasks, " ") != "0_0 0_1" {
+		t.Fatalf("describe of the running application = %d, %v: %s%s", code, err, out, errOut)
+	}
+
 	before := committedOffsets(t, a)
 	if code, _, errOut := weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest"); code != exitRefused || !strings.Contains(errOut, "member") {
 		t.Fatalf("reset while running = %d: %s", code, errOut)
@@ -220,7 +227,7 @@ func TestResetReplaysFromScratch(t *testing.T) {
 		t.Fatalf("a refused reset changed offsets %v -> %v, or the changelog", before, after)
 	}
 
-	code, out, errOut := weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest", "-dry-run")
+	code, out, errOut = weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest", "-dry-run")
 	if code != exitOK || !strings.Contains(out, "dry run") || !strings.Contains(out, a.id+"-counts-changelog") {
 		t.Fatalf("dry run = %d: %s%s", code, out, errOut)
 	}

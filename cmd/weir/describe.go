@@ -37,9 +37,11 @@ type memberRow struct {
 	InstanceID string `json:"instance_id,omitempty"` // static membership
 	ClientID   string `json:"client_id"`
 	Host       string `json:"host"`
-	// Assigned are the member's input partitions ("topic/partition"); a
-	// weir task is one partition number of a sub-topology's topics.
+	// Assigned are the member's input partitions ("topic/partition").
 	Assigned []string `json:"assigned"`
+	// Tasks are the weir tasks they make ("<sub-topology>_<partition>"),
+	// known from the topology descriptor.
+	Tasks []string `json:"tasks,omitempty"`
 }
 
 type partitionRow struct {
@@ -133,6 +135,15 @@ func describeApp(cl *cluster, app string, now time.Time) (*describeReport, error
 	var inputs []string
 	if d != nil {
 		r.Descriptor = true
+		readers := map[string]int{}
+		for _, t := range append(slices.Clone(d.Sources), d.InternalTopics...) {
+			if t.Subtopology != nil {
+				readers[t.Topic] = *t.Subtopology
+			}
+		}
+		for i := range r.Group.Members {
+			r.Group.Members[i].Tasks = tasksOf(r.Group.Members[i].Assigned, readers)
+		}
 		for _, s := range d.Sources {
 			inputs = append(inputs, s.Topic)
 		}
@@ -165,6 +176,30 @@ func describeApp(cl *cluster, app string, now time.Time) (*describeReport, error
 		}
 	}
 	return r, nil
+}
+
+// tasksOf returns the tasks of assigned partitions ("topic/partition"),
+// given the sub-topology that reads each topic; sorted, each once.
+func tasksOf(assigned []string, readers map[string]int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range assigned {
+		i := strings.LastIndexByte(a, '/')
+		if i < 0 {
+			continue
+		}
+		sub, ok := readers[a[:i]]
+		if !ok {
+			continue
+		}
+		task := fmt.Sprintf("%d_%s", sub, a[i+1:])
+		if !seen[task] {
+			seen[task] = true
+			out = append(out, task)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // inputRows describes every partition of an input topic.
@@ -235,9 +270,9 @@ func writeDescribeTable(w io.Writer, r *describeReport) error {
 	if len(r.Group.Members) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "MEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNED")
+		fmt.Fprintln(tw, "MEMBER\tINSTANCE\tCLIENT\tHOST\tTASKS\tASSIGNED")
 		for _, m := range r.Group.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), m.ClientID, m.Host, strings.Join(m.Assigned, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), m.ClientID, m.Host, orDash(strings.Join(m.Tasks, " ")), strings.Join(m.Assigned, " "))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -91,6 +91,14 @@ func TestUnreachableClusterExits3(t *testing.T) {
 	}
 }
 
+func TestTasksOfAssignedPartitions(t *testing.T) {
+	t.Parallel()
+	got := tasksOf([]string{"in/1", "in/0", "app-x-repartition/0", "other/3"}, map[string]int{"in": 0, "app-x-repartition": 1})
+	if strings.Join(got, " ") != "0_0 0_1 1_0" {
+		t.Fatalf("tasks %v", got)
+	}
+}
+
 // The table output of describe, on a fixed report.
 func TestDescribeTableGolden(t *testing.T) {
 	t.Parallel()
@@ -98,8 +106,8 @@ func TestDescribeTableGolden(t *testing.T) {
 	r := &describeReport{
 		Application: "wordcount", Descriptor: true, At: at,
 		Group: groupReport{State: "Stable", Protocol: "cooperative-sticky", Members: []memberRow{
-			{MemberID: "wordcount-0-1f2e", InstanceID: "host-a-0", ClientID: "wordcount-0", Host: "/10.0.0.1", Assigned: []string{"text-input/0", "text-input/1", "wordcount-words-repartition/0", "wordcount-words-repartition/1"}},
-			{MemberID: "wordcount-0-9a8b", ClientID: "wordcount-0", Host: "/10.0.0.2", Assigned: []string{"text-input/2", "wordcount-words-repartition/2"}},
+			{MemberID: "wordcount-0-1f2e", InstanceID: "host-a-0", ClientID: "wordcount-0", Host: "/10.0.0.1", Assigned: []string{"text-input/0", "text-input/1", "wordcount-words-repartition/0", "wordcount-words-repartition/1"}, Tasks: []string{"0_0", "0_1", "1_0", "1_1"}},
+			{MemberID: "wordcount-0-9a8b", ClientID: "wordcount-0", Host: "/10.0.0.2", Assigned: []string{"text-input/2", "wordcount-words-repartition/2"}, Tasks: []string{"0_2", "1_2"}},
 		}},
 		Partitions: []partitionRow{
 			{Topic: "text-input", Partition: 0, End: 1200, Committed: 1150, Lag: 50, OldestUnread: at.Add(-90 * time.Second), AgeMs: 90_000, RetentionMs: 7 * 24 * 3600 * 1000, HeadroomMs: 7*24*3600*1000 - 90_000},
