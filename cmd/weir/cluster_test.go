@@ -227,6 +227,16 @@ func TestResetReplaysFromScratch(t *testing.T) {
 		t.Fatalf("a refused reset changed offsets %v -> %v, or the changelog", before, after)
 	}
 
+	// Dry runs of the other modes plan from the committed offsets (10 on
+	// partition 0) and from the records' times.
+	code, out, errOut = weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-shift-by", "-3", "-dry-run")
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("offset %s/0: 10 -> 7", a.in)) {
+		t.Fatalf("-shift-by -3 dry run = %d: %s%s", code, out, errOut)
+	}
+	code, out, errOut = weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-datetime", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "-dry-run")
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("offset %s/0: 10 -> 10", a.in)) {
+		t.Fatalf("-to-datetime (after every record) dry run = %d: %s%s", code, out, errOut)
+	}
 	code, out, errOut = weirCmd(t, "reset", "-brokers", brokers, "-app", a.id, "-to-earliest", "-dry-run")
 	if code != exitOK || !strings.Contains(out, "dry run") || !strings.Contains(out, a.id+"-counts-changelog") {
 		t.Fatalf("dry run = %d: %s%s", code, out, errOut)
