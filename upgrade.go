@@ -146,8 +146,11 @@ func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *
 	if err := a.followReset(db, dir, old.ResetEpoch); err != nil {
 		return nil, err
 	}
+	// Without the layout the comparison is right about what it refuses;
+	// the differences it only reports are logged by recordUpgrade, which
+	// knows partition counts and which stores follow their input topic.
 	diffs := CompareDescriptors(old, describe(&a.cfg, a.graph, nil))
-	if err := a.settle(diffs, func(store string) error {
+	if err := a.settle(diffs, false, func(store string) error {
 		for _, s := range old.Stores {
 			if s.Name == store && s.Changelog == graph.ChangelogTopic(a.cfg.ApplicationID, store) {
 				if err := admin.DeleteTopic(s.Changelog); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
@@ -171,13 +174,14 @@ func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *
 	cur := describe(&a.cfg, a.graph, lay)
 	if old != nil {
 		cur.ResetEpoch = old.ResetEpoch
-		var partitions []Difference
+		var diffs []Difference
 		for _, d := range CompareDescriptors(old, cur) {
-			if d.Refused && d.Store != "" && strings.Contains(d.What, "partitions") {
-				partitions = append(partitions, d)
+			// checkUpgrade settled the other refusals already.
+			if !d.Refused || d.Store != "" && strings.Contains(d.What, "partitions") {
+				diffs = append(diffs, d)
 			}
 		}
-		if err := a.settle(partitions, db.DropStore); err != nil {
+		if err := a.settle(diffs, true, db.DropStore); err != nil {
 			return err
 		}
 		if old.String() == cur.String() {
@@ -187,15 +191,18 @@ func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *
 	return WriteDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur)
 }
 
-// settle logs the differences and refuses the start on a refused one
-// whose store Config.AllowDropState does not name; for the ones it names,
-// drop deletes the store's state first.
-func (a *App) settle(diffs []Difference, drop func(store string) error) error {
+// settle refuses the start on a refused difference whose store
+// Config.AllowDropState does not name, listing every difference; for the
+// ones it names, drop deletes the store's state first. With logChanges
+// it logs the differences that are not refused.
+func (a *App) settle(diffs []Difference, logChanges bool, drop func(store string) error) error {
 	var refused bool
 	for _, d := range diffs {
 		switch {
 		case !d.Refused:
-			a.cfg.Logger.Info("topology changed", "application", a.cfg.ApplicationID, "change", d.String())
+			if logChanges {
+				a.cfg.Logger.Info("topology changed", "application", a.cfg.ApplicationID, "change", d.String())
+			}
 		case d.Store != "" && a.allowedToDrop(d.Store):
 		default:
 			refused = true
