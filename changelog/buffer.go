@@ -1,6 +1,8 @@
 package changelog
 
 import (
+	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -59,15 +61,39 @@ func nonNil(v []byte) []byte {
 	return v
 }
 
-// Put implements Bytes.
+// MaxKeyBytes is the longest key a store takes: Badger takes keys of up
+// to 65,000 bytes with the store's prefix. A longer key is refused when it
+// is put, before anything reaches the changelog: a changelog record the
+// local state cannot hold would fail every restore of the store after it.
+const MaxKeyBytes = 64_000
+
+// ErrKeyTooLarge is matched (errors.Is) by the error of a Put or Delete of
+// a key longer than MaxKeyBytes.
+var ErrKeyTooLarge = errors.New("changelog: store key too large")
+
+func checkKey(key []byte) error {
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("%w: a key of %d bytes is over the limit of %d (Badger's is %d with the store's prefix)", ErrKeyTooLarge, len(key), MaxKeyBytes, badgerMaxKey)
+	}
+	return nil
+}
+
+// Put implements Bytes. It refuses a key longer than MaxKeyBytes.
 func (b *Buffer) Put(key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
 	b.set(key, bufEntry{value: append([]byte{}, value...)})
 	return nil
 }
 
 // Delete implements Bytes. The deletion is buffered even when the key is
-// absent from the base, so the changelog gets a tombstone for it.
+// absent from the base, so the changelog gets a tombstone for it. It
+// refuses a key longer than MaxKeyBytes.
 func (b *Buffer) Delete(key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
 	b.set(key, bufEntry{deleted: true})
 	return nil
 }

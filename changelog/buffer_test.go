@@ -1,10 +1,13 @@
 package changelog
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -176,5 +179,33 @@ func TestBufferClearLetsGoOfALargeBuffer(t *testing.T) {
 	b.Put([]byte("a"), []byte("1"))
 	if v, _ := b.Get([]byte("a")); string(v) != "1" || b.Len() != 1 || len(b.Changes()) != 1 {
 		t.Errorf("after Clear: Get = %q, Len = %d, Changes = %+v", v, b.Len(), b.Changes())
+	}
+}
+
+// A key Badger could not hold is refused when it is put, so it never
+// reaches the changelog (which every later restore would then fail on).
+func TestBufferRefusesKeysBadgerCannotHold(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := NewBuffer(db.Space("s", 0))
+	long := bytes.Repeat([]byte("k"), MaxKeyBytes+1)
+	if err := b.Put(long, []byte("v")); !errors.Is(err, ErrKeyTooLarge) || strings.Contains(err.Error(), "kkkk") {
+		t.Fatalf("Put of a %d-byte key = %v; want ErrKeyTooLarge, without the key", len(long), err)
+	}
+	if err := b.Delete(long); !errors.Is(err, ErrKeyTooLarge) {
+		t.Fatalf("Delete = %v", err)
+	}
+	if b.Len() != 0 || len(b.Changes()) != 0 {
+		t.Fatalf("the refused key was buffered: %d changes", len(b.Changes()))
+	}
+	if err := b.Put(long[:MaxKeyBytes], []byte("v")); err != nil {
+		t.Fatalf("Put of a %d-byte key: %v", MaxKeyBytes, err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatalf("the longest key taken does not fit in Badger: %v", err)
 	}
 }

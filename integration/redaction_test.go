@@ -137,8 +137,8 @@ func (p *redactCheck) Process(ctx processor.Context[string, string], rec process
 func (p *redactCheck) Close() error { return nil }
 
 // bigKeyTopology keeps every record under a key of about 70 kB made of
-// the record's key, over the 65000 bytes that Badger takes: the commit
-// that writes it to the local state fails.
+// the record's key, over the 65000 bytes that Badger takes: the store
+// refuses it.
 func bigKeyTopology(in string) *processor.Topology {
 	store := processor.KeyValue("big-keys", serde.String(), serde.String())
 	t := processor.NewTopology()
@@ -574,15 +574,17 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 		t.Errorf("Run = %v, want a *weir.RecordError at %s/0@0, node in, caused by a *serde.SizeError", err, failIn)
 	}
 
-	// 5. A store key over Badger's limit: the commit that writes it to the
-	// local state fails.
+	// 5. A store key over the limit Badger imposes: refused when it is put,
+	// so Run stops at the record (the Fail policy), before its changelog
+	// record could be committed.
 	bigIn, bigApp := c.Name(t, "big-in"), c.Name(t, "big-app")
 	c.CreateTopic(t, bigIn, 1, nil)
 	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: bigIn, Key: sarama.StringEncoder(redactMarker + "-big"), Value: sarama.StringEncoder(redactMarker + " value")})
+	var recErr *weir.RecordError
 	if err := rc.ran(runUntilDone(t, bigKeyTopology(bigIn), rc.config(c, bigApp, t))); err == nil {
 		t.Error("Run of a store key over Badger's limit returned nil")
-	} else if !strings.Contains(err.Error(), "over Badger's limit") {
-		t.Errorf("Run = %v, want it to say the key is over Badger's limit", err)
+	} else if !errors.Is(err, changelog.ErrKeyTooLarge) || !errors.As(err, &recErr) || recErr.Topic != bigIn {
+		t.Errorf("Run = %v, want a RecordError at %s for a store key too large", err, bigIn)
 	}
 
 	// 6. A window store's changelog holding a record that is not a window
