@@ -25,48 +25,25 @@ import (
 )
 
 // secureListener is the broker's SASL_SSL listener and its test users.
-type secureListener struct {
-	brokers              []string
-	caFile               string
-	scramUser, scramPass string
-	plainUser, plainPass string
-}
+type secureListener struct{ kafka.SecureListener }
 
 // saslSSL returns the SASL_SSL listener make kafka-up describes in its
 // environment, skipping the test without it (failing under CI=true).
-func saslSSL(t *testing.T) secureListener {
-	t.Helper()
-	l := secureListener{
-		caFile:    os.Getenv("WEIR_SASL_SSL_CA_FILE"),
-		scramUser: os.Getenv("WEIR_SASL_SSL_SCRAM_USER"), scramPass: os.Getenv("WEIR_SASL_SSL_SCRAM_PASSWORD"),
-		plainUser: os.Getenv("WEIR_SASL_SSL_PLAIN_USER"), plainPass: os.Getenv("WEIR_SASL_SSL_PLAIN_PASSWORD"),
-	}
-	if b := os.Getenv("WEIR_SASL_SSL_BOOTSTRAP_SERVERS"); b != "" {
-		l.brokers = strings.Split(b, ",")
-	}
-	if len(l.brokers) == 0 || l.caFile == "" || l.scramUser == "" {
-		msg := "no SASL_SSL listener in the environment (WEIR_SASL_SSL_*): start the cluster with make kafka-up"
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return l
-}
+func saslSSL(t *testing.T) secureListener { return secureListener{kafka.SASLSSL(t)} }
 
 // securedConfig is a Config for the SASL_SSL listener with mechanism m.
 func (l secureListener) config(t *testing.T, app string, m weir.SASLMechanism) weir.Config {
-	user, pass := l.scramUser, l.scramPass
+	user, pass := l.SCRAMUser, l.SCRAMPassword
 	if m == weir.SASLPlain {
-		user, pass = l.plainUser, l.plainPass
+		user, pass = l.PlainUser, l.PlainPassword
 	}
 	return weir.Config{
 		ApplicationID: app,
-		Brokers:       l.brokers,
+		Brokers:       l.Brokers,
 		StateDir:      t.TempDir(),
 		Guarantee:     weir.ExactlyOnce,
 		Security: weir.Security{
-			TLS:  &weir.TLS{CAFile: l.caFile},
+			TLS:  &weir.TLS{CAFile: l.CAFile},
 			SASL: weir.SASL{Mechanism: m, User: user, Password: pass},
 		},
 		Logger: testLogger(t),

@@ -75,12 +75,9 @@ type storeRow struct {
 func describeCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	var c common
 	fs := newFlags("describe", "-app ID [-o table|json]", errOut, &c)
-	format := fs.String("o", "table", "output: table or json")
+	c.outputFlag(fs)
 	if err := parse(fs, args, &c); err != nil {
 		return err
-	}
-	if *format != "table" && *format != "json" {
-		return &usageError{fmt.Sprintf("-o %q: want table or json", *format)}
 	}
 	cl, err := connect(c)
 	if err != nil {
@@ -91,7 +88,7 @@ func describeCmd(ctx context.Context, args []string, out, errOut io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *format == "json" {
+	if c.format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)

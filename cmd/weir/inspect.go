@@ -36,15 +36,12 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	key := fs.String("key", "", "show only this key (as text, or hex:<digits>)")
 	limit := fs.Int("limit", 100, "show at most this many keys (0: all)")
 	registry := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL: Avro keys and values (Confluent framing) are decoded with its schemas (default $WEIR_SCHEMA_REGISTRY_URL)")
-	format := fs.String("o", "table", "output: table or json")
+	c.outputFlag(fs)
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
 	if *store == "" {
 		return &usageError{"-store is required"}
-	}
-	if *format != "table" && *format != "json" {
-		return &usageError{fmt.Sprintf("-o %q: want table or json", *format)}
 	}
 	if *limit < 0 {
 		return &usageError{"-limit is negative"}
@@ -102,7 +99,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		rows = append(rows, entry{Partition: e.partition, Offset: e.offset, Key: fmt.Sprint(k), Value: v})
 	}
-	if *format == "json" {
+	if c.format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)

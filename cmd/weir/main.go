@@ -128,6 +128,14 @@ type common struct {
 	tls                       bool
 	caFile, certFile, keyFile string
 	mechanism, user           string
+	// format is the -o flag of the commands that print a report (see
+	// outputFlag); "" when the command has none.
+	format string
+}
+
+// outputFlag registers -o (table or json), which parse checks.
+func (c *common) outputFlag(fs *flag.FlagSet) {
+	fs.StringVar(&c.format, "o", "table", "output: table or json")
 }
 
 // newFlags returns a command's flag set with the common flags; its usage
@@ -177,6 +185,9 @@ func parse(fs *flag.FlagSet, args []string, c *common) error {
 	}
 	if strings.TrimSpace(c.brokers) == "" {
 		return &usageError{"-brokers is empty"}
+	}
+	if c.format != "" && c.format != "table" && c.format != "json" {
+		return &usageError{fmt.Sprintf("-o %q: want table or json", c.format)}
 	}
 	if _, err := c.security(); err != nil {
 		return &usageError{err.Error()}
