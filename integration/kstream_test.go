@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -137,12 +138,19 @@ func waitWordCounts(t *testing.T, c *kafka.Env, topic string, want map[string]in
 func checkWordUpdates(t *testing.T, topic string, got []*sarama.ConsumerMessage, want map[string]int64, cached bool) {
 	t.Helper()
 	updates := map[string][]int64{}
+	versions := map[string]uint64{}
 	for _, m := range got {
 		n, err := serde.Int64().Deserialize(topic, m.Value)
 		if err != nil {
 			t.Fatalf("%s/%d@%d: %v", topic, m.Partition, m.Offset, err)
 		}
 		updates[string(m.Key)] = append(updates[string(m.Key)], n)
+		// Each update carries its version, larger than the key's last.
+		v, ok := recordVersion(m)
+		if !ok || v <= versions[string(m.Key)] {
+			t.Fatalf("%s/%d@%d (word %q): version %d (found %v) after %d", topic, m.Partition, m.Offset, m.Key, v, ok, versions[string(m.Key)])
+		}
+		versions[string(m.Key)] = v
 	}
 	if gotWords, wantWords := slices.Sorted(maps.Keys(updates)), slices.Sorted(maps.Keys(want)); !slices.Equal(gotWords, wantWords) {
 		t.Fatalf("broker counted words %v, want %v", gotWords, wantWords)
@@ -173,6 +181,15 @@ func checkWordUpdates(t *testing.T, topic string, got []*sarama.ConsumerMessage,
 	if cached {
 		t.Logf("%d updates written; the record cache held back %d", total, held)
 	}
+}
+
+// recordVersion reads the version of a table update (VersionHeader).
+func recordVersion(m *sarama.ConsumerMessage) (uint64, bool) {
+	hs := make([]processor.Header, 0, len(m.Headers))
+	for _, h := range m.Headers {
+		hs = append(hs, processor.Header{Key: string(h.Key), Value: h.Value})
+	}
+	return processor.RecordVersion(hs)
 }
 
 // dslWindowedCount counts the records of in per key in 1 s tumbling

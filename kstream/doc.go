@@ -69,7 +69,9 @@
 // [Grouped.Count], [Grouped.Reduce] and [Grouped.Aggregate] keep their
 // result in a key-value store and return a [Table] whose
 // [Table.ToStream] emits its updates (through the record cache when
-// Config.CacheMaxBytes turns it on). A
+// Config.CacheMaxBytes turns it on), each with its version in the header
+// processor.VersionHeader, so that a sink can apply only newer updates
+// (docs/operations.md, "Idempotent sinks"). A
 // record whose Kafka key is null is skipped by an aggregation, as in
 // Kafka Streams: it changes no state, emits nothing, and is counted in
 // weir_records_dropped_total{reason="null_key"}. A record that a GroupBy

@@ -227,9 +227,11 @@ func droppedNullKey[K, V any](store processor.KeyValueStore[K, V], keys serde.Se
 
 // ToStream returns the stream of the table's updates: one record per
 // update, with the key, the new value, and the timestamp and headers of
-// the input record that caused it. A deletion is a tombstone
-// (processor.Record.Tombstone, the zero value), which a sink writes with
-// a null value. An aggregation's record cache (see [Grouped.Count]) makes
+// the input record that caused it, plus the update's version in the
+// header processor.VersionHeader (a key's versions increase, so that a
+// sink can apply an update only if it is newer: see VersionHeader). A
+// deletion is a tombstone (processor.Record.Tombstone, the zero value),
+// which a sink writes with a null value. An aggregation's record cache (see [Grouped.Count]) makes
 // a key's updates between two commits one record, the latest. The stream
 // is named as the table and is partitioned by its key. Kafka Streams'
 // KTable.toStream.
@@ -238,7 +240,8 @@ func (t *Table[K, V]) ToStream() *Stream[K, V] {
 		return t.stream
 	}
 	n := t.b.t.AddProcessor(t.name+"-tostream", processor.Func(func(ctx processor.Context[K, V], rec processor.Record[K, change[V]]) error {
-		return ctx.Forward(processor.Record[K, V]{Key: rec.Key, Value: rec.Value.new, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: !rec.Value.hasNew})
+		return ctx.Forward(processor.Record[K, V]{Key: rec.Key, Value: rec.Value.new, Timestamp: rec.Timestamp,
+			Headers: processor.StampVersion(rec.Headers, ctx.NextVersion()), Tombstone: !rec.Value.hasNew})
 	}), t.node)
 	t.stream = &Stream[K, V]{b: t.b, node: n, name: t.name, keys: t.keys}
 	return t.stream

@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
 )
@@ -322,4 +324,58 @@ func TestStreamJoinsATableJoin(t *testing.T) {
 		step{topic: "visits", key: "1", value: "p2", ts: 4},
 	)
 	expectRows(t, d, "out", serde.String(), "1=ann@oslo:p2@4")
+}
+
+// A table's updates carry their version: increasing per key (and per
+// task), replacing a version the input record carried, keeping its other
+// headers. The same holds for a windowed table's updates.
+func TestTableUpdatesCarryIncreasingVersions(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	words := b.Stream("words", "words", serde.String(), serde.String())
+	words.GroupByKey().Count("counts").ToStream().To("counts-out", serde.String(), serde.Int64())
+	words.GroupByKey().WindowedBy(kstream.Tumbling(time.Minute)).Count("windowed").
+		ToStream(kstream.WindowedKey).To("windowed-out", kstream.WindowedSerde(serde.String(), time.Minute), serde.Int64())
+	d, err := weirtest.New(b, weirtest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := weirtest.Input(d, "words", serde.String(), serde.String())
+	stale := processor.Header{Key: processor.VersionHeader, Value: []byte("99999999999")}
+	other := processor.Header{Key: "trace", Value: []byte("t1")}
+	for i, k := range []string{"a", "b", "a", "a", "b"} {
+		if err := in.Pipe(k, "x", at(int64(i)), stale, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, topic := range []string{"counts-out", "windowed-out"} {
+		recs, err := weirtest.Output(d, topic, serde.Bytes(), serde.Int64()).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 5 {
+			t.Fatalf("%s: %d records, want 5", topic, len(recs))
+		}
+		last := map[string]uint64{}
+		for i, r := range recs {
+			v, ok := processor.RecordVersion(r.Headers)
+			if !ok {
+				t.Fatalf("%s: record %d has no version: %v", topic, i, r.Headers)
+			}
+			n := 0
+			for _, h := range r.Headers {
+				if h.Key == processor.VersionHeader {
+					n++
+				}
+			}
+			if n != 1 || !slices.ContainsFunc(r.Headers, func(h processor.Header) bool { return h.Key == "trace" && string(h.Value) == "t1" }) {
+				t.Fatalf("%s: record %d headers %v: want one version and the input's trace header", topic, i, r.Headers)
+			}
+			if v >= 99999999999 || v <= last[string(r.Key)] {
+				t.Fatalf("%s: record %d of key %q has version %d after %d", topic, i, r.Key, v, last[string(r.Key)])
+			}
+			last[string(r.Key)] = v
+		}
+	}
 }

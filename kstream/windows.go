@@ -221,7 +221,8 @@ func (t *WindowedTable[K, V]) Windows() TimeWindows { return t.windows }
 // update of a window, keyed by key(window, aggregate), with the new
 // aggregate and the timestamp and headers of the input record that
 // caused it (Kafka Streams stamps the largest timestamp in the window
-// instead). Every update is emitted; a table from
+// instead), plus the update's version in the header
+// processor.VersionHeader, as [Table.ToStream] does. Every update is emitted; a table from
 // [WindowedTable.Suppress] has one update per window, its final result,
 // stamped as Suppress says. Pass [WindowedKey] to keep the
 // windowed keys, and write them with [WindowedSerde]:
@@ -243,7 +244,8 @@ func (t *WindowedTable[K, V]) ToStream[K2 any](key func(window Windowed[K], valu
 	}
 	name := nameOf(t.name, "tostream", opts)
 	n := t.b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K2, V], rec processor.Record[Windowed[K], V]) error {
-		return ctx.Forward(processor.Record[K2, V]{Key: key(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp, Headers: rec.Headers, Tombstone: rec.Tombstone})
+		return ctx.Forward(processor.Record[K2, V]{Key: key(rec.Key, rec.Value), Value: rec.Value, Timestamp: rec.Timestamp,
+			Headers: processor.StampVersion(rec.Headers, ctx.NextVersion()), Tombstone: rec.Tombstone})
 	}), t.node)
 	return rekeyed(t.b, n, name)
 }

@@ -133,6 +133,7 @@ func (c *nodeContext[K, V]) Metadata() (Metadata, bool) {
 }
 
 func (c *nodeContext[K, V]) StreamTime() time.Time { return c.env.StreamTime() }
+func (c *nodeContext[K, V]) NextVersion() uint64   { return c.env.NextVersion() }
 func (c *nodeContext[K, V]) ApplicationID() string { return c.env.ApplicationID() }
 func (c *nodeContext[K, V]) TaskID() string        { return c.env.TaskID() }
 

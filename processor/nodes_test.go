@@ -25,6 +25,7 @@ type fakeEnv struct {
 	inRecord  bool
 	log       *slog.Logger // nil: discard
 	cache     *graph.CacheBudget
+	version   uint64
 }
 
 type sent struct {
@@ -48,6 +49,7 @@ func (e *fakeEnv) TaskID() string                   { return "0_0" }
 func (e *fakeEnv) Partition() int32                 { return 0 }
 func (e *fakeEnv) Metadata() (graph.Metadata, bool) { return e.meta, e.inRecord }
 func (e *fakeEnv) StreamTime() time.Time            { return time.Time{} }
+func (e *fakeEnv) NextVersion() uint64              { e.version++; return e.version }
 func (e *fakeEnv) Logger() *slog.Logger {
 	if e.log == nil {
 		return slog.New(slog.DiscardHandler)

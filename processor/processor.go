@@ -56,6 +56,13 @@ type Context[K, V any] interface {
 	Metadata() (Metadata, bool)
 	// StreamTime is the largest event time the task has processed.
 	StreamTime() time.Time
+	// NextVersion returns a new version for an update of a table the
+	// processor emits, as the DSL's tables stamp theirs (see
+	// [VersionHeader]): larger than every version the task gave before,
+	// across restarts, moves between instances and a reset or fork of
+	// the application. Every key of a task draws from the one sequence,
+	// and a key belongs to one task, so a key's versions increase.
+	NextVersion() uint64
 	// Schedule calls fn every interval, on the task's stream time or on the
 	// wall clock, until the returned cancel function is called or the task
 	// closes. fn gets the time that triggered it. Stream-time punctuators

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func countTopology(in, out string, keys serde.Serde[string], extra ...processor.
 	return tp
 }
 
-// counter counts records per key.
+// counter counts records per key; each count carries its version
+// (processor.VersionHeader), as a DSL table's updates do.
 type counter struct {
 	spec  *processor.KeyValueSpec[string, int64]
 	store processor.KeyValueStore[string, int64]
@@ -58,7 +60,8 @@ func (c *counter) Process(ctx processor.Context[string, int64], rec processor.Re
 	if err := c.store.Put(rec.Key, n+1); err != nil {
 		return err
 	}
-	return ctx.Forward(processor.Record[string, int64]{Key: rec.Key, Value: n + 1, Timestamp: rec.Timestamp})
+	return ctx.Forward(processor.Record[string, int64]{Key: rec.Key, Value: n + 1, Timestamp: rec.Timestamp,
+		Headers: processor.StampVersion(nil, ctx.NextVersion())})
 }
 
 func (c *counter) Close() error { return nil }
@@ -140,6 +143,27 @@ func (a *app) outputs(t *testing.T, n int) []*sarama.ConsumerMessage {
 	return kafka.ReadAll(t, a.c, a.out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= n })
 }
 
+// versions returns the smallest and largest version of ms, failing the
+// test for a record without one.
+func versions(t *testing.T, ms []*sarama.ConsumerMessage) (lo, hi uint64) {
+	t.Helper()
+	for i, m := range ms {
+		hs := make([]processor.Header, 0, len(m.Headers))
+		for _, h := range m.Headers {
+			hs = append(hs, processor.Header{Key: string(h.Key), Value: h.Value})
+		}
+		v, ok := processor.RecordVersion(hs)
+		if !ok {
+			t.Fatalf("%s/%d@%d has no version", m.Topic, m.Partition, m.Offset)
+		}
+		if i == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	return lo, hi
+}
+
 func keys(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -208,7 +232,7 @@ func TestResetReplaysFromScratch(t *testing.T) {
 	brokers := strings.Join(a.c.Brokers, ",")
 	stop := a.start(t)
 	a.produce(t, 0, time.Now(), keys("k", 10)...)
-	a.outputs(t, 10)
+	first := a.outputs(t, 10)
 
 	// While it runs, describe shows its member and tasks.
 	code, out, errOut := weirCmd(t, "describe", "-brokers", brokers, "-app", a.id, "-o", "json")
@@ -266,6 +290,18 @@ func TestResetReplaysFromScratch(t *testing.T) {
 	stop = a.start(t, reg)
 	defer stop()
 	got := a.outputs(t, 20)
+	// The recomputed counts carry larger versions than those they
+	// replace, so that a sink applying only newer updates takes them.
+	_, lastBefore := versions(t, first)
+	var recomputed []*sarama.ConsumerMessage
+	for _, m := range got {
+		if !slices.ContainsFunc(first, func(f *sarama.ConsumerMessage) bool { return f.Partition == m.Partition && f.Offset == m.Offset }) {
+			recomputed = append(recomputed, m)
+		}
+	}
+	if firstAfter, _ := versions(t, recomputed); len(recomputed) != 10 || firstAfter <= lastBefore {
+		t.Fatalf("%d recomputed counts, versions from %d; want 10, above the %d before the reset", len(recomputed), firstAfter, lastBefore)
+	}
 	last := map[string]int64{}
 	for _, m := range got {
 		n, err := serde.Int64().Deserialize(a.out, m.Value)
@@ -411,6 +447,12 @@ func TestForkContinuesLikeTheSource(t *testing.T) {
 			out[string(m.Key)] = n
 		}
 		return out
+	}
+	// A rollback to the fork: its updates supersede those of the
+	// source's continued run, which it replaces.
+	_, abandoned := versions(t, source)
+	if first, _ := versions(t, fork); first <= abandoned {
+		t.Fatalf("the fork's versions start at %d, not above the source's %d", first, abandoned)
 	}
 	want, got := last(source), last(fork)
 	if len(want) != 20 || fmt.Sprint(want) != fmt.Sprint(got) {

@@ -320,7 +320,7 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 }
 
 // copyOffsets commits the source group's offsets (with their metadata:
-// weir keeps stream time there) for group to.
+// weir keeps stream time and the last table version there) for group to.
 func copyOffsets(cl *cluster, from, to string, offsets map[string]map[int32]int64) error {
 	parts := map[string][]int32{}
 	for topic, ps := range offsets {

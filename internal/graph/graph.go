@@ -288,6 +288,10 @@ type TaskEnv interface {
 	Metadata() (Metadata, bool)
 	// StreamTime is the largest event time the task has seen.
 	StreamTime() time.Time
+	// NextVersion returns a version for a table update the task emits:
+	// larger than every version the task gave before, also across a
+	// restart and a move to another instance.
+	NextVersion() uint64
 	// Schedule runs fn every interval on the chosen clock until cancel.
 	Schedule(node string, interval time.Duration, typ PunctuationType, fn func(time.Time) error) (cancel func(), err error)
 	// Send hands a serialized record to the task's producer. partition < 0

@@ -102,6 +102,29 @@ func (t *Task) Partition() int32 { return t.id.Partition }
 // StreamTime implements graph.TaskEnv.
 func (t *Task) StreamTime() time.Time { return t.streamTime }
 
+// NextVersion implements graph.TaskEnv: a hybrid logical clock in
+// microseconds. It is the wall clock (Config.Clock) in Unix microseconds,
+// or one more than the last version when that is not smaller, so that it
+// never repeats or goes back within the task, whatever the clock does;
+// the last version is committed with the offsets (Progress), and a task's
+// next owner continues after it even when its own clock is behind.
+//
+// The wall clock is what makes a version larger than any the task gave
+// before a crash without committing it: at least once, those records
+// were written, and the records replayed after the crash must supersede
+// them. That holds while the task's clock runs ahead of its versions,
+// that is unless it gave more than one version per microsecond for as
+// long as the restart took, and while the instances' clocks agree to
+// better than the time a task takes to move.
+func (t *Task) NextVersion() uint64 {
+	v := uint64(max(t.now().UnixMicro(), 0))
+	if v <= t.version {
+		v = t.version + 1
+	}
+	t.version = v
+	return v
+}
+
 // Logger implements graph.TaskEnv.
 func (t *Task) Logger() *slog.Logger { return t.log }
 

@@ -288,49 +288,105 @@ func (t *Task) nodeFailed(node string) {
 // Offsets adds the task's uncommitted positions to out.
 //
 // meta, when not nil, gets the metadata to commit with each offset: the
-// task's stream time (EncodeStreamTime), so that the task's next owner
-// starts from it rather than from its first record's time.
+// task's stream time and the last version it gave (see EncodeProgress),
+// so that the task's next owner starts from them rather than from its
+// first record's time and the wall clock. When the version moved but no
+// offset did (a punctuator wrote table updates), every partition is
+// committed again where it stands, so that the version is not lost.
 func (t *Task) Offsets(out map[string]map[int32]int64, meta map[string]map[int32]string) {
-	var st string
+	var enc string
+	versionMoved := meta != nil && t.version != t.committedVersion
 	for _, p := range t.parts {
-		if p.consumed < 0 || p.consumed == p.committed {
-			continue
+		off := p.consumed
+		if off < 0 || off == p.committed {
+			if !versionMoved {
+				continue
+			}
+			if off < 0 {
+				off = max(p.committed, p.start)
+			}
+			if off < 0 {
+				continue // no position known yet: nothing can be committed
+			}
 		}
 		if out[p.tp.Topic] == nil {
 			out[p.tp.Topic] = map[int32]int64{}
 		}
-		out[p.tp.Topic][p.tp.Partition] = p.consumed
-		if meta == nil || t.streamTime.IsZero() {
+		out[p.tp.Topic][p.tp.Partition] = off
+		if meta == nil || (t.streamTime.IsZero() && t.version == 0) {
 			continue
 		}
-		if st == "" {
-			st = EncodeStreamTime(t.streamTime)
+		if enc == "" {
+			enc = EncodeProgress(Progress{StreamTime: t.streamTime, Version: t.version})
 		}
 		if meta[p.tp.Topic] == nil {
 			meta[p.tp.Topic] = map[int32]string{}
 		}
-		meta[p.tp.Topic][p.tp.Partition] = st
+		meta[p.tp.Topic][p.tp.Partition] = enc
 	}
 }
 
-// streamTimePrefix starts the offset metadata weir commits: the version
-// of its format, then the task's stream time in Unix milliseconds.
-const streamTimePrefix = "weir1:"
-
-// EncodeStreamTime is the offset metadata weir commits for a task whose
-// stream time is st.
-func EncodeStreamTime(st time.Time) string {
-	return streamTimePrefix + strconv.FormatInt(st.UnixMilli(), 10)
+// Progress is what a task commits with its offsets as their metadata:
+// what its next owner needs beyond the positions.
+type Progress struct {
+	// StreamTime is the task's stream time; zero before its first record.
+	StreamTime time.Time
+	// Version is the last table-output version the task gave (see
+	// NextVersion); 0 before the first.
+	Version uint64
 }
 
-// DecodeStreamTime reads the stream time EncodeStreamTime wrote; false for
-// metadata of any other form (none, another client's, a later version).
-func DecodeStreamTime(meta string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(meta, streamTimePrefix)
+// The offset metadata weir commits starts with the version of its format:
+// "weir1:<stream time in Unix ms>" (before table-output versions) or
+// "weir2:<stream time in Unix ms, empty when none>:<version>".
+const (
+	progressV1 = "weir1:"
+	progressV2 = "weir2:"
+)
+
+// EncodeProgress is the offset metadata weir commits for a task that
+// reached p.
+func EncodeProgress(p Progress) string {
+	ms := ""
+	if !p.StreamTime.IsZero() {
+		ms = strconv.FormatInt(p.StreamTime.UnixMilli(), 10)
+	}
+	return progressV2 + ms + ":" + strconv.FormatUint(p.Version, 10)
+}
+
+// DecodeProgress reads the progress EncodeProgress (or an earlier weir)
+// wrote; false for metadata of any other form (none, another client's, a
+// later format).
+func DecodeProgress(meta string) (Progress, bool) {
+	if rest, ok := strings.CutPrefix(meta, progressV1); ok {
+		st, ok := decodeMillis(rest)
+		return Progress{StreamTime: st}, ok && !st.IsZero()
+	}
+	rest, ok := strings.CutPrefix(meta, progressV2)
 	if !ok {
-		return time.Time{}, false
+		return Progress{}, false
 	}
-	ms, err := strconv.ParseInt(rest, 10, 64)
+	ms, ver, ok := strings.Cut(rest, ":")
+	if !ok {
+		return Progress{}, false
+	}
+	var p Progress
+	if ms != "" {
+		if p.StreamTime, ok = decodeMillis(ms); !ok {
+			return Progress{}, false
+		}
+	}
+	v, err := strconv.ParseUint(ver, 10, 64)
+	if err != nil {
+		return Progress{}, false
+	}
+	p.Version = v
+	return p, true
+}
+
+// decodeMillis reads a non-negative count of Unix milliseconds.
+func decodeMillis(s string) (time.Time, bool) {
+	ms, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || ms < 0 {
 		return time.Time{}, false
 	}
@@ -348,6 +404,7 @@ func (t *Task) Committed(out map[string]map[int32]int64) {
 		p.done = p.done[:0]
 	}
 	t.committedTime = t.streamTime
+	t.committedVersion = t.version
 }
 
 // graph.TaskEnv, for the task's node instances.
@@ -365,7 +422,8 @@ func (p *Input) Queue() *Queue { return p.q }
 //
 // meta is the metadata committed with the partition's offset: the stream
 // time a previous owner reached (see Offsets), which the task's stream
-// time starts from, so that windows it closed stay closed.
+// time starts from, so that windows it closed stay closed, and the last
+// version it gave, which the task's versions continue after.
 func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta string) bool {
 	p := t.byTP[tp]
 	if p == nil {
@@ -374,8 +432,13 @@ func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta strin
 	p.q, p.hwm, p.start, p.head, p.consumed, p.committed = q, hwm, start, nil, -1, -1
 	p.done, p.redo = nil, nil
 	t.fetchWaitSince = time.Time{}
-	if st, ok := DecodeStreamTime(meta); ok && st.After(t.streamTime) {
-		t.streamTime, t.committedTime = st, st
+	if pr, ok := DecodeProgress(meta); ok {
+		if pr.StreamTime.After(t.streamTime) {
+			t.streamTime, t.committedTime = pr.StreamTime, pr.StreamTime
+		}
+		if pr.Version > t.version {
+			t.version, t.committedVersion = pr.Version, pr.Version
+		}
 	}
 	return true
 }

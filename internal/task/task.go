@@ -45,9 +45,12 @@ type Task struct {
 	// committedTime is the stream time at the last commit, where a rewind
 	// takes the task back to.
 	committedTime time.Time
-	meta          graph.Metadata
-	inRecord      bool
-	punctNode     string // the node whose punctuator runs
+	// version is the last table-output version the task gave (see
+	// NextVersion), committedVersion the one committed last.
+	version, committedVersion uint64
+	meta                      graph.Metadata
+	inRecord                  bool
+	punctNode                 string // the node whose punctuator runs
 	// nulls drops the empty-key writes of a record whose Kafka key is
 	// null (see nullkey.go).
 	nulls nullKeys
