@@ -47,13 +47,7 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 		fmt.Fprintf(out, "note: the descriptor is of application %q; comparing it with %q\n", cur.ApplicationID, c.app)
 	}
 	diffs := weir.CompareDescriptors(old, cur)
-	var stores []string
-	for _, d := range diffs {
-		fmt.Fprintln(out, d)
-		if d.Refused {
-			stores = append(stores, d.Store)
-		}
-	}
+	stores := printDifferences(out, diffs)
 	if *registry != "" {
 		incompatible, err := checkSchemas(ctx, *registry, c.app, cur, out)
 		if err != nil {
@@ -66,6 +60,18 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 	}
 	fmt.Fprintf(out, "compatible: %d difference(s), none that loses state\n", len(diffs))
 	return nil
+}
+
+// printDifferences prints diffs, one per line, and returns the stores
+// of the refused ones.
+func printDifferences(out io.Writer, diffs []weir.Difference) (refused []string) {
+	for _, d := range diffs {
+		fmt.Fprintln(out, d)
+		if d.Refused {
+			refused = append(refused, d.Store)
+		}
+	}
+	return refused
 }
 
 // checkSchemas checks each registry schema of cur's stores with the

@@ -54,23 +54,7 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	verb := "forks"
-	if *dryRun {
-		verb = "would fork (dry run: nothing changed)"
-	}
-	fmt.Fprintf(out, "%s %s to %s:\n", verb, c.app, *to)
-	for _, s := range d.Sources {
-		for _, p := range sortedKeys(committed[s.Topic]) {
-			fmt.Fprintf(out, "  offset %s/%d: %d\n", s.Topic, p, committed[s.Topic][p])
-		}
-	}
-	for _, cp := range copies {
-		var n int64
-		for _, p := range cp.partitions {
-			n += cp.end[p] - cp.start[p]
-		}
-		fmt.Fprintf(out, "  %s %s -> %s: offsets %d records' worth in %d partitions\n", cp.kind, cp.from, cp.to, n, len(cp.partitions))
-	}
+	printForkPlan(out, c.app, *to, d, committed, copies, *dryRun)
 	if *dryRun {
 		return nil
 	}
@@ -94,6 +78,28 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	fmt.Fprintln(out, "done: every copy verified (records and checksum per partition)")
 	return nil
+}
+
+// printForkPlan prints what a fork of from to to copies: the committed
+// offsets of d's sources and the topics.
+func printForkPlan(out io.Writer, from, to string, d *weir.Descriptor, committed map[string]map[int32]int64, copies []forkCopy, dryRun bool) {
+	verb := "forks"
+	if dryRun {
+		verb = "would fork (dry run: nothing changed)"
+	}
+	fmt.Fprintf(out, "%s %s to %s:\n", verb, from, to)
+	for _, s := range d.Sources {
+		for _, p := range sortedKeys(committed[s.Topic]) {
+			fmt.Fprintf(out, "  offset %s/%d: %d\n", s.Topic, p, committed[s.Topic][p])
+		}
+	}
+	for _, cp := range copies {
+		var n int64
+		for _, p := range cp.partitions {
+			n += cp.end[p] - cp.start[p]
+		}
+		fmt.Fprintf(out, "  %s %s -> %s: offsets %d records' worth in %d partitions\n", cp.kind, cp.from, cp.to, n, len(cp.partitions))
+	}
 }
 
 // checkFresh refuses a target application that has a group with offsets

@@ -104,6 +104,12 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
+	return writeInspectTable(out, rows, sd.Changelog)
+}
+
+// writeInspectTable prints rows, read from changelog, as a table. Values
+// that are not text (Avro records, numbers) are shown as JSON.
+func writeInspectTable(out io.Writer, rows []entry, changelog string) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tOFFSET\tKEY\tVALUE")
 	for _, r := range rows {
@@ -117,7 +123,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d key(s) from %s\n", len(rows), sd.Changelog)
+	fmt.Fprintf(out, "%d key(s) from %s\n", len(rows), changelog)
 	return nil
 }
 

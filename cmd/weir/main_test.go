@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
@@ -175,4 +176,59 @@ func checkGolden(t *testing.T, name, got string) {
 	if got != string(want) {
 		t.Errorf("%s changed (go test -update rewrites it):\n got:\n%s\nwant:\n%s", name, got, want)
 	}
+}
+
+// What check-upgrade prints for the differences of two descriptors: a new
+// store, and a store whose key serde changed (refused).
+func TestCheckUpgradeDifferencesGolden(t *testing.T) {
+	t.Parallel()
+	read := func(name string) *weir.Descriptor {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := weir.ParseDescriptor(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var b bytes.Buffer
+	refused := printDifferences(&b, weir.CompareDescriptors(read("wordcount-v1.json"), read("wordcount-v2.json")))
+	if strings.Join(refused, ",") != "counts" {
+		t.Fatalf("refused stores %v, want counts", refused)
+	}
+	checkGolden(t, "check-upgrade.golden", b.String())
+}
+
+// The plan fork prints, on a fixed plan.
+func TestForkPlanGolden(t *testing.T) {
+	t.Parallel()
+	d := &weir.Descriptor{ApplicationID: "wordcount", Sources: []weir.TopicDescriptor{{Topic: "text-input"}}}
+	committed := map[string]map[int32]int64{"text-input": {1: 800, 0: 1150}, "wordcount-words-repartition": {0: 4990}}
+	copies := []forkCopy{
+		{from: "wordcount-counts-changelog", to: "wordcount-pre-v2-counts-changelog", kind: "changelog", partitions: []int32{0, 1},
+			start: map[int32]int64{0: 0, 1: 0}, end: map[int32]int64{0: 30_000, 1: 12_000}},
+		{from: "wordcount-words-repartition", to: "wordcount-pre-v2-words-repartition", kind: "repartition", partitions: []int32{0},
+			start: map[int32]int64{0: 4990}, end: map[int32]int64{0: 5000}},
+	}
+	var b bytes.Buffer
+	printForkPlan(&b, "wordcount", "wordcount-pre-v2", d, committed, copies, true)
+	checkGolden(t, "fork-plan.golden", b.String())
+}
+
+// The table inspect prints, on fixed entries: text as it is, other values
+// as JSON.
+func TestInspectTableGolden(t *testing.T) {
+	t.Parallel()
+	rows := []entry{
+		{Partition: 0, Offset: 17, Key: "alpha", Value: int64(42)},
+		{Partition: 1, Offset: 3, Key: "beta", Value: "plain text"},
+		{Partition: 1, Offset: 9, Key: "gamma", Value: map[string]any{"count": 2, "last": "2026-12-01T10:00:00Z"}},
+	}
+	var b bytes.Buffer
+	if err := writeInspectTable(&b, rows, "wordcount-counts-changelog"); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "inspect.golden", b.String())
 }
