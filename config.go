@@ -39,16 +39,37 @@ type Config struct {
 	// Guarantee is the processing guarantee. Default ExactlyOnce.
 	Guarantee Guarantee
 
-	// CommitInterval is how often a thread commits. Default 100 ms under
-	// ExactlyOnce and 30 s under AtLeastOnce, as in Kafka Streams'
-	// commit.interval.ms. Minimum 1 ms.
+	// CommitInterval is how often a thread commits while it keeps up with
+	// its input. Default 100 ms under ExactlyOnce and 30 s under
+	// AtLeastOnce, as in Kafka Streams' commit.interval.ms. Minimum 1 ms.
 	CommitInterval time.Duration
+
+	// MaxCommitInterval bounds how far a thread that is behind spaces its
+	// commits. A thread is behind when it had input to process for the
+	// whole interval since its last commit, never waiting for more: it
+	// then doubles the interval to its next commit, up to
+	// MaxCommitInterval; the first time it waits for input, it commits
+	// every CommitInterval again. Fewer commits while catching up mean
+	// fewer transactions' round trips and, with record caches, fewer
+	// updates of a key written (each key's latest per commit), so a
+	// backlog is worked off sooner; what it costs is up to
+	// MaxCommitInterval before results of records that were waiting in
+	// the backlog anyway are visible. Kafka Streams' caches fold updates
+	// over its similarly stretched commits under load.
+	//
+	// Default max(CommitInterval, 1 s): 1 s under ExactlyOnce's default,
+	// no change to AtLeastOnce's 30 s (and at most half a
+	// TransactionTimeout that is set). Set it to CommitInterval to commit
+	// at a fixed interval. It must not be below CommitInterval, and must
+	// be below TransactionTimeout.
+	MaxCommitInterval time.Duration
 
 	// TransactionTimeout bounds an exactly-once transaction: the broker
 	// aborts one left open longer, which is how long read_committed readers
 	// wait behind an instance that died mid-transaction without restarting
-	// (a restart aborts it at once). It must exceed CommitInterval. Default
-	// 10 s. Kafka's transaction.timeout.ms.
+	// (a restart aborts it at once). It must exceed MaxCommitInterval.
+	// Default 10 s, or twice MaxCommitInterval when that is longer.
+	// Kafka's transaction.timeout.ms.
 	TransactionTimeout time.Duration
 
 	// MaxTaskIdle is how long a task with several input partitions waits
@@ -273,6 +294,7 @@ const (
 	defaultThreads            = 1
 	defaultCommitIntervalEOS  = 100 * time.Millisecond
 	defaultCommitIntervalALOS = 30 * time.Second
+	defaultMaxCommitInterval  = time.Second
 	defaultTransactionTimeout = 10 * time.Second
 	defaultQueueRecords       = 1000
 	defaultQueueBytes         = 16 << 20
@@ -323,6 +345,24 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionTimeout > 0 && c.CommitInterval >= c.TransactionTimeout {
 		bad("TransactionTimeout", "%v is not above CommitInterval %v", c.TransactionTimeout, c.CommitInterval)
+	}
+	if c.MaxCommitInterval < 0 {
+		bad("MaxCommitInterval", "negative (%v)", c.MaxCommitInterval)
+	}
+	if c.MaxCommitInterval > 0 {
+		ci := c.CommitInterval
+		if ci == 0 {
+			ci = defaultCommitIntervalEOS
+			if c.Guarantee == AtLeastOnce {
+				ci = defaultCommitIntervalALOS
+			}
+		}
+		if c.MaxCommitInterval < ci {
+			bad("MaxCommitInterval", "%v is below CommitInterval %v", c.MaxCommitInterval, ci)
+		}
+		if c.TransactionTimeout > 0 && c.MaxCommitInterval >= c.TransactionTimeout {
+			bad("TransactionTimeout", "%v is not above MaxCommitInterval %v", c.TransactionTimeout, c.MaxCommitInterval)
+		}
 	}
 	if c.MaxTaskIdle < 0 {
 		bad("MaxTaskIdle", "negative (%v)", c.MaxTaskIdle)
@@ -420,8 +460,16 @@ func (c Config) withDefaults() Config {
 			c.CommitInterval = defaultCommitIntervalALOS
 		}
 	}
+	if c.MaxCommitInterval == 0 {
+		// Within a TransactionTimeout the application chose.
+		longest := defaultMaxCommitInterval
+		if c.TransactionTimeout > 0 {
+			longest = min(longest, c.TransactionTimeout/2)
+		}
+		c.MaxCommitInterval = max(c.CommitInterval, longest)
+	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = max(defaultTransactionTimeout, 2*c.CommitInterval)
+		c.TransactionTimeout = max(defaultTransactionTimeout, 2*c.MaxCommitInterval)
 	}
 	if c.Queue.MaxRecords == 0 {
 		c.Queue.MaxRecords = defaultQueueRecords

@@ -68,6 +68,7 @@ func (c *Config) streamConfig() stream.Config {
 		Client:               c.clientOptions(),
 		ExactlyOnce:          c.Guarantee == ExactlyOnce,
 		CommitInterval:       c.CommitInterval,
+		MaxCommitInterval:    c.MaxCommitInterval,
 		TransactionTimeout:   c.TransactionTimeout,
 		RebalanceTimeout:     c.Consumer.RebalanceTimeout,
 		PurgeInterval:        c.Topics.PurgeInterval,

@@ -95,6 +95,43 @@ func TestTransactionTimeoutAboveCommitInterval(t *testing.T) {
 	}
 }
 
+func TestMaxCommitInterval(t *testing.T) {
+	t.Parallel()
+	base := Config{ApplicationID: "a", Brokers: []string{"h:1"}}
+	for _, c := range []struct {
+		name string
+		cfg  func(Config) Config
+		want time.Duration // the default applied; 0 when Validate must refuse
+	}{
+		{"exactly once", func(c Config) Config { return c }, time.Second},
+		{"at least once", func(c Config) Config { c.Guarantee = AtLeastOnce; return c }, 30 * time.Second},
+		{"a long commit interval", func(c Config) Config { c.CommitInterval = 3 * time.Second; return c }, 3 * time.Second},
+		{"a short transaction timeout", func(c Config) Config { c.TransactionTimeout = time.Second; return c }, 500 * time.Millisecond},
+		{"explicit", func(c Config) Config { c.MaxCommitInterval = 2 * time.Second; return c }, 2 * time.Second},
+		{"below the commit interval", func(c Config) Config { c.Guarantee = AtLeastOnce; c.MaxCommitInterval = time.Second; return c }, 0},
+		{"not below the transaction timeout", func(c Config) Config {
+			c.MaxCommitInterval, c.TransactionTimeout = 2*time.Second, 2*time.Second
+			return c
+		}, 0},
+		{"negative", func(c Config) Config { c.MaxCommitInterval = -time.Second; return c }, 0},
+	} {
+		cfg := c.cfg(base)
+		err := cfg.Validate()
+		if c.want == 0 {
+			if err == nil || !strings.Contains(err.Error(), "MaxCommitInterval") {
+				t.Errorf("%s: Validate = %v, want an error naming MaxCommitInterval", c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Validate = %v", c.name, err)
+		}
+		if d := cfg.withDefaults(); d.MaxCommitInterval != c.want || d.TransactionTimeout <= d.MaxCommitInterval {
+			t.Errorf("%s: MaxCommitInterval %v (TransactionTimeout %v), want %v", c.name, d.MaxCommitInterval, d.TransactionTimeout, c.want)
+		}
+	}
+}
+
 // The runtime takes ErrorPolicy values as task.Policy by conversion.
 func TestErrorPolicyMatchesTheRuntimes(t *testing.T) {
 	if task.Policy(Fail) != task.Fail || task.Policy(Skip) != task.Skip || task.Policy(DeadLetter("d")) != task.DeadLetter("d") {

@@ -62,6 +62,7 @@ var wcVariants = []wcVariant{
 	{Label: "EOS 100ms", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond},
 	{Label: "EOS 100ms DSL", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond, DSL: true},
 	{Label: "EOS 100ms DSL cached", Guarantee: weir.ExactlyOnce, Interval: 100 * time.Millisecond, DSL: true, Cache: true},
+	{Label: "EOS 1s DSL cached", Guarantee: weir.ExactlyOnce, Interval: time.Second, DSL: true, Cache: true},
 	{Label: "ALOS 100ms", Guarantee: weir.AtLeastOnce, Interval: 100 * time.Millisecond},
 }
 

@@ -37,6 +37,7 @@ type Metrics struct {
 	Rebalances     *prometheus.CounterVec // thread
 	Rewinds        *prometheus.CounterVec // thread, mode = in_place|rejoin
 	LastCommit     *prometheus.GaugeVec   // thread: Unix seconds
+	CommitInterval *prometheus.GaugeVec   // thread: seconds
 	RecordsLost    *prometheus.CounterVec // topic, partition
 
 	RestoredRecords *prometheus.CounterVec // store, partition
@@ -140,6 +141,9 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		LastCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_last_commit_timestamp_seconds", ConstLabels: constLabels,
 			Help: "When each thread last committed successfully (or found nothing to commit), as Unix seconds: time() minus it is how long a thread has made no progress."},
 			[]string{"thread"}),
+		CommitInterval: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_commit_interval_seconds", ConstLabels: constLabels,
+			Help: "The interval from each thread's last commit to its next: Config.CommitInterval while the thread keeps up with its input, up to Config.MaxCommitInterval while it is behind."},
+			[]string{"thread"}),
 		Rewinds: counter("rewinds_total", "Aborted transactions after which a thread took its tasks back to their last commit: in place (replaying the records it kept) or by rejoining the group.", "thread", "mode"),
 		RecordsLost: counter("records_lost_total",
 			"Records an input partition lost before they were processed: its committed offset had fallen below the log start (deleted by retention), so consumption restarted at the oldest record.",
@@ -152,7 +156,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered, m.RecordsWritten, m.NodeFailures,
-		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.LastCommit, m.RecordsLost,
+		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.LastCommit, m.CommitInterval, m.RecordsLost,
 		m.RestoredRecords, m.RestoreDuration, m.FullRestores, newCollector(app, src),
 	}
 	for _, c := range cs {

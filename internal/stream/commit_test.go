@@ -1,8 +1,11 @@
 package stream
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/weirstream/weir/internal/txntest"
 )
@@ -72,5 +75,37 @@ func TestRejoinDoesNotWaitForeverForACommit(t *testing.T) {
 	}
 	if !th.inRebalance() {
 		t.Fatal("inRebalance = false after the rebalance was marked")
+	}
+}
+
+// A thread that never waits for input between two commits is behind: it
+// doubles its commit interval, up to MaxCommitInterval; the first wait
+// brings it back to CommitInterval.
+func TestCommitIntervalStretchesWhileBehind(t *testing.T) {
+	t.Parallel()
+	th := failureThread(t, Config{CommitInterval: 100 * time.Millisecond, MaxCommitInterval: 700 * time.Millisecond}, txntest.New(true))
+	th.setInterval(th.in.CommitInterval)
+	var got []time.Duration
+	for _, waited := range []bool{false, false, false, false, true, false} {
+		th.waited = waited
+		th.setInterval(th.nextInterval())
+		got = append(got, th.interval)
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond, 700 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("intervals %v, want %v", got, want)
+	}
+	if th.waited {
+		t.Fatal("the wait was not forgotten after the commit")
+	}
+	var m dto.Metric
+	if err := th.in.Metrics.CommitInterval.WithLabelValues("0").Write(&m); err != nil || m.GetGauge().GetValue() != 0.2 {
+		t.Fatalf("weir_commit_interval_seconds = %v (%v), want 0.2", m.GetGauge().GetValue(), err)
+	}
+	// Without MaxCommitInterval (0), the interval stays fixed.
+	fixed := failureThread(t, Config{CommitInterval: 100 * time.Millisecond}, txntest.New(true))
+	fixed.setInterval(fixed.in.CommitInterval)
+	if fixed.setInterval(fixed.nextInterval()); fixed.interval != 100*time.Millisecond {
+		t.Fatalf("interval %v without MaxCommitInterval", fixed.interval)
 	}
 }

@@ -14,10 +14,13 @@ import (
 // Config is what the stream threads need of the application's
 // configuration (weir.Config, with its defaults applied).
 type Config struct {
-	Brokers            []string
-	Client             *client.Options
-	ExactlyOnce        bool
-	CommitInterval     time.Duration
+	Brokers        []string
+	Client         *client.Options
+	ExactlyOnce    bool
+	CommitInterval time.Duration
+	// MaxCommitInterval bounds the commit interval of a thread that is
+	// behind (see Thread.nextInterval).
+	MaxCommitInterval  time.Duration
 	TransactionTimeout time.Duration
 	RebalanceTimeout   time.Duration
 	PurgeInterval      time.Duration

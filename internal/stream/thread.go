@@ -92,8 +92,13 @@ type Thread struct {
 	order      []assign.TaskID // round-robin order of tasks
 	owner      map[task.TP]*task.Task
 	lastCommit time.Time
-	lastPurge  time.Time
-	fences     []time.Time // recent fencings of the producer
+	// interval is how long after lastCommit the next commit is due (see
+	// nextInterval); waited records that the loop waited for input since
+	// the last commit.
+	interval  time.Duration
+	waited    bool
+	lastPurge time.Time
+	fences    []time.Time // recent fencings of the producer
 	// failure is a record refused under ProductionErrors=Fail: sticky, so
 	// a processor that ignores Send's error cannot commit past it.
 	failure error
@@ -327,6 +332,7 @@ func (th *Thread) loop() error {
 	cfg := th.in
 	th.lastCommit = time.Now()
 	th.lastPurge = time.Now()
+	th.setInterval(cfg.CommitInterval)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastPublish := time.Now()
@@ -359,15 +365,16 @@ func (th *Thread) loop() error {
 				}
 			}
 		}
-		if now.Sub(th.lastCommit) >= cfg.CommitInterval {
+		if now.Sub(th.lastCommit) >= th.interval {
 			if _, err := th.commitDue(); err != nil {
 				return th.shutdown(err)
 			}
+			th.setInterval(th.nextInterval())
 		}
 		if progressed {
 			continue
 		}
-		deadline := th.lastCommit.Add(cfg.CommitInterval)
+		deadline := th.lastCommit.Add(th.interval)
 		if th.inRebalance() {
 			// The commit waits for the assignment: look again later.
 			if later := now.Add(cfg.CommitInterval); later.After(deadline) {
@@ -386,6 +393,7 @@ func (th *Thread) loop() error {
 			deadline = next
 		}
 		timer.Reset(max(time.Until(deadline), time.Millisecond))
+		th.waited = true
 		th.clock.switchTo(idleState)
 		select {
 		case <-th.wake:
@@ -400,6 +408,29 @@ func (th *Thread) loop() error {
 			}
 		}
 	}
+}
+
+// nextInterval is the interval to the commit after the one just made. A
+// thread that did not wait for input once since its previous commit is
+// behind: it doubles the interval, up to MaxCommitInterval, so that
+// fewer commits (their round trips, and with record caches the updates
+// of a key they each write) take from the catching up. Once it has
+// waited, it is back to CommitInterval.
+func (th *Thread) nextInterval() time.Duration {
+	if th.waited {
+		th.waited = false
+		return th.in.CommitInterval
+	}
+	return min(2*th.interval, max(th.in.MaxCommitInterval, th.in.CommitInterval))
+}
+
+// setInterval sets the interval to the next commit, and its gauge.
+func (th *Thread) setInterval(d time.Duration) {
+	if d == th.interval {
+		return
+	}
+	th.interval = d
+	th.in.Metrics.CommitInterval.WithLabelValues(strconv.Itoa(th.idx)).Set(d.Seconds())
 }
 
 // backpressured returns the total time the thread's fetchers have spent
