@@ -87,6 +87,10 @@ type StoreDescriptor struct {
 	// Partitions is the store's partition count (its sub-topology's);
 	// 0 when not known.
 	Partitions int32 `json:"partitions,omitempty"`
+	// PartitionKeyed reports that the store's keys are the keys its
+	// input is partitioned by (processor.Topology.KeyedByPartition):
+	// `weir rescale` can move its entries to a new partition count.
+	PartitionKeyed bool `json:"partition_keyed,omitempty"`
 }
 
 // String returns the descriptor as indented JSON.
@@ -164,7 +168,7 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 	}
 	for _, s := range g.Stores {
 		sd := StoreDescriptor{Name: s.Name, Type: string(s.Kind), KeySerde: s.KeyFormat, ValueSerde: s.ValueFormat,
-			Changelog: graph.ChangelogTopic(app, s.Name), Partitions: storeParts[s.Name]}
+			Changelog: graph.ChangelogTopic(app, s.Name), Partitions: storeParts[s.Name], PartitionKeyed: s.PartitionKeyed}
 		if src, ok := sourceChangelog(lay, s.Name); ok {
 			sd.Changelog = src
 		} else {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -280,3 +281,26 @@ func (a *App) followReset(db *changelog.DB, dir string, epoch int64) error {
 	}
 	return nil
 }
+
+// CommitProgress is what weir commits with each input offset of a task,
+// as the offset's metadata: what the task's next owner continues from
+// besides the position. Operator tools read and write it when they move
+// offsets between applications (`weir fork`, `weir rescale`); its string
+// form is documented in docs/operations.md ("Idempotent sinks").
+type CommitProgress struct {
+	// StreamTime is the task's stream time; zero before its first record.
+	StreamTime time.Time
+	// Version is the last table-output version the task gave
+	// (processor.Context.NextVersion); 0 before the first.
+	Version uint64
+}
+
+// ParseCommitProgress reads offset metadata weir committed; false for
+// metadata of any other form.
+func ParseCommitProgress(metadata string) (CommitProgress, bool) {
+	p, ok := task.DecodeProgress(metadata)
+	return CommitProgress(p), ok
+}
+
+// Metadata returns the offset metadata that carries p.
+func (p CommitProgress) Metadata() string { return task.EncodeProgress(task.Progress(p)) }

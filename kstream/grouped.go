@@ -136,6 +136,7 @@ func aggregate[K, V, A any](g *Grouped[K, V], name string, values serde.Serde[A]
 		return &aggregator[K, V, A]{spec: spec, keys: g.keys, name: name, step: step, cached: cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
+	g.b.t.KeyedByPartition(name)
 	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, lookup: storeLookup(spec)}
 }
 

@@ -166,6 +166,7 @@ func sessionAggregate[K, V, A any](g *SessionWindowedGrouped[K, V], name string,
 		return &sessionAggregator[K, V, A]{spec: spec, keys: keys, name: name, windows: w, step: step, merge: merge, cached: *cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
+	g.b.t.KeyedByPartition(name)
 	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, sessions: &w, cached: cached}
 }
 

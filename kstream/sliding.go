@@ -211,6 +211,7 @@ func slidingAggregate[K, V, A, O any](g *SlidingWindowedGrouped[K, V], name stri
 		return &slidingAggregator[K, V, A, O]{spec: spec, keys: g.keys, name: name, windows: w, init: init, fn: fn, out: out, cached: *cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
+	g.b.t.KeyedByPartition(name)
 	return &WindowedTable[K, O]{b: g.b, node: n, name: name, keys: g.keys, values: outValues, windows: w.asTimeWindows(), cached: cached}
 }
 

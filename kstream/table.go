@@ -71,6 +71,7 @@ func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], value
 		return &tableSource[K, V]{spec: spec, keys: keys, name: name}
 	}, src)
 	b.t.AddStore(spec, n)
+	b.t.KeyedByPartition(name)
 	b.t.UseSourceAsChangelog(name, src)
 	return &Table[K, V]{b: b, node: n, name: name, keys: keys, values: values, lookup: storeLookup(spec)}
 }
@@ -93,6 +94,7 @@ func (b *Builder) VersionedTable[K, V any](name, topic string, keys serde.Serde[
 		return &versionedSource[K, V]{spec: spec, keys: keys, name: name}
 	}, src)
 	b.t.AddStore(spec, n)
+	b.t.KeyedByPartition(name)
 	l := &lookup[K, V]{stores: []string{name},
 		open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
 			st, err := spec.Open(ctx)

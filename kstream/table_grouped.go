@@ -151,6 +151,7 @@ func tableAggregate[K, V, A any](g *GroupedTable[K, V], name string, values serd
 		return &tableAggregator[K, V, A]{spec: spec, keys: keys, name: name, step: step, cached: cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
+	g.b.t.KeyedByPartition(name)
 	return &Table[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, lookup: storeLookup(spec)}
 }
 

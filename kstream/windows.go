@@ -322,6 +322,7 @@ func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values 
 		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step, cached: *cached}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
+	g.b.t.KeyedByPartition(name)
 	return &WindowedTable[K, A]{b: g.b, node: n, name: name, keys: g.keys, values: values, windows: w, cached: cached}
 }
 

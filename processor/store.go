@@ -244,6 +244,25 @@ func (t *Topology) UseSourceAsChangelog(name string, source NodeRef) {
 	}
 }
 
+// KeyedByPartition declares that the keys of the store name are the keys
+// its sub-topology's input is partitioned by: every entry a task writes
+// is of a key that Kafka's murmur2 partitioner puts in the task's
+// partition (for a window, session or versioned store, the user key part
+// of the stored key). `weir rescale` moves the state of such stores to a
+// new partition count, and refuses stores without it, whose entries it
+// could put in the wrong task. The DSL declares it for the stores of its
+// tables and aggregations; a processor that puts entries under another
+// key than its input record's (without repartitioning by it first) must
+// not.
+func (t *Topology) KeyedByPartition(name string) {
+	i := slices.IndexFunc(t.g.Stores, func(s *graph.Store) bool { return s.Name == name })
+	if i < 0 {
+		t.fail("KeyedByPartition: no store %q", name)
+		return
+	}
+	t.g.Stores[i].PartitionKeyed = true
+}
+
 // KeyValueStore is a typed key-value store. Keys are ordered by their
 // serialized bytes, which is numeric order for serde.Int64 only for
 // non-negative keys and lexical order for serde.String.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,9 +259,64 @@ func copyTopic(ctx context.Context, cl *cluster, cp forkCopy, out io.Writer) err
 	return nil
 }
 
-// idleEnd is how long readRange waits for a record before it takes the
-// partition as read up to its end.
-const idleEnd = 2 * time.Second
+// idleEnd is how long readRange waits for a record before it looks at
+// what is left of the partition up to its end.
+const idleEnd = 200 * time.Millisecond
+
+// onlyMarkersLeft reports whether the log of topic/p from offset from up
+// to end holds no record a read_committed reader gets: only transaction
+// markers and records of aborted transactions. It fetches the batches
+// itself, as the consumer does not say where it stands.
+func onlyMarkersLeft(cl *cluster, topic string, p int32, from, end int64) (bool, error) {
+	broker, err := cl.client.Leader(topic, p)
+	if err != nil {
+		return false, fmt.Errorf("leader of %s/%d: %w", topic, p, err)
+	}
+	for from < end {
+		req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 1, MaxBytes: 1 << 20, Isolation: sarama.ReadCommitted}
+		req.AddBlock(topic, p, from, 1<<20, -1)
+		resp, err := broker.Fetch(req)
+		if err != nil {
+			return false, fmt.Errorf("reading %s/%d@%d: %w", topic, p, from, err)
+		}
+		b := resp.GetBlock(topic, p)
+		if b == nil {
+			return false, fmt.Errorf("reading %s/%d@%d: no answer for the partition", topic, p, from)
+		}
+		if b.Err != sarama.ErrNoError {
+			return false, fmt.Errorf("reading %s/%d@%d: %w", topic, p, from, b.Err)
+		}
+		if b.LastStableOffset >= 0 && b.LastStableOffset < end {
+			return false, nil // a transaction before end is still open
+		}
+		progressed := false
+		for _, rs := range b.RecordsSet {
+			rb := rs.RecordBatch
+			if rb == nil || rb.PartialTrailingRecord {
+				continue // fetched again from its start in the next round
+			}
+			last := rb.FirstOffset + int64(rb.LastOffsetDelta)
+			if last < from {
+				continue
+			}
+			aborted := rb.IsTransactional && slices.ContainsFunc(b.AbortedTransactions, func(a *sarama.AbortedTransaction) bool {
+				return a.ProducerID == rb.ProducerID && a.FirstOffset <= rb.FirstOffset
+			})
+			if !rb.Control && !aborted && rb.FirstOffset < end {
+				for _, r := range rb.Records {
+					if off := rb.FirstOffset + r.OffsetDelta; off >= from && off < end {
+						return false, nil
+					}
+				}
+			}
+			from, progressed = last+1, true
+		}
+		if !progressed {
+			return false, nil // nothing readable yet: look again later
+		}
+	}
+	return true, nil
+}
 
 // digest counts records and sums them (FNV-64a over key, value and their
 // lengths, in order).
@@ -288,10 +344,13 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 	defer pc.Close()
 	h := fnv.New64a()
 	// Under read_committed a partition's last offsets before end may be
-	// transaction markers, which are never delivered: a partition is read
-	// once nothing came for idleEnd.
+	// transaction markers or aborted records, which are never delivered:
+	// when nothing came for idleEnd, the log after the last record
+	// delivered is looked at, and the partition is read when it holds no
+	// committed record before end (onlyMarkersLeft).
 	idle := time.NewTimer(idleEnd)
 	defer idle.Stop()
+	next := start // the offset after the last record delivered
 	for {
 		select {
 		case m := <-pc.Messages():
@@ -312,13 +371,21 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 				d.sum = h.Sum64()
 				return d, nil
 			}
+			next = m.Offset + 1
 			idle.Reset(idleEnd)
 		case err := <-pc.Errors():
 			return d, fmt.Errorf("reading %s/%d: %w", topic, p, err.Err)
 		case <-idle.C:
-			// The rest up to end is transaction markers or aborted records.
-			d.sum = h.Sum64()
-			return d, nil
+			done, err := onlyMarkersLeft(cl, topic, p, next, end)
+			if err != nil {
+				return d, err
+			}
+			if done {
+				d.sum = h.Sum64()
+				return d, nil
+			}
+			// A committed record is still to come: a slow fetch.
+			idle.Reset(idleEnd)
 		case <-ctx.Done():
 			return d, ctx.Err()
 		}
@@ -336,42 +403,19 @@ func copyOffsets(cl *cluster, from, to string, offsets map[string]map[int32]int6
 	if err != nil {
 		return fmt.Errorf("offsets of group %s: %w", from, err)
 	}
-	om, err := sarama.NewOffsetManagerFromClient(to, cl.client)
-	if err != nil {
-		return fmt.Errorf("offsets of group %s: %w", to, err)
-	}
-	var poms []sarama.PartitionOffsetManager
+	copied := map[string]map[int32]int64{}
+	metadata := map[string]map[int32]string{}
 	for topic, ps := range parts {
 		for _, p := range ps {
 			b := resp.GetBlock(topic, p)
 			if b == nil || b.Offset < 0 {
 				continue
 			}
-			pom, err := om.ManagePartition(topic, p)
-			if err != nil {
-				return fmt.Errorf("offset of %s/%d: %w", topic, p, err)
+			if copied[topic] == nil {
+				copied[topic], metadata[topic] = map[int32]int64{}, map[int32]string{}
 			}
-			pom.MarkOffset(b.Offset, b.Metadata)
-			poms = append(poms, pom)
+			copied[topic][p], metadata[topic][p] = b.Offset, b.Metadata
 		}
 	}
-	om.Commit()
-	for _, pom := range poms {
-		_ = pom.Close()
-	}
-	if err := om.Close(); err != nil {
-		return fmt.Errorf("committing offsets of group %s: %w", to, err)
-	}
-	got, err := cl.committed(to)
-	if err != nil {
-		return err
-	}
-	for topic, ps := range offsets {
-		for p, off := range ps {
-			if off >= 0 && got[topic][p] != off {
-				return fmt.Errorf("committing offsets of group %s: %s/%d is at %d, not %d", to, topic, p, got[topic][p], off)
-			}
-		}
-	}
-	return nil
+	return commitOffsetsWith(cl, to, copied, func(topic string, p int32) string { return metadata[topic][p] })
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/IBM/sarama"
@@ -131,6 +132,7 @@ func writeInspectTable(out io.Writer, rows []entry, changelog string) error {
 type raw struct {
 	partition  int32
 	offset     int64
+	ts         time.Time
 	key, value []byte
 }
 
@@ -159,7 +161,7 @@ func readStore(ctx context.Context, cl *cluster, changelog, only string) ([]raw,
 				delete(latest, string(m.Key))
 				return nil
 			}
-			latest[string(m.Key)] = raw{partition: p, offset: m.Offset, key: m.Key, value: m.Value}
+			latest[string(m.Key)] = raw{partition: p, offset: m.Offset, ts: m.Timestamp, key: m.Key, value: m.Value}
 			return nil
 		}); err != nil {
 			return nil, err

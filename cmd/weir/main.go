@@ -68,6 +68,7 @@ var commands = []struct {
 	{"reset", "rewind the application's input for a replay; its internal topics and local state go", resetCmd},
 	{"fork", "copy a stopped application's state and offsets to a new application id (a savepoint)", forkCmd},
 	{"inspect", "show a store's current contents, read from its changelog", inspectCmd},
+	{"rescale", "move a stopped application's state to a new partition count, under a new application id", rescaleCmd},
 }
 
 const exitCodes = `Exit codes: 0 done; 1 refused or differences found (nothing changed);

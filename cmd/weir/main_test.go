@@ -16,7 +16,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func TestMain(m *testing.M) { kafka.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(rescaleChildEnv) != "" {
+		os.Exit(rescaleChild())
+	}
+	kafka.Main(m)
+}
 
 // weirCmd runs the command line args and returns the exit code, stdout
 // and stderr.
@@ -39,6 +44,7 @@ func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
 		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
 		{"fork", []string{"-from", "-to", "-brokers", "-dry-run"}},
 		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-o"}},
+		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "kafka-topics.sh --alter"}},
 	} {
 		code, _, help := weirCmd(t, tc.cmd, "-h")
 		if code != exitOK {

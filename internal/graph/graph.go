@@ -119,6 +119,11 @@ type Store struct {
 	// it serves as the store's changelog, and no changelog topic is
 	// written (Layout.SourceChangelog).
 	Source string
+	// PartitionKeyed reports that the store's keys (the user key part of
+	// a window, session or versioned store's) are the keys its
+	// sub-topology's input is partitioned by, so that a rescale can move
+	// each entry to the partition of its key.
+	PartitionKeyed bool
 }
 
 // SchemaSerde is what the runtime needs of a serde whose bytes carry the

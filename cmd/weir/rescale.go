@@ -1,0 +1,471 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/changelog"
+)
+
+// rescaleProcedure is the procedure -h prints after the flags.
+const rescaleProcedure = `Procedure (docs/operations.md, "Rescale"):
+  1. Let the application catch up (weir describe: lag 0), then stop every instance.
+  2. Add partitions to every input topic: kafka-topics.sh --alter --topic T --partitions N.
+  3. weir rescale -from ID -to ID2 -partitions N -dry-run, then without -dry-run.
+  4. Start the new version with ApplicationID ID2 and check it (weir describe -app ID2).
+  5. Delete ID's topics once ID2 is trusted (weir fork -from ID2 first, if you want a savepoint).
+
+rescale reads each store of ID from its changelog (read_committed: its last
+commit), writes every entry to ID2's changelog in the partition Kafka's murmur2
+partitioner gives its key (the key part of a window, session or versioned
+store's entry), and verifies the copy: per store the number of keys and a
+checksum of keys and values, and every key's partition. ID2's input offsets
+continue where ID's stopped on the old partitions and start at the beginning of
+the new ones. It refuses: while ID has members; a store not declared keyed by
+its partitioning key (processor.Topology.KeyedByPartition; the DSL's tables and
+aggregations are), or one restored from an input topic; repartition topics with
+records ID has not consumed; and, without -allow-unread, input records ID has
+not consumed: a record written to an old partition before the partitions were
+added belongs to the old partitioning, and rescale cannot tell it from one
+written after. Input producers must partition by murmur2 of the key (Kafka's
+Java default; sarama's NewMurmur2Partitioner). A store's entries are held in
+memory while it is copied.`
+
+// rescaleKinds are the store types whose changelog keys rescale can
+// decode (see partitionKey).
+var rescaleKinds = []string{"key-value", "ttl", "window", "session", "versioned"}
+
+// rescalePlan is what a rescale of from to to does.
+type rescalePlan struct {
+	from, to string
+	old, n   int32
+	// offsets are the offsets to commit for to, with their metadata.
+	offsets map[string]map[int32]int64
+	meta    string
+	// newStart marks the offsets of new partitions (their log start).
+	newStart map[string]map[int32]bool
+	stores   []weir.StoreDescriptor // those to copy, global stores left out
+	unread   []string               // input partitions with unread records (-allow-unread)
+}
+
+func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
+	var c common
+	fs := newFlagsApp("rescale", "-from ID -to ID2 -partitions N [-allow-unread] [-dry-run]", "from", "the application to rescale (required): it must be stopped", errOut, &c)
+	to := fs.String("to", "", "the new application id (required): it must not have run")
+	n := fs.Int("partitions", 0, "the new partition count (required): every input topic of -from must have it already")
+	allowUnread := fs.Bool("allow-unread", false, "go on although input partitions hold records -from has not consumed: only when every one of them was written after the partitions were added")
+	dryRun := fs.Bool("dry-run", false, "print what the rescale would do and change nothing")
+	flagsUsage := fs.Usage
+	fs.Usage = func() {
+		flagsUsage()
+		fmt.Fprintln(errOut, "\n"+rescaleProcedure)
+	}
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	if *to == "" || *to == c.app {
+		return &usageError{"-to is required and must differ from -from"}
+	}
+	if *n < 1 || *n > 1<<20 {
+		return &usageError{"-partitions is required: the new partition count"}
+	}
+	cl, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.close()
+
+	d, err := stopped(cl, c.app, "the rescale is of its last commit")
+	if err != nil {
+		return err
+	}
+	if err := checkFresh(cl, *to); err != nil {
+		return err
+	}
+	p, err := planRescale(cl, d, *to, int32(*n), *allowUnread)
+	if err != nil {
+		return err
+	}
+	printRescalePlan(out, p, *dryRun)
+	if *dryRun {
+		return nil
+	}
+	start := time.Now()
+	for _, s := range p.stores {
+		if err := rescaleStore(ctx, cl, p, s, out); err != nil {
+			return err
+		}
+	}
+	if err := commitOffsetsWith(cl, p.to, p.offsets, func(string, int32) string { return p.meta }); err != nil {
+		return err
+	}
+	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, rescaled(d, p)); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "done in %v: every store verified (keys, checksum and partition of every key); start %s on the %d partitions\n", time.Since(start).Round(time.Millisecond), p.to, p.n)
+	return nil
+}
+
+// planRescale checks that d's application can move to n partitions as
+// application to and returns what that takes, or the refusal.
+func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnread bool) (*rescalePlan, error) {
+	p := &rescalePlan{from: d.ApplicationID, to: to, n: n, offsets: map[string]map[int32]int64{}, newStart: map[string]map[int32]bool{}}
+	internal := map[string]string{} // topic -> kind
+	for _, t := range d.InternalTopics {
+		internal[t.Topic] = t.Kind
+	}
+	var problems []string
+	for _, s := range d.Stores {
+		switch {
+		case s.Type == "global":
+			continue // a global store follows its topic, whole, in every instance
+		case !s.PartitionKeyed:
+			problems = append(problems, fmt.Sprintf("store %q is not declared keyed by its input's partitioning key (processor.Topology.KeyedByPartition): its entries could land in the wrong task", s.Name))
+		case internal[s.Changelog] != "changelog":
+			problems = append(problems, fmt.Sprintf("store %q restores from input topic %s, whose old partitions keep the old partitioning: give it a changelog of its own first", s.Name, s.Changelog))
+		case !slices.Contains(rescaleKinds, s.Type):
+			problems = append(problems, fmt.Sprintf("store %q is a %s store, whose entries rescale cannot place", s.Name, s.Type))
+		}
+		p.stores = append(p.stores, s)
+	}
+	// The old count: every changelog and repartition topic has it.
+	for _, t := range d.InternalTopics {
+		ps, err := cl.partitions(t.Topic)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case p.old == 0:
+			p.old = int32(len(ps))
+		case int32(len(ps)) != p.old:
+			problems = append(problems, fmt.Sprintf("%s has %d partitions and other internal topics %d: a fixed partition count cannot be rescaled", t.Topic, len(ps), p.old))
+		}
+	}
+	committed, err := cl.committed(p.from)
+	if err != nil {
+		return nil, err
+	}
+	metas, err := cl.admin.ListConsumerGroupOffsets(p.from, nil)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of group %s: %w", p.from, err)
+	}
+	var progress weir.CommitProgress
+	for _, ps := range metas.Blocks {
+		for _, b := range ps {
+			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
+				if pr.StreamTime.After(progress.StreamTime) {
+					progress.StreamTime = pr.StreamTime
+				}
+				progress.Version = max(progress.Version, pr.Version)
+			}
+		}
+	}
+	p.meta = progress.Metadata()
+	for _, t := range d.InternalTopics {
+		if t.Kind != "repartition" {
+			continue
+		}
+		ps, err := cl.partitions(t.Topic)
+		if err != nil {
+			return nil, err
+		}
+		for _, part := range ps {
+			if lag, err := unread(cl, t.Topic, part, committed); err != nil {
+				return nil, err
+			} else if lag > 0 {
+				problems = append(problems, fmt.Sprintf("repartition topic %s/%d holds %d record(s) %s has not consumed: start it until its lag is 0, and stop it again", t.Topic, part, lag, p.from))
+			}
+		}
+	}
+	for _, s := range d.Sources {
+		if s.Subtopology == nil {
+			continue // a global store's topic
+		}
+		ps, err := cl.partitions(s.Topic)
+		if err != nil {
+			return nil, err
+		}
+		if int32(len(ps)) != n {
+			problems = append(problems, fmt.Sprintf("input topic %s has %d partitions, not %d: add them first (kafka-topics.sh --alter --topic %s --partitions %d)", s.Topic, len(ps), n, s.Topic, n))
+			continue
+		}
+		p.offsets[s.Topic] = map[int32]int64{}
+		p.newStart[s.Topic] = map[int32]bool{}
+		for _, part := range ps {
+			if part < p.old {
+				off, ok := committed[s.Topic][part]
+				if ok && off >= 0 {
+					p.offsets[s.Topic][part] = off
+				}
+				lag, err := unread(cl, s.Topic, part, committed)
+				if err != nil {
+					return nil, err
+				}
+				if lag > 0 {
+					p.unread = append(p.unread, fmt.Sprintf("%s/%d (%d)", s.Topic, part, lag))
+				}
+				continue
+			}
+			start, _, err := cl.offsets(s.Topic, part)
+			if err != nil {
+				return nil, err
+			}
+			p.offsets[s.Topic][part] = start
+			p.newStart[s.Topic][part] = true
+		}
+	}
+	if p.old == 0 {
+		problems = append(problems, fmt.Sprintf("%s has no internal topics: a stateless application needs no rescale, start it under its own id", p.from))
+	} else if n <= p.old {
+		problems = append(problems, fmt.Sprintf("-partitions %d is not above the current %d (Kafka cannot remove partitions)", n, p.old))
+	}
+	if len(p.unread) > 0 && !allowUnread {
+		problems = append(problems, fmt.Sprintf("input partitions hold records %s has not consumed: %s; records written before the partitions were added belong to the old partitioning. Let %s catch up before adding partitions, or pass -allow-unread if every one of them was written after", p.from, strings.Join(p.unread, ", "), p.from))
+	}
+	if len(problems) > 0 {
+		return nil, refused("%s cannot be rescaled:\n  %s", p.from, strings.Join(problems, "\n  "))
+	}
+	return p, nil
+}
+
+// unread returns how many records of topic/p the committed offsets leave
+// unconsumed.
+func unread(cl *cluster, topic string, p int32, committed map[string]map[int32]int64) (int64, error) {
+	start, end, err := cl.offsets(topic, p)
+	if err != nil {
+		return 0, err
+	}
+	off, ok := committed[topic][p]
+	if !ok || off < start {
+		off = start
+	}
+	return max(end-off, 0), nil
+}
+
+// printRescalePlan prints what the rescale does.
+func printRescalePlan(out io.Writer, p *rescalePlan, dryRun bool) {
+	verb := "rescales"
+	if dryRun {
+		verb = "would rescale (dry run: nothing changed)"
+	}
+	fmt.Fprintf(out, "%s %s (%d partitions) to %s (%d partitions):\n", verb, p.from, p.old, p.to, p.n)
+	for _, topic := range sortedKeys(p.offsets) {
+		for _, part := range sortedKeys(p.offsets[topic]) {
+			how := "continues"
+			if p.newStart[topic][part] {
+				how = "new partition: from its start"
+			}
+			fmt.Fprintf(out, "  offset %s/%d: %d (%s)\n", topic, part, p.offsets[topic][part], how)
+		}
+	}
+	for _, s := range p.stores {
+		fmt.Fprintf(out, "  store %s (%s): %s -> %s, %d partitions\n", s.Name, s.Type, s.Changelog, renameTopic(s.Changelog, p.from, p.to), p.n)
+	}
+	if len(p.unread) > 0 {
+		fmt.Fprintf(out, "  unread input, taken as written after the partitions were added (-allow-unread): %s\n", strings.Join(p.unread, ", "))
+	}
+}
+
+// rescaleStore copies store s of p.from into its changelog of p.to, each
+// entry in the partition of its key, and verifies the copy.
+func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.StoreDescriptor, out io.Writer) error {
+	start := time.Now()
+	entries, err := readStore(ctx, cl, s.Changelog, "")
+	if err != nil {
+		return err
+	}
+	want := stateSum(entries)
+	target := renameTopic(s.Changelog, p.from, p.to)
+	cfgs, err := cl.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Changelog})
+	if err != nil {
+		return fmt.Errorf("configuration of %s: %w", s.Changelog, err)
+	}
+	configs := map[string]*string{}
+	for _, e := range cfgs {
+		if !e.Default && !e.ReadOnly && e.Source == sarama.SourceTopic {
+			configs[e.Name] = &e.Value
+		}
+	}
+	if err := cl.admin.CreateTopic(target, &sarama.TopicDetail{NumPartitions: p.n, ReplicationFactor: -1, ConfigEntries: configs}, false); err != nil {
+		return fmt.Errorf("creating %s: %w", target, err)
+	}
+	pcfg := *cl.cfg
+	pcfg.Producer.Return.Successes = true
+	pcfg.Producer.RequiredAcks = sarama.WaitForAll
+	pcfg.Producer.Idempotent = true
+	pcfg.Net.MaxOpenRequests = 1
+	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
+	producer, err := sarama.NewSyncProducer(cl.brokers, &pcfg)
+	if err != nil {
+		return fmt.Errorf("producer for %s: %w", target, err)
+	}
+	defer producer.Close()
+	batch := make([]*sarama.ProducerMessage, 0, 1000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := producer.SendMessages(batch)
+		batch = batch[:0]
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", target, err)
+		}
+		return nil
+	}
+	for _, e := range entries {
+		part, err := rescalePartition(s.Type, e.key, p.n)
+		if err != nil {
+			return fmt.Errorf("store %q, %s/%d@%d: %w", s.Name, s.Changelog, e.partition, e.offset, err)
+		}
+		batch = append(batch, &sarama.ProducerMessage{Topic: target, Partition: part, Key: sarama.ByteEncoder(e.key), Value: sarama.ByteEncoder(e.value), Timestamp: e.ts})
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	copied, err := readStore(ctx, cl, target, "")
+	if err != nil {
+		return err
+	}
+	for _, e := range copied {
+		if part, err := rescalePartition(s.Type, e.key, p.n); err != nil || part != e.partition {
+			return fmt.Errorf("verifying %s: a key of %s/%d belongs in partition %d (%v)", target, target, e.partition, part, err)
+		}
+	}
+	if got := stateSum(copied); got != want {
+		return fmt.Errorf("verifying %s: %d keys (checksum %016x) read from %s, %d (%016x) from the copy", target, want.records, want.sum, s.Changelog, got.records, got.sum)
+	}
+	fmt.Fprintf(out, "  rescaled %s: %d keys into %d partitions of %s in %v, checksum %016x\n", s.Name, want.records, p.n, target, time.Since(start).Round(time.Millisecond), want.sum)
+	return nil
+}
+
+// stateSum counts a store's entries and sums a hash of each key and value,
+// in any order.
+func stateSum(entries []raw) digest {
+	d := digest{records: int64(len(entries))}
+	var lens [16]byte
+	for _, e := range entries {
+		h := fnv.New64a()
+		binary.BigEndian.PutUint64(lens[:8], uint64(len(e.key)))
+		binary.BigEndian.PutUint64(lens[8:], uint64(len(e.value)))
+		h.Write(lens[:])
+		h.Write(e.key)
+		h.Write(e.value)
+		d.sum += h.Sum64()
+	}
+	return d
+}
+
+// rescalePartition returns the partition of n that a store entry of the
+// given type with changelog key k belongs to: the one the runtime's
+// murmur2 partitioner gives the key it was partitioned by.
+func rescalePartition(kind string, k []byte, n int32) (int32, error) {
+	key, err := partitionKey(kind, k)
+	if err != nil {
+		return 0, err
+	}
+	return sarama.NewMurmur2Partitioner("").Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+}
+
+// partitionKey returns the user key in a changelog key of a store of the
+// given type (see the layouts in package changelog and
+// processor.Versioned).
+func partitionKey(kind string, k []byte) ([]byte, error) {
+	switch kind {
+	case "key-value":
+		return k, nil
+	case "ttl":
+		if len(k) == 0 || k[0] != 0x01 {
+			return nil, fmt.Errorf("not a TTL store entry")
+		}
+		return k[1:], nil
+	case "window", "session":
+		if len(k) == 0 || k[0] != 0x01 {
+			return nil, fmt.Errorf("not a %s store entry", kind)
+		}
+		key, _, err := changelog.DecodeKey(k[1:])
+		return key, err
+	case "versioned":
+		l, n := binary.Uvarint(k)
+		if n <= 0 || uint64(len(k)-n) < l {
+			return nil, fmt.Errorf("not a versioned store entry")
+		}
+		return k[n : n+int(l)], nil
+	}
+	return nil, fmt.Errorf("a %s store's entries cannot be placed", kind)
+}
+
+// commitOffsetsWith commits offsets for group app, each with the metadata
+// metadata gives it, and checks that the group has them.
+func commitOffsetsWith(cl *cluster, app string, offsets map[string]map[int32]int64, metadata func(topic string, p int32) string) error {
+	om, err := sarama.NewOffsetManagerFromClient(app, cl.client)
+	if err != nil {
+		return fmt.Errorf("offsets of group %s: %w", app, err)
+	}
+	var poms []sarama.PartitionOffsetManager
+	for _, topic := range sortedKeys(offsets) {
+		for _, p := range sortedKeys(offsets[topic]) {
+			pom, err := om.ManagePartition(topic, p)
+			if err != nil {
+				return fmt.Errorf("offset of %s/%d: %w", topic, p, err)
+			}
+			pom.MarkOffset(offsets[topic][p], metadata(topic, p))
+			poms = append(poms, pom)
+		}
+	}
+	om.Commit()
+	for _, pom := range poms {
+		_ = pom.Close()
+	}
+	if err := om.Close(); err != nil {
+		return fmt.Errorf("committing offsets of group %s: %w", app, err)
+	}
+	got, err := cl.committed(app)
+	if err != nil {
+		return err
+	}
+	for topic, ps := range offsets {
+		for p, off := range ps {
+			if got[topic][p] != off {
+				return fmt.Errorf("committing offsets of group %s: %s/%d is at %d, not %d", app, topic, p, got[topic][p], off)
+			}
+		}
+	}
+	return nil
+}
+
+// rescaled returns the descriptor of p.to: d renamed, with the new
+// partition count on its input and internal topics and its stores.
+func rescaled(d *weir.Descriptor, p *rescalePlan) *weir.Descriptor {
+	next := rename(d, p.from, p.to)
+	for i := range next.Sources {
+		if next.Sources[i].Subtopology != nil {
+			next.Sources[i].Partitions = p.n
+		}
+	}
+	for i := range next.InternalTopics {
+		next.InternalTopics[i].Partitions = p.n
+	}
+	for i := range next.Stores {
+		if next.Stores[i].Type != "global" {
+			next.Stores[i].Partitions = p.n
+		}
+	}
+	return next
+}
