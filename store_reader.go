@@ -61,6 +61,11 @@ type StoreReader struct {
 	name      string
 	kind      graph.StoreKind
 	retention time.Duration // of a window store
+	// keys is Kafka's murmur2 partitioner. Making one seeds a random
+	// source (for null keys, which it is never given), which costs more
+	// than the hash: PartitionOf shares one, which for non-nil keys keeps
+	// no state.
+	keys sarama.Partitioner
 }
 
 // StoreReader returns a reader of the store name: a key-value store (as
@@ -77,7 +82,7 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 	if st.Kind != graph.KeyValueStore && st.Kind != graph.WindowStore {
 		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value and window stores", name, st.Kind)
 	}
-	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention}, nil
+	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner("")}, nil
 }
 
 // Name returns the store's name.
@@ -131,11 +136,7 @@ func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return partitionOf(key, n)
-}
-
-func partitionOf(key []byte, n int32) (int32, error) {
-	return sarama.NewMurmur2Partitioner("").Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+	return r.keys.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
 }
 
 // read runs fn on the committed bytes of partition p, after checking that

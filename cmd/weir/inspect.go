@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -80,7 +81,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		return &usageError{fmt.Sprintf("%s has no store %q (its stores: %v)", c.app, *store, names)}
 	}
-	entries, err := readStore(ctx, cl, sd.Changelog, *key)
+	entries, err := readStore(ctx, cl, sd.Changelog, *key, true)
 	if err != nil {
 		return err
 	}
@@ -137,8 +138,9 @@ type raw struct {
 }
 
 // readStore reads every partition of changelog (read_committed) and keeps
-// each key's latest value; a tombstone deletes it. Keys are sorted.
-func readStore(ctx context.Context, cl *cluster, changelog, only string) ([]raw, error) {
+// each key's latest value; a tombstone deletes it. Keys are sorted when
+// sorted is set.
+func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted bool) ([]raw, error) {
 	ps, err := cl.partitions(changelog)
 	if err != nil {
 		return nil, err
@@ -167,14 +169,12 @@ func readStore(ctx context.Context, cl *cluster, changelog, only string) ([]raw,
 			return nil, err
 		}
 	}
-	keys := make([]string, 0, len(latest))
-	for k := range latest {
-		keys = append(keys, k)
+	out := make([]raw, 0, len(latest))
+	for _, e := range latest {
+		out = append(out, e)
 	}
-	slices.Sort(keys)
-	out := make([]raw, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, latest[k])
+	if sorted {
+		slices.SortFunc(out, func(a, b raw) int { return bytes.Compare(a.key, b.key) })
 	}
 	return out, nil
 }

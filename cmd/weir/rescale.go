@@ -279,7 +279,7 @@ func printRescalePlan(out io.Writer, p *rescalePlan, dryRun bool) {
 // entry in the partition of its key, and verifies the copy.
 func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.StoreDescriptor, out io.Writer) error {
 	start := time.Now()
-	entries, err := readStore(ctx, cl, s.Changelog, "")
+	entries, err := readStore(ctx, cl, s.Changelog, "", false)
 	if err != nil {
 		return err
 	}
@@ -339,7 +339,8 @@ func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.Store
 	if err := flush(); err != nil {
 		return err
 	}
-	copied, err := readStore(ctx, cl, target, "")
+	entries = nil // the copy is read back in its place
+	copied, err := readStore(ctx, cl, target, "", false)
 	if err != nil {
 		return err
 	}
@@ -372,6 +373,11 @@ func stateSum(entries []raw) digest {
 	return d
 }
 
+// murmur2 is Kafka's murmur2 partitioner, made once: making one seeds a
+// random source (for null keys, which it is never given), which costs
+// more than the hash; for non-nil keys it keeps no state.
+var murmur2 = sarama.NewMurmur2Partitioner("")
+
 // rescalePartition returns the partition of n that a store entry of the
 // given type with changelog key k belongs to: the one the runtime's
 // murmur2 partitioner gives the key it was partitioned by.
@@ -380,7 +386,7 @@ func rescalePartition(kind string, k []byte, n int32) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return sarama.NewMurmur2Partitioner("").Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+	return murmur2.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
 }
 
 // partitionKey returns the user key in a changelog key of a store of the
