@@ -319,7 +319,7 @@ func TestRescaleRefusals(t *testing.T) {
 	for _, k := range keys("r", 10) {
 		want[k] = 1
 	}
-	unchanged := func(why string) {
+	unchangedFor := func(why, to string) {
 		t.Helper()
 		topics, err := c.Admin(t).ListTopics()
 		if err != nil {
@@ -334,6 +334,7 @@ func TestRescaleRefusals(t *testing.T) {
 			t.Fatalf("%s: a refused rescale committed %v (%v)", why, got, err)
 		}
 	}
+	unchanged := func(why string) { t.Helper(); unchangedFor(why, to) }
 	refusedWith := func(why string, args []string, reason string) {
 		t.Helper()
 		code, out, errOut := weirCmd(t, append([]string{"rescale", "-brokers", brokers, "-from", from, "-to", to, "-partitions", "4"}, args...)...)
@@ -379,6 +380,7 @@ func TestRescaleRefusals(t *testing.T) {
 	if code != exitRefused || !strings.Contains(errOut, `store "counts" is not declared keyed`) {
 		t.Fatalf("Processor API store = %d: %s%s", code, outText, errOut)
 	}
+	unchangedFor("Processor API store", a.id+"-2")
 
 	r := c.Name(t, "rsr-rep")
 	rin, rout := c.Name(t, "rsr-rep-in"), c.Name(t, "rsr-rep-out")
@@ -399,6 +401,7 @@ func TestRescaleRefusals(t *testing.T) {
 	if code != exitRefused || !strings.Contains(errOut, "repartition topic "+r+"-by-value-repartition") {
 		t.Fatalf("undrained repartition topic = %d: %s%s", code, outText, errOut)
 	}
+	unchangedFor("undrained repartition topic", r+"-2")
 }
 
 // cleanupApps deletes the applications' internal topics when the test
