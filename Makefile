@@ -25,6 +25,11 @@ INTEGRATION_TIMEOUT ?= 30m
 # purpose. weir's own concurrency is checked by the unit tests, which run
 # with -race; `make test-integration INTEGRATION_RACE=-race` runs these too.
 INTEGRATION_RACE ?=
+# Unit-test packages that provoke that same race of sarama's on purpose (the
+# relay example fences its own producer with batches in flight) run without
+# the race detector; the race is sarama's, in code weir does not reach
+# otherwise.
+NORACE_PKGS := github.com/weirstream/weir/examples/relay
 
 .PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz
 
@@ -51,7 +56,11 @@ test-unit:
 	@if [ -f "$(ENV_FILE)" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then . "$(ENV_FILE)"; fi; \
 	set -e; for m in $(UNIT_MODULES); do \
 		echo "== unit tests: $$m"; \
-		(cd $$m && go test -race -count=1 $(GO_TEST_FLAGS) ./...); \
+		(cd $$m && all=$$(go list ./...) && \
+		 race=$$(grep -vxF -f <(printf '%s\n' $(NORACE_PKGS)) <<<"$$all" || true) && \
+		 norace=$$(grep -xF -f <(printf '%s\n' $(NORACE_PKGS)) <<<"$$all" || true) && \
+		 if [ -n "$$race" ]; then go test -race -count=1 $(GO_TEST_FLAGS) $$race; fi && \
+		 if [ -n "$$norace" ]; then echo "(without -race: $$norace)"; go test -count=1 $(GO_TEST_FLAGS) $$norace; fi); \
 	done
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_TIME_SHORT)
 

@@ -6,6 +6,10 @@
 #   WEIR_KAFKA_PORT     broker listener on 127.0.0.1 (default 19092)
 #   WEIR_CONTROLLER_PORT KRaft controller listener (default 19093)
 #   WEIR_SASL_SSL_PORT  broker SASL_SSL listener on 127.0.0.1 (default 19094)
+#   WEIR_PROXIED_PORT   broker PROXIED listener on 127.0.0.1 (default 19095),
+#                       advertised as the fault proxy's address
+#   WEIR_FAULT_PROXY_PORT where the chaos tests' fault proxy listens and what
+#                       the PROXIED listener advertises (default 19096)
 #   WEIR_REGISTRY_PORT  Apicurio HTTP port (default 18081)
 #   WEIR_REGISTRY_MGMT_PORT Apicurio management (health) port (default 18082)
 #   WEIR_REGISTRY_JAVA  java binary (version 21 or newer) for Apicurio 3.3.x
@@ -23,6 +27,8 @@ RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
 KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
 CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
 SASL_SSL_PORT="${WEIR_SASL_SSL_PORT:-19094}"
+PROXIED_PORT="${WEIR_PROXIED_PORT:-19095}"
+FAULT_PROXY_PORT="${WEIR_FAULT_PROXY_PORT:-19096}"
 # The SASL_SSL listener's test credentials (not secrets: a test cluster on
 # 127.0.0.1). SCRAM_USER exists for SCRAM-SHA-256 and SCRAM-SHA-512.
 SCRAM_USER=weir-scram
@@ -67,4 +73,22 @@ serialize() {
 # port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
 port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# launch_broker: run the broker on $RUN_DIR/server.properties in the
+# background and record its PID (up.sh at first, restart.sh again on the
+# same data).
+launch_broker() {
+  KAFKA_LIBS="${KAFKA_LIBS:-$CACHE_DIR/kafka-$KAFKA_VERSION/libs}"
+  log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
+  nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$RUN_DIR/server.properties" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
+  echo $! >"$BROKER_PID"
+}
+
+# broker_ready: the broker logged its start and every listener accepts.
+broker_ready() {
+  grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT" &&
+    port_open "$SASL_SSL_PORT" && port_open "$PROXIED_PORT"
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Starts the real test cluster of weir on 127.0.0.1:
 #   - Apache Kafka 4.4.0, one KRaft node that is broker and controller,
-#     with a PLAINTEXT listener and a SASL_SSL one (TLS with a certificate
+#     with a PLAINTEXT listener, a SASL_SSL one (TLS with a certificate
 #     made here by the JDK's keytool; SASL PLAIN, SCRAM-SHA-256 and
-#     SCRAM-SHA-512 with the test users of common.sh),
+#     SCRAM-SHA-512 with the test users of common.sh) and a PLAINTEXT one
+#     named PROXIED that advertises the address of the chaos tests' fault
+#     proxy (integration/faultproxy), so that a client bootstrapped at the
+#     proxy keeps every connection going through it,
 #   - Apicurio Registry 3.x with in-memory storage, used through its
 #     Confluent-compatible API (/apis/ccompat/v7).
 # Both come from Maven Central (fetched once into $WEIR_CACHE_DIR) and run
@@ -88,8 +91,8 @@ fetch_registry() {
 start_broker() {
   if alive "$BROKER_PID"; then
     log "broker already running (pid $(cat "$BROKER_PID"))"
-    if ! port_open "$SASL_SSL_PORT"; then
-      fail "the running broker has no SASL_SSL listener on $SASL_SSL_PORT (started by an older up.sh?): run down.sh, then up.sh" /dev/null
+    if ! port_open "$SASL_SSL_PORT" || ! port_open "$PROXIED_PORT"; then
+      fail "the running broker has no SASL_SSL listener on $SASL_SSL_PORT or no PROXIED one on $PROXIED_PORT (started by an older up.sh?): run down.sh, then up.sh" /dev/null
     fi
     return 0
   fi
@@ -99,6 +102,9 @@ start_broker() {
   if port_open "$SASL_SSL_PORT"; then
     fail "port $SASL_SSL_PORT is taken by a process up.sh did not start; set WEIR_SASL_SSL_PORT" /dev/null
   fi
+  if port_open "$PROXIED_PORT"; then
+    fail "port $PROXIED_PORT is taken by a process up.sh did not start; set WEIR_PROXIED_PORT" /dev/null
+  fi
   fetch_kafka
   make_tls
   local conf="$RUN_DIR/server.properties"
@@ -107,11 +113,12 @@ start_broker() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT,PROXIED://127.0.0.1:$PROXIED_PORT
+# PROXIED advertises the fault proxy, which forwards to it.
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT,PROXIED://127.0.0.1:$FAULT_PROXY_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,PROXIED:PLAINTEXT
 # The SASL_SSL listener: TLS with make_tls's certificate, then SASL.
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$PLAIN_USER="$PLAIN_PASSWORD";
@@ -158,11 +165,7 @@ EOF
     --add-scram "SCRAM-SHA-256=[name=$SCRAM_USER,password=$SCRAM_PASSWORD]" \
     --add-scram "SCRAM-SHA-512=[name=$SCRAM_USER,password=$SCRAM_PASSWORD]" >"$RUN_DIR/format.log" 2>&1 ||
     fail "formatting the broker's storage failed" "$RUN_DIR/format.log"
-  log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
-  nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
-    -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
-  echo $! >"$BROKER_PID"
+  launch_broker
 }
 
 # make_tls: a key pair and a self-signed certificate for the broker's
@@ -216,7 +219,7 @@ start_registry() {
 
 wait_broker() {
   local deadline=$((SECONDS + UP_TIMEOUT))
-  until grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT" && port_open "$SASL_SSL_PORT"; do
+  until broker_ready; do
     alive "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
     [ $SECONDS -lt $deadline ] || fail "the broker did not start within ${UP_TIMEOUT}s" "$BROKER_LOG"
     sleep 0.2
@@ -256,6 +259,9 @@ export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7
 export WEIR_KAFKA_VERSION=$KAFKA_VERSION
 export WEIR_REGISTRY_VERSION="Apicurio Registry ${registry_version:-unknown}"
 export WEIR_SASL_SSL_BOOTSTRAP_SERVERS=127.0.0.1:$SASL_SSL_PORT
+export WEIR_PROXIED_UPSTREAM=127.0.0.1:$PROXIED_PORT
+export WEIR_FAULT_PROXY_ADDR=127.0.0.1:$FAULT_PROXY_PORT
+export WEIR_BROKER_RESTART="$ENV_SRC/restart.sh"
 export WEIR_SASL_SSL_CA_FILE=$TLS_DIR/ca.pem
 export WEIR_SASL_SSL_SCRAM_USER=$SCRAM_USER
 export WEIR_SASL_SSL_SCRAM_PASSWORD=$SCRAM_PASSWORD
