@@ -25,6 +25,9 @@ INTEGRATION_TIMEOUT ?= 30m
 # purpose. weir's own concurrency is checked by the unit tests, which run
 # with -race; `make test-integration INTEGRATION_RACE=-race` runs these too.
 INTEGRATION_RACE ?=
+# The integration packages run one at a time (-p 1): the chaos tests
+# restart the broker and own the fault proxy's port, which would break
+# another package's tests running beside them.
 # Unit-test packages that provoke that same race of sarama's on purpose (the
 # relay example fences its own producer with batches in flight) run without
 # the race detector; the race is sarama's, in code weir does not reach
@@ -78,7 +81,7 @@ fuzz:
 test-integration:
 	@if [ -f "$(ENV_FILE)" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then . "$(ENV_FILE)"; fi; \
 	echo "== integration tests: Kafka $${WEIR_KAFKA_VERSION:-?} at $${WEIR_BOOTSTRAP_SERVERS:-<none>}, $${WEIR_REGISTRY_VERSION:-registry} at $${WEIR_SCHEMA_REGISTRY_URL:-<none>}"; \
-	cd integration && go test $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	cd integration && go test -p 1 $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 ## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1 (no-op when up).
 kafka-up:

@@ -198,7 +198,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		}
 	}()
 
-	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-admin")
+	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
 	kc, err := sarama.NewClient(a.cfg.Brokers, adminCfg)
 	if err != nil {
 		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, diagnoseConnect(a.cfg.Brokers, adminCfg, a.cfg.Security.SASL, err))
@@ -261,7 +261,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		cleaner.Wait()
 		local.Close() // before the database closes (deferred above)
 	}()
-	rc := client.Base(a.cfg.clientOptions(), a.cfg.ApplicationID+"-restore")
+	rc := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-restore")
 	rc.Consumer.IsolationLevel = sarama.ReadCommitted
 	if a.restoreClient, err = sarama.NewClient(a.cfg.Brokers, rc); err != nil {
 		return fmt.Errorf("weir: restore client: %w", err)

@@ -94,6 +94,14 @@ type Config struct {
 	// be unique per instance and stable across its restarts.
 	StaticMemberID string
 
+	// ClientID starts the client id of every broker connection weir
+	// opens: "<ClientID>-<thread>" for thread i's group member,
+	// "<ClientID>-<thread>-producer" for its producer, "<ClientID>-admin"
+	// and "<ClientID>-restore". Brokers log it and apply quotas by it; set
+	// it per instance to tell instances apart there. Default
+	// ApplicationID.
+	ClientID string
+
 	// Consumer tunes group membership and fetching.
 	Consumer ConsumerConfig
 
@@ -288,6 +296,13 @@ type TopicConfig struct {
 type NetConfig struct {
 	// DialTimeout bounds connecting to a broker. Default 30 s.
 	DialTimeout time.Duration
+	// RequestTimeout bounds how long a request waits for the broker's
+	// response (sarama's Net.ReadTimeout and WriteTimeout); the
+	// connection is then closed and the request's outcome is unknown (a
+	// commit whose response is lost is ambiguous: the producer is rebuilt,
+	// see the txn package). Fetches wait Consumer.FetchMaxWait on top.
+	// Default 30 s; at least 1 s.
+	RequestTimeout time.Duration
 }
 
 const (
@@ -303,6 +318,7 @@ const (
 	defaultFetchMaxWait       = 50 * time.Millisecond
 	defaultPurgeInterval      = 30 * time.Second
 	defaultDialTimeout        = 30 * time.Second
+	defaultRequestTimeout     = 30 * time.Second
 	defaultMaxAborts          = 10
 )
 
@@ -381,6 +397,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Consumer.HeartbeatInterval > 0 && c.Consumer.SessionTimeout > 0 && c.Consumer.HeartbeatInterval >= c.Consumer.SessionTimeout {
 		bad("Consumer.HeartbeatInterval", "%v is not below SessionTimeout %v", c.Consumer.HeartbeatInterval, c.Consumer.SessionTimeout)
+	}
+	if c.Net.RequestTimeout < 0 || (c.Net.RequestTimeout > 0 && c.Net.RequestTimeout < time.Second) {
+		bad("Net.RequestTimeout", "%v is below 1s", c.Net.RequestTimeout)
 	}
 	if c.Topics.ReplicationFactor < 0 {
 		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
@@ -508,6 +527,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConsecutiveAborts == 0 {
 		c.MaxConsecutiveAborts = defaultMaxAborts
+	}
+	if c.Net.RequestTimeout == 0 {
+		c.Net.RequestTimeout = defaultRequestTimeout
+	}
+	if c.ClientID == "" {
+		c.ClientID = c.ApplicationID
 	}
 	if c.Net.DialTimeout == 0 {
 		c.Net.DialTimeout = defaultDialTimeout

@@ -13,9 +13,11 @@ import (
 func (c *Config) clientOptions() *client.Options {
 	o := &client.Options{
 		ApplicationID: c.ApplicationID,
+		ClientID:      c.ClientID,
 		TLS:           c.tls,
 		SASLMechanism: string(c.Security.SASL.Mechanism), SASLUser: c.Security.SASL.User, SASLPassword: c.Security.SASL.Password,
 		DialTimeout:       c.Net.DialTimeout,
+		RequestTimeout:    c.Net.RequestTimeout,
 		FetchMaxWait:      c.Consumer.FetchMaxWait,
 		SessionTimeout:    c.Consumer.SessionTimeout,
 		HeartbeatInterval: c.Consumer.HeartbeatInterval,

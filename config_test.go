@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -203,5 +204,32 @@ func TestCacheMaxBytes(t *testing.T) {
 	bad.CacheMaxBytes = -1
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "CacheMaxBytes") {
 		t.Errorf("Validate with CacheMaxBytes -1 = %v, want an error naming the field", err)
+	}
+}
+
+// ClientID names every client weir opens (ApplicationID by default), and
+// Net.RequestTimeout reaches sarama's request timeouts.
+func TestClientIDAndRequestTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg                Config
+		wantThread string
+		timeout            time.Duration
+	}{
+		{Config{ApplicationID: "app", Brokers: []string{"h:1"}}, "app-0", 30 * time.Second},
+		{Config{ApplicationID: "app", Brokers: []string{"h:1"}, ClientID: "app-i2", Net: NetConfig{RequestTimeout: 3 * time.Second}}, "app-i2-0", 3 * time.Second},
+	} {
+		d := tc.cfg.withDefaults()
+		sc := client.Thread(d.clientOptions(), "pid", 0, nil)
+		if sc.ClientID != tc.wantThread {
+			t.Errorf("ClientID %q: thread 0's client id = %q, want %q", tc.cfg.ClientID, sc.ClientID, tc.wantThread)
+		}
+		if sc.Net.ReadTimeout != tc.timeout || sc.Net.WriteTimeout != tc.timeout {
+			t.Errorf("RequestTimeout %v: read/write timeouts %v/%v, want %v", tc.cfg.Net.RequestTimeout, sc.Net.ReadTimeout, sc.Net.WriteTimeout, tc.timeout)
+		}
+	}
+	bad := Config{ApplicationID: "app", Brokers: []string{"h:1"}, Net: NetConfig{RequestTimeout: 500 * time.Millisecond}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "Net.RequestTimeout") {
+		t.Errorf("RequestTimeout 500ms: Validate = %v, want it named", err)
 	}
 }

@@ -22,11 +22,16 @@ var Version = sarama.V4_0_0_0
 // Options are the parts of weir.Config that shape its clients.
 type Options struct {
 	ApplicationID string
-	TLS           *tls.Config
+	// ClientID starts the client ids of the threads' clients; "" means
+	// ApplicationID.
+	ClientID string
+	TLS      *tls.Config
 	// SASLUser and SASLPassword authenticate with SASLMechanism: "PLAIN",
 	// "SCRAM-SHA-256" or "SCRAM-SHA-512" (checked by weir's Config).
 	SASLMechanism, SASLUser, SASLPassword string
 	DialTimeout                           time.Duration
+	// RequestTimeout, when above 0, bounds each request's round trip.
+	RequestTimeout time.Duration
 
 	FetchMaxWait, SessionTimeout, HeartbeatInterval, RebalanceTimeout time.Duration
 	// StaticMemberID, when set, turns on static membership: thread i
@@ -42,6 +47,9 @@ func Base(o *Options, clientID string) *sarama.Config {
 	sc.Version = Version
 	sc.ClientID = clientID
 	sc.Net.DialTimeout = o.DialTimeout
+	if o.RequestTimeout > 0 {
+		sc.Net.ReadTimeout, sc.Net.WriteTimeout = o.RequestTimeout, o.RequestTimeout
+	}
 	if o.TLS != nil {
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = o.TLS
@@ -64,7 +72,11 @@ func Base(o *Options, clientID string) *sarama.Config {
 // "<application id>-<process id>-<thread>": stable across restarts, so a
 // restarted instance fences its earlier incarnation at once.
 func Thread(o *Options, processID string, thread int, strategy sarama.BalanceStrategy) *sarama.Config {
-	sc := Base(o, o.ApplicationID+"-"+strconv.Itoa(thread))
+	prefix := o.ClientID
+	if prefix == "" {
+		prefix = o.ApplicationID
+	}
+	sc := Base(o, prefix+"-"+strconv.Itoa(thread))
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.AutoCommit.Enable = false
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
