@@ -34,7 +34,7 @@ INTEGRATION_RACE ?=
 # otherwise.
 NORACE_PKGS := github.com/weirstream/weir/examples/relay
 
-.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz
+.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz chaos
 
 # Every fuzz target of the root module, as package:Target.
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
@@ -82,6 +82,14 @@ test-integration:
 	@if [ -f "$(ENV_FILE)" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then . "$(ENV_FILE)"; fi; \
 	echo "== integration tests: Kafka $${WEIR_KAFKA_VERSION:-?} at $${WEIR_BOOTSTRAP_SERVERS:-<none>}, $${WEIR_REGISTRY_VERSION:-registry} at $${WEIR_SCHEMA_REGISTRY_URL:-<none>}"; \
 	cd integration && go test -p 1 $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
+
+## chaos: the long version of the chaos tests (integration/chaos_test.go):
+## CHAOS_ROUNDS rounds of each fault scenario (default 5; `make test` runs
+## one) against the cluster of `make kafka-up`, which it starts.
+CHAOS_ROUNDS ?= 5
+chaos:
+	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && cd integration && \
+	WEIR_CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -count=1 -v -run '^TestChaos$$' -timeout 90m .
 
 ## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1 (no-op when up).
 kafka-up:

@@ -156,6 +156,14 @@ type eosChildConfig struct {
 	StateDir  string
 	Threads   int
 	Guarantee weir.Guarantee
+	// The chaos tests' settings (chaos_test.go): the repartitioned
+	// topology, the instance's client id (set per slot from
+	// ClientIDPrefix, so the fault proxy can tell instances apart), and
+	// Net.RequestTimeout.
+	Repartition    bool
+	ClientIDPrefix string
+	ClientID       string
+	RequestTimeout time.Duration
 }
 
 // weirConfig is the configuration of an instance, shared by the children
@@ -170,7 +178,18 @@ func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 		Guarantee:      cc.Guarantee,
 		CommitInterval: 100 * time.Millisecond,
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
+		ClientID:       cc.ClientID,
+		Net:            weir.NetConfig{RequestTimeout: cc.RequestTimeout},
 	}
+}
+
+// topology is the instance's topology: eosTopology, or with Repartition
+// chaosTopology.
+func (cc eosChildConfig) topology() *processor.Topology {
+	if cc.Repartition {
+		return chaosTopology(cc.In, cc.Echo, cc.AggOut)
+	}
+	return eosTopology(cc.In, cc.Echo, cc.AggOut)
 }
 
 // eosStatus is a line a child prints on stdout: its task ids, each time
@@ -188,7 +207,7 @@ func runEOSChild() int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := weir.New(eosTopology(cc.In, cc.Echo, cc.AggOut), cc.weirConfig(logger))
+	app, err := weir.New(cc.topology(), cc.weirConfig(logger))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eos child: weir.New:", err)
 		return 1
@@ -293,6 +312,9 @@ func (cl *eosCluster) start(slot int) {
 	cc := cl.base
 	cc.StateDir = cl.dirs[slot]
 	cc.Threads = eosThreads(slot)
+	if cc.ClientIDPrefix != "" {
+		cc.ClientID = cc.ClientIDPrefix + strconv.Itoa(slot)
+	}
 	js, err := json.Marshal(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -667,7 +689,7 @@ func verifyEcho(f *findings, in map[int32][]inRec, echo []*sarama.ConsumerMessag
 	}
 	for p := range got {
 		if _, ok := in[p]; !ok {
-			f.add("records in a partition the input does not have", "partition %d: %d records", p, len(got[p]))
+			f.add(anomalyNoInput, "partition %d: %d records", p, len(got[p]))
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(in)) {
@@ -681,12 +703,12 @@ func verifyEcho(f *findings, in map[int32][]inRec, echo []*sarama.ConsumerMessag
 		for _, m := range got[p] {
 			id := string(m.Key) + "=" + string(m.Value)
 			if _, ok := inOffset[id]; !ok {
-				f.add("records not in the input partition (or on the wrong partition)", "partition %d offset %d: key %s value %s", p, m.Offset, m.Key, m.Value)
+				f.add(anomalyNoInput, "partition %d offset %d: key %s value %s", p, m.Offset, m.Key, m.Value)
 				clean = false
 				continue
 			}
 			if at, dup := first[id]; dup {
-				f.add("duplicates", "partition %d offset %d: key %s value %s, already at offset %d", p, m.Offset, m.Key, m.Value, at)
+				f.add(anomalyDuplicate, "partition %d offset %d: key %s value %s, already at offset %d", p, m.Offset, m.Key, m.Value, at)
 				clean = false
 				continue
 			}
@@ -694,7 +716,7 @@ func verifyEcho(f *findings, in map[int32][]inRec, echo []*sarama.ConsumerMessag
 		}
 		for _, r := range want {
 			if _, ok := first[r.key+"="+r.value]; !ok {
-				f.add("lost records", "partition %d: key %s value %s (input offset %d) missing", p, r.key, r.value, r.offset)
+				f.add(anomalyLost, "partition %d: key %s value %s (input offset %d) missing", p, r.key, r.value, r.offset)
 				clean = false
 			}
 		}
@@ -752,7 +774,7 @@ func verifyAgg(f *findings, in map[int32][]inRec, out []*sarama.ConsumerMessage)
 		want, ok := partOf[k]
 		switch {
 		case !ok:
-			f.add("keys not in the input", "key %s partition %d offset %d: %s", k, m.Partition, m.Offset, m.Value)
+			f.add(anomalyNoInput, "key %s partition %d offset %d: %s", k, m.Partition, m.Offset, m.Value)
 			continue
 		case m.Partition != want:
 			f.add("records on the wrong partition", "key %s partition %d offset %d, its input is on partition %d", k, m.Partition, m.Offset, want)
@@ -775,10 +797,12 @@ func verifyAgg(f *findings, in map[int32][]inRec, out []*sarama.ConsumerMessage)
 		var high int64 // highest count emitted so far
 		for _, e := range ems {
 			switch {
-			case e.count <= high:
-				f.add("duplicate counts", "key %s partition %d offset %d: count %d again (highest so far %d)", k, e.partition, e.offset, e.count, high)
+			case e.count == high:
+				f.add(anomalyDuplicate, "key %s partition %d offset %d: count %d again", k, e.partition, e.offset, e.count)
+			case e.count < high:
+				f.add(anomalyBackwards, "key %s partition %d offset %d: count %d after %d", k, e.partition, e.offset, e.count, high)
 			case e.count > high+1:
-				f.add("gaps in counts", "key %s partition %d offset %d: count %d after %d", k, e.partition, e.offset, e.count, high)
+				f.add(anomalyLost, "key %s partition %d offset %d: count %d after %d", k, e.partition, e.offset, e.count, high)
 			}
 			switch {
 			case e.count < 1 || e.count > n:
@@ -838,10 +862,10 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 		mutate                  func(echo, agg out) (out, out)
 	}{
 		{"correct", "", "", func(e, a out) (out, out) { return e, a }},
-		{"echo duplicate", "duplicates", "", func(e, a out) (out, out) {
+		{"echo duplicate", anomalyDuplicate, "", func(e, a out) (out, out) {
 			return slices.Insert(slices.Clone(e), 7, e[3]), a
 		}},
-		{"echo loss", "lost records", "", func(e, a out) (out, out) {
+		{"echo loss", anomalyLost, "", func(e, a out) (out, out) {
 			return slices.Delete(slices.Clone(e), 3, 4), a
 		}},
 		{"echo reordered", "partitions out of order", "", func(e, a out) (out, out) {
@@ -851,13 +875,27 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 			swapped[3], swapped[4] = &m3, &m4
 			return swapped, a
 		}},
-		{"echo wrong partition", "records not in the input partition (or on the wrong partition)", "", func(e, a out) (out, out) {
+		{"echo wrong partition", anomalyNoInput, "", func(e, a out) (out, out) {
 			return with(e, 3, func(m *sarama.ConsumerMessage) { m.Partition = 1 - m.Partition }), a
 		}},
-		{"agg duplicate", "", "duplicate counts", func(e, a out) (out, out) {
+		{"agg duplicate", "", anomalyDuplicate, func(e, a out) (out, out) {
 			return e, slices.Insert(slices.Clone(a), 4, a[3])
 		}},
-		{"agg gap", "", "gaps in counts", func(e, a out) (out, out) {
+		{"agg count backwards", "", anomalyBackwards, func(e, a out) (out, out) {
+			// A key's first emission again, after its second.
+			first := map[string]int{}
+			for i, m := range a {
+				if at, ok := first[string(m.Key)]; ok {
+					return e, slices.Insert(slices.Clone(a), i+1, a[at])
+				}
+				first[string(m.Key)] = i
+			}
+			panic("no key is emitted twice")
+		}},
+		{"echo not in the input", anomalyNoInput, "", func(e, a out) (out, out) {
+			return with(e, 3, func(m *sarama.ConsumerMessage) { m.Value = []byte("x") }), a
+		}},
+		{"agg gap", "", anomalyLost, func(e, a out) (out, out) {
 			return e, slices.Delete(slices.Clone(a), 0, 1)
 		}},
 		{"agg wrong sum", "", "wrong sums", func(e, a out) (out, out) {

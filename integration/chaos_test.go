@@ -1,0 +1,658 @@
+package integration
+
+// Chaos tests: the exactly-once test's three instance processes, with a
+// repartition topic between the input and the aggregate, run through the
+// fault proxy (integration/faultproxy) while it delays, drops or cuts the
+// transaction's requests and responses, partitions one instance from the
+// broker, or while the broker itself restarts; kill -9 on top of each. The
+// verifier then names what it finds wrong: a lost write, a duplicate, an
+// aborted read, a count that went backwards, an output with no input, a
+// transaction left open.
+//
+// `make test` runs a short round of each scenario; `make chaos` sets
+// WEIR_CHAOS_ROUNDS for more rounds and input.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/integration/faultproxy"
+	"github.com/weirstream/weir/processor"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// The anomalies the verifier names (the kinds of findings).
+const (
+	anomalyLost        = "lost write"
+	anomalyDuplicate   = "duplicate"
+	anomalyAbortedRead = "aborted read"
+	anomalyBackwards   = "count went backwards"
+	anomalyNoInput     = "output with no input"
+	anomalyOpenTxn     = "transaction left open"
+)
+
+// canaryPrefix starts the keys of the records the canary writes in
+// transactions it aborts: none may ever be read read_committed.
+const canaryPrefix = "aborted-"
+
+// chaosTopology is eosTopology with a repartition topic between the input
+// and the aggregate: the aggregate's sub-topology reads what the first
+// one wrote in its transactions.
+func chaosTopology(in, echo, aggOut string) *processor.Topology {
+	t := processor.NewTopology()
+	src := t.AddSource("in", in, serde.String(), serde.String())
+	t.AddSink("echo", echo, serde.String(), serde.String(), src)
+	rekeyed := t.AddRepartition("rekey", serde.String(), serde.String(), src)
+	agg := t.AddProcessor("count-sum", func() processor.Processor[string, string, string, string] { return &countSum{} }, rekeyed)
+	t.AddStore(eosAgg, agg)
+	t.AddSink("agg-out", aggOut, serde.String(), serde.String(), agg)
+	return t
+}
+
+// chaosRounds is how many rounds of its fault each scenario runs: 1 in
+// `make test`, WEIR_CHAOS_ROUNDS in `make chaos`.
+func chaosRounds(t *testing.T) int {
+	s := os.Getenv("WEIR_CHAOS_ROUNDS")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("WEIR_CHAOS_ROUNDS=%q: want a positive number", s)
+	}
+	return n
+}
+
+// chaosEnv returns an environment variable the chaos tests need: set by
+// the cluster of `make kafka-up`. Without it the test is skipped, or fails
+// under CI=true.
+func chaosEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v != "" {
+		return v
+	}
+	if ci, err := strconv.ParseBool(os.Getenv("CI")); err == nil && ci {
+		t.Fatalf("%s is not set: the chaos tests need the cluster of `make kafka-up` (integration/env/up.sh), and CI never skips them", name)
+	}
+	t.Skipf("%s is not set: run the cluster of `make kafka-up`", name)
+	return ""
+}
+
+// restartBroker restarts the test broker on its data with
+// $WEIR_BROKER_RESTART, integration/env/restart.sh (SIGKILL when kill is
+// set, else SIGTERM), and returns once it accepts connections again.
+func restartBroker(kill bool) error {
+	args := []string{}
+	if kill {
+		args = append(args, "-kill")
+	}
+	out, err := exec.Command(os.Getenv("WEIR_BROKER_RESTART"), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("restarting the broker: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// chaosRun is one scenario's run: the instances behind the proxy, their
+// input and what the test injected.
+type chaosRun struct {
+	t        *testing.T
+	c        *kafka.Env
+	proxy    *faultproxy.Proxy
+	cl       *eosCluster
+	rng      *rand.Rand
+	app      string
+	in       string
+	producer *chunkProducer
+	msgs     []*sarama.ProducerMessage
+	next     int // msgs[:next] are produced
+	kills    int
+	fired    map[faultproxy.Action]int // the proxy's counts when the round began
+	// partitioned is the instance the round cuts off from the broker, -1
+	// for none.
+	partitioned int
+}
+
+// clientOf is the client id prefix of instance slot's connections.
+func (r *chaosRun) clientOf(slot int) string { return r.app + "-i" + strconv.Itoa(slot) + "-" }
+
+// produce produces the next n input records (fewer at the end).
+func (r *chaosRun) produce(n int) {
+	r.t.Helper()
+	end := min(r.next+n, len(r.msgs))
+	if err := r.producer.send(r.msgs[r.next:end]); err != nil {
+		r.t.Fatalf("producing input: %v", err)
+	}
+	r.next = end
+}
+
+// feed produces the next n input records from a goroutine, 100 every
+// 50 ms (all at once with burst), so that input flows while a fault is
+// injected; wait returns the producer's error.
+func (r *chaosRun) feed(n int, burst bool) (wait func() error) {
+	end := min(r.next+n, len(r.msgs))
+	batch := r.msgs[r.next:end]
+	r.next = end
+	done := make(chan error, 1)
+	go func() {
+		for len(batch) > 0 {
+			k := min(100, len(batch))
+			if burst {
+				k = len(batch)
+			}
+			if err := r.producer.p.SendMessages(batch[:k]); err != nil {
+				done <- err
+				return
+			}
+			batch = batch[k:]
+			if len(batch) > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		done <- nil
+	}()
+	return func() error { return <-done }
+}
+
+// committed is the sum of the group's committed input offsets.
+func (r *chaosRun) committed() int64 {
+	got, err := groupCommitted(r.c.Admin(r.t), r.app, r.in, eosPartitions)
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	for _, o := range got {
+		sum += max(o, 0)
+	}
+	return sum
+}
+
+// waitProgress produces n more records and returns how long the group took
+// to commit past what it had committed: the time to recover after a
+// fault.
+func (r *chaosRun) waitProgress(n int, timeout time.Duration) time.Duration {
+	r.t.Helper()
+	before := r.committed()
+	start := time.Now()
+	r.produce(n)
+	kafka.Eventually(r.t, timeout, 100*time.Millisecond, func() (bool, string) {
+		r.cl.checkAlive()
+		now := r.committed()
+		return now > before, fmt.Sprintf("committed input offsets still sum to %d", now)
+	})
+	return time.Since(start)
+}
+
+// killOne kills a random instance with SIGKILL and restarts it on its state
+// directory. It spares the instance the round partitions: restarted
+// while no broker answers, an instance's Run fails at once ("connecting
+// to ...: client has run out of available brokers"), which is weir's
+// documented start-up behaviour and would end the scenario.
+func (r *chaosRun) killOne() {
+	slot := r.rng.IntN(eosInstances)
+	for slot == r.partitioned {
+		slot = r.rng.IntN(eosInstances)
+	}
+	r.cl.kill(slot)
+	r.kills++
+	r.t.Logf("kill -9 of instance %d", slot)
+}
+
+// chaosScenario is one fault, injected each round between two parts of the
+// input.
+type chaosScenario struct {
+	name string
+	// fault injects the fault for the round and returns at once; wait,
+	// called on the test's goroutine, returns once the fault is over.
+	fault func(r *chaosRun, round int) (wait func())
+	// kill adds a kill -9 of a random instance to each round, while the
+	// fault is in force.
+	kill bool
+	// burst produces the round's input at once, before the fault: the
+	// broker restart would fail a producer that runs across it, and the
+	// instances are still busy with the backlog when it comes.
+	burst bool
+}
+
+// The scenarios. Each instance's requests time out after
+// chaosRequestTimeout, so a delay of chaosLate is past it.
+const (
+	chaosRequestTimeout = 3 * time.Second
+	chaosLate           = 5 * time.Second
+	chaosRecords        = 6000 // per round
+)
+
+func chaosScenarios() []chaosScenario {
+	endTxnLate := func(r *chaosRun, round int) func() {
+		// EndTxn of one instance held past its request timeout, then
+		// delivered: the commit or abort lands while the client has
+		// given up on it (the torn-transaction race of clients without
+		// KIP-890).
+		slot := round % eosInstances
+		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.EndTxn}, ClientID: r.clientOf(slot), Action: faultproxy.DelayRequest, Delay: chaosLate, Once: true})
+		return func() {
+			defer r.proxy.Remove(id)
+			r.waitFired(faultproxy.DelayRequest, 30*time.Second)
+		}
+	}
+	endTxnDropped := func(r *chaosRun, round int) func() {
+		// The broker ends the transaction, the client never hears of it.
+		slot := round % eosInstances
+		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.EndTxn}, ClientID: r.clientOf(slot), Action: faultproxy.DropResponse, Once: true})
+		return func() {
+			defer r.proxy.Remove(id)
+			r.waitFired(faultproxy.DropResponse, 30*time.Second)
+		}
+	}
+	offsetsLate := func(r *chaosRun, round int) func() {
+		// TxnOffsetCommit of one instance delayed while another one
+		// leaves the group and comes back: the offsets arrive for a
+		// generation that is over.
+		slot := round % eosInstances
+		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.TxnOffsetCommit}, ClientID: r.clientOf(slot), Action: faultproxy.DelayRequest, Delay: 2 * time.Second, Once: true})
+		return func() {
+			defer r.proxy.Remove(id)
+			r.waitFired(faultproxy.DelayRequest, 30*time.Second)
+			other := (slot + 1) % eosInstances
+			r.cl.kill(other)
+			r.t.Logf("instance %d restarted while instance %d's offsets were held", other, slot)
+		}
+	}
+	partition := func(r *chaosRun, round int) func() {
+		// One instance cut off from the broker for longer than the
+		// session timeout (6 s), then healed.
+		slot := round % eosInstances
+		const d = 8 * time.Second
+		r.partitioned = slot
+		r.proxy.Partition(r.clientOf(slot), d)
+		healed := time.Now().Add(d)
+		r.t.Logf("instance %d partitioned from the broker for %v", slot, d)
+		return func() {
+			// The partition's length is the fault itself.
+			time.Sleep(time.Until(healed))
+		}
+	}
+	brokerRestart := func(r *chaosRun, round int) func() {
+		// The broker restarts while every instance commits every 100 ms:
+		// stopped cleanly in even rounds, killed in odd ones.
+		kill := round%2 == 1
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- restartBroker(kill) }()
+		return func() {
+			if err := <-done; err != nil {
+				r.t.Fatal(err)
+			}
+			r.t.Logf("broker restarted (SIGKILL %v) in %v", kill, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	return []chaosScenario{
+		{name: "EndTxnDelayedPastTimeout", fault: endTxnLate},
+		{name: "EndTxnResponseDropped", fault: endTxnDropped},
+		{name: "TxnOffsetCommitDelayedAcrossRebalance", fault: offsetsLate},
+		{name: "InstancePartitionedPastSessionTimeout", fault: partition},
+		{name: "BrokerRestartMidCommit", fault: brokerRestart, burst: true},
+		{name: "EndTxnDelayedWithKill9", fault: endTxnLate, kill: true},
+		{name: "EndTxnDroppedWithKill9", fault: endTxnDropped, kill: true},
+		{name: "PartitionWithKill9", fault: partition, kill: true},
+		{name: "BrokerRestartWithKill9", fault: brokerRestart, kill: true, burst: true},
+	}
+}
+
+// waitFired waits until the proxy has fired action once more than when the
+// round started.
+func (r *chaosRun) waitFired(action faultproxy.Action, timeout time.Duration) {
+	r.t.Helper()
+	kafka.Eventually(r.t, timeout, 50*time.Millisecond, func() (bool, string) {
+		r.cl.checkAlive()
+		return r.proxy.Stats().Fired[action] > r.firedBefore(action), fmt.Sprintf("the proxy has not fired %v yet", action)
+	})
+}
+
+// TestChaos runs every scenario, one after another: they share the fault
+// proxy's port and the broker, so none runs beside another test.
+func TestChaos(t *testing.T) {
+	c := kafka.Cluster(t)
+	upstream := chaosEnv(t, "WEIR_PROXIED_UPSTREAM")
+	addr := chaosEnv(t, "WEIR_FAULT_PROXY_ADDR")
+	chaosEnv(t, "WEIR_BROKER_RESTART")
+	rounds := chaosRounds(t)
+	for _, sc := range chaosScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			proxy, err := faultproxy.Start(addr, upstream)
+			if err != nil {
+				t.Fatalf("starting the fault proxy on %s: %v", addr, err)
+			}
+			defer proxy.Close()
+			runChaos(t, c, proxy, sc, rounds)
+		})
+	}
+}
+
+func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScenario, rounds int) {
+	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
+	for _, topic := range []string{in, echo, aggOut} {
+		c.CreateTopic(t, topic, eosPartitions, nil)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d, %d round(s)", seed, rounds)
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	base := eosChildConfig{
+		Brokers: []string{proxy.Addr()}, App: app, In: in, Echo: echo, AggOut: aggOut,
+		Guarantee: weir.ExactlyOnce, Repartition: true, ClientIDPrefix: app + "-i", RequestTimeout: chaosRequestTimeout,
+	}
+	started := time.Now()
+	cl := newEOSCluster(t, base, eosInstances)
+	for i := range eosInstances {
+		cl.waitTasks(i, 60*time.Second)
+	}
+	r := &chaosRun{t: t, c: c, proxy: proxy, cl: cl, rng: rng, app: app, in: in, producer: newChunkProducer(t, c),
+		msgs: eosInput(in, rounds*(chaosRecords+chaosRecords/10)+chaosRecords, eosKeys, rng)}
+	stopCanary := startCanary(t, c, echo, aggOut)
+
+	var recoveries []time.Duration
+	for round := range rounds {
+		// Input in flight while the fault hits, then a part more to see
+		// the group recover.
+		fed := r.feed(chaosRecords, sc.burst)
+		if sc.burst {
+			if err := fed(); err != nil {
+				t.Fatalf("producing input: %v", err)
+			}
+		}
+		r.resetFired()
+		r.partitioned = -1
+		wait := sc.fault(r, round)
+		if sc.kill {
+			// The delay puts the kill at a random point of the fault.
+			time.Sleep(time.Duration(rng.Int64N(int64(2 * time.Second))))
+			r.killOne()
+		}
+		wait()
+		if !sc.burst {
+			if err := fed(); err != nil {
+				t.Fatalf("producing input: %v", err)
+			}
+		}
+		recoveries = append(recoveries, r.waitProgress(chaosRecords/10, 2*time.Minute))
+	}
+	r.produce(len(r.msgs))
+	input := inputByPartition(t, r.msgs, eosPartitions)
+	waitInputCommitted(t, c, app, in, input, 3*time.Minute, cl.checkAlive)
+	// The aggregate's sub-topology reads the repartition topic: the input
+	// being committed does not mean the aggregates are.
+	waitAggregates(t, c, aggOut, input, 2*time.Minute, cl.checkAlive)
+	cl.stopAll()
+	canaries := stopCanary()
+
+	findings := verifyChaos(t, c, input, echo, aggOut)
+	for _, f := range findings {
+		f.report(t)
+	}
+	for _, e := range proxy.Log() {
+		if e.Rule != 0 {
+			t.Logf("fault: %v", e)
+		}
+	}
+	for i, path := range cl.logs {
+		if warn := grepLines(path, "level=WARN", 8); warn != "" {
+			t.Logf("instance %d's first warnings:\n%s", i, warn)
+		}
+	}
+	stats := proxy.Stats()
+	t.Logf("%s: %d rounds, %d kills, faults fired %v, %d canary transactions aborted; instances logged %s; time to recover after each fault %v; %d violations; %v in all",
+		sc.name, rounds, r.kills, stats.Fired, canaries, cl.logCounts(), recoveries, findings[0].total()+findings[1].total(), time.Since(started).Round(time.Millisecond))
+}
+
+// firedBefore and resetFired keep the proxy's counts at the start of a
+// round.
+func (r *chaosRun) firedBefore(a faultproxy.Action) int { return r.fired[a] }
+
+func (r *chaosRun) resetFired() { r.fired = r.proxy.Stats().Fired }
+
+// startCanary writes, every 200 ms until stopped, a transaction of one
+// record to every partition of each topic and aborts it: a reader that
+// ever sees one read_committed has read an aborted transaction. stop
+// returns how many transactions it aborted.
+func startCanary(t *testing.T, c *kafka.Env, topics ...string) (stop func() int) {
+	var n int
+	var failure error
+	t.Helper()
+	p := newTxnProducer(t, c, c.Name(t, "canary"))
+	quit, done := make(chan struct{}), make(chan struct{})
+	// Cleanups run last first: this one stops the canary before the
+	// producer is closed under it.
+	t.Cleanup(func() { stop() })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if err := p.BeginTxn(); err != nil {
+				failure = fmt.Errorf("begin: %w", err)
+				return
+			}
+			var msgs []*sarama.ProducerMessage
+			for _, topic := range topics {
+				for part, key := range sentinelKeys(eosPartitions) {
+					msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: part, Key: sarama.StringEncoder(canaryPrefix + key + "-" + strconv.Itoa(i)), Value: sarama.StringEncoder("canary")})
+				}
+			}
+			// A broker restart fails a send; the canary then aborts
+			// what it has and tries again at the next tick.
+			_ = p.SendMessages(msgs)
+			if err := p.AbortTxn(); err != nil {
+				failure = fmt.Errorf("abort: %w", err)
+				return
+			}
+			n++
+		}
+	}()
+	var once sync.Once
+	stop = func() int {
+		once.Do(func() {
+			close(quit)
+			<-done
+			if failure != nil {
+				t.Logf("the canary stopped early: %v", failure)
+			}
+		})
+		return n
+	}
+	return stop
+}
+
+// waitAggregates reads topic read_committed until every key's last
+// "count,sum" is its input count, for at most timeout, calling check on
+// the way. It returns either way: the verifier names what is missing.
+func waitAggregates(t *testing.T, c *kafka.Env, topic string, input map[int32][]inRec, timeout time.Duration, check func()) {
+	t.Helper()
+	want := map[string]int64{}
+	for _, recs := range input {
+		for _, r := range recs {
+			want[r.key]++
+		}
+	}
+	cfg := c.SaramaConfig()
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	consumer, err := sarama.NewConsumer(c.Brokers, cfg)
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer consumer.Close()
+	msgs, done := make(chan *sarama.ConsumerMessage, 1024), make(chan struct{})
+	defer close(done)
+	for p := range int32(eosPartitions) {
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("consuming %s/%d: %v", topic, p, err)
+		}
+		defer pc.AsyncClose()
+		go func() {
+			for m := range pc.Messages() {
+				select {
+				case msgs <- m:
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	behind := len(want)
+	got := map[string]int64{}
+	deadline := time.After(timeout)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for behind > 0 {
+		select {
+		case m := <-msgs:
+			k := string(m.Key)
+			count, _, err := parseCountSum(string(m.Value))
+			if err != nil || want[k] == 0 {
+				continue
+			}
+			if got[k] == want[k] && count != want[k] {
+				behind++
+			} else if got[k] != want[k] && count == want[k] {
+				behind--
+			}
+			got[k] = count
+		case <-tick.C:
+			check()
+		case <-deadline:
+			t.Logf("%d keys' aggregates still short of their input after %v", behind, timeout)
+			return
+		}
+	}
+}
+
+// verifyChaos reads echo and agg-out read_committed to the end markers it
+// appends and checks them against the input: the echo and the aggregate
+// verifiers, plus aborted reads (canary records) and transactions left
+// open (a partition whose read never reaches its end marker).
+func verifyChaos(t *testing.T, c *kafka.Env, input map[int32][]inRec, echo, aggOut string) []*findings {
+	t.Helper()
+	echoF, aggF := newFindings("echo "+echo), newFindings("agg-out "+aggOut)
+	for _, check := range []struct {
+		topic  string
+		f      *findings
+		verify func(*findings, map[int32][]inRec, []*sarama.ConsumerMessage)
+	}{{echo, echoF, verifyEcho}, {aggOut, aggF, verifyAgg}} {
+		writeSentinels(t, c, check.topic, eosPartitions)
+		recs := readCommittedToSentinels(t, c, check.f, check.topic, 45*time.Second)
+		var kept []*sarama.ConsumerMessage
+		for _, m := range recs {
+			if strings.HasPrefix(string(m.Key), canaryPrefix) {
+				check.f.add(anomalyAbortedRead, "partition %d offset %d: key %s of a transaction the canary aborted", m.Partition, m.Offset, m.Key)
+				continue
+			}
+			kept = append(kept, m)
+		}
+		check.verify(check.f, input, kept)
+	}
+	return []*findings{echoF, aggF}
+}
+
+// readCommittedToSentinels reads every partition of topic read_committed
+// from its start to its sentinel, for at most timeout. A partition that
+// does not get there holds a transaction that never ended: reported as
+// anomalyOpenTxn, with where its read stopped.
+func readCommittedToSentinels(t *testing.T, c *kafka.Env, f *findings, topic string, timeout time.Duration) []*sarama.ConsumerMessage {
+	t.Helper()
+	cfg := c.SaramaConfig()
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	consumer, err := sarama.NewConsumer(c.Brokers, cfg)
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer consumer.Close()
+	ends := kafka.EndOffsets(t, c, topic)
+	var out []*sarama.ConsumerMessage
+	deadline := time.After(timeout)
+	for p := range int32(eosPartitions) {
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("consuming %s/%d: %v", topic, p, err)
+		}
+		last := int64(-1)
+	read:
+		for {
+			select {
+			case m := <-pc.Messages():
+				last = m.Offset
+				if strings.HasPrefix(string(m.Key), sentinelPrefix) {
+					break read
+				}
+				out = append(out, m)
+			case err := <-pc.Errors():
+				t.Fatalf("reading %s/%d: %v", topic, p, err)
+			case <-deadline:
+				f.add(anomalyOpenTxn, "partition %d: read_committed stopped after offset %d of %d: a transaction there never ended", p, last, ends[p])
+				deadline = time.After(0)
+				break read
+			}
+		}
+		_ = pc.Close()
+	}
+	return out
+}
+
+// logCounts counts the lines of the instances' logs that tell of aborts,
+// fencing, unknown outcomes, producer rebuilds and assignments.
+func (cl *eosCluster) logCounts() string {
+	kinds := []struct{ name, text string }{
+		{"aborts", "transaction aborted"},
+		{"fenced", "producer fenced"},
+		{"unknown outcomes", "transaction outcome unknown"},
+		{"assignments", `msg=assignment`},
+	}
+	counts := make([]int, len(kinds))
+	for _, path := range cl.logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for i, k := range kinds {
+			counts[i] += strings.Count(string(b), k.text)
+		}
+	}
+	var parts []string
+	for i, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[i], k.name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// grepLines returns the first n lines of the file at path that contain
+// text.
+func grepLines(path, text string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, text) && len(out) < n {
+			out = append(out, "  "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
