@@ -202,8 +202,34 @@ func (c exactlyOnce) commit(ctx context.Context, offsets map[string]map[int32]in
 		return committed, err
 	}
 	th.committed(offsets)
-	th.log.Debug("transaction committed", "took", time.Since(start))
+	took := time.Since(start)
+	th.log.Debug("transaction committed", "took", took)
+	if limit := th.requestTimeout(); limit > 0 && took >= limit {
+		// A request of this commit may have timed out and been sent
+		// again by sarama, which retries transactional requests on a new
+		// connection without telling us: the first copy can still reach
+		// the broker, and a late EndTxn would end the next transaction,
+		// half written (sarama has no KIP-890 protection). A new producer
+		// bumps the epoch, and the broker refuses every late copy.
+		th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "rebuilt").Inc()
+		th.log.Warn("a commit took longer than the request timeout; rebuilding the producer so that no late request of it can reach a later transaction", "took", took.Round(time.Millisecond), "request_timeout", limit)
+		if err := th.rebuildProducer(); err != nil {
+			return committed, err
+		}
+	}
 	return committed, nil
+}
+
+// requestTimeout is how long a request of the producer waits for its
+// response (sarama's Net.ReadTimeout), 0 when unknown.
+func (th *Thread) requestTimeout() time.Duration {
+	if th.pclient != nil {
+		return th.pclient.Config().Net.ReadTimeout
+	}
+	if th.in.Client != nil {
+		return th.in.Client.RequestTimeout
+	}
+	return 0
 }
 
 // failCommit handles a changelog or flush failure at least once: the

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -71,8 +72,12 @@ func TestCommitOutcomes(t *testing.T) {
 		noSession bool
 		want      outcome
 		rebuilt   bool
+		slow      bool // the commit takes longer than the request timeout
 	}{
 		{name: "committed", want: committed},
+		// sarama may have sent a request of it twice: the late copy must
+		// not reach the next transaction.
+		{name: "committed slowly", slow: true, want: committed, rebuilt: true},
 		{name: "aborted", commitErr: sarama.ErrOutOfOrderSequenceNumber, status: sarama.ProducerTxnFlagAbortableError, want: aborted},
 		{name: "fenced", commitErr: sarama.ErrProducerFenced, status: sarama.ProducerTxnFlagFatalError, want: fenced, rebuilt: true},
 		{name: "ambiguous", commitErr: sarama.ErrRequestTimedOut, status: sarama.ProducerTxnFlagInTransaction, want: ambiguous, rebuilt: true},
@@ -87,6 +92,10 @@ func TestCommitOutcomes(t *testing.T) {
 			// young one means a twin instance, which the thread stops for.
 			th.in.TransactionTimeout = time.Nanosecond
 			fake.CommitErr, fake.CommitStatus = c.commitErr, c.status
+			th.in.Client = &client.Options{RequestTimeout: time.Hour}
+			if c.slow {
+				th.in.Client.RequestTimeout, fake.CommitDelay = 10*time.Millisecond, 20*time.Millisecond
+			}
 			if c.noSession {
 				th.sess = nil
 			}

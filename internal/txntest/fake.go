@@ -12,7 +12,11 @@
 // integration tests.
 package txntest
 
-import "github.com/IBM/sarama"
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+)
 
 // Fake is a sarama.AsyncProducer whose transaction calls fail as a
 // test says. Sent messages are acknowledged at once, or failed with
@@ -25,11 +29,13 @@ type Fake struct {
 	Status       sarama.ProducerTxnStatusFlag
 	CommitErr    error
 	CommitStatus sarama.ProducerTxnStatusFlag
-	AbortErr     error
-	SendErr      error
-	Aborted      int
-	Committed    int
-	Closed       int
+	// CommitDelay is how long CommitTxn takes.
+	CommitDelay time.Duration
+	AbortErr    error
+	SendErr     error
+	Aborted     int
+	Committed   int
+	Closed      int
 	// Gate, when set before the first Send, holds every acknowledgement
 	// until it is closed: records sent meanwhile are in flight together,
 	// as a batch is. Up to 16 records wait in the input.
@@ -79,6 +85,7 @@ func (f *Fake) BeginTxn() error {
 }
 func (f *Fake) CommitTxn() error {
 	f.Committed++
+	time.Sleep(f.CommitDelay)
 	if f.CommitErr != nil {
 		f.Status = f.CommitStatus
 		return f.CommitErr
