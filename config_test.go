@@ -212,9 +212,9 @@ func TestCacheMaxBytes(t *testing.T) {
 func TestClientIDAndRequestTimeout(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		cfg                Config
+		cfg        Config
 		wantThread string
-		timeout            time.Duration
+		timeout    time.Duration
 	}{
 		{Config{ApplicationID: "app", Brokers: []string{"h:1"}}, "app-0", 30 * time.Second},
 		{Config{ApplicationID: "app", Brokers: []string{"h:1"}, ClientID: "app-i2", Net: NetConfig{RequestTimeout: 3 * time.Second}}, "app-i2-0", 3 * time.Second},
