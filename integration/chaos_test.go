@@ -199,8 +199,9 @@ func (r *chaosRun) waitProgress(n int, timeout time.Duration) time.Duration {
 // directory. It spares the instance the round partitions: restarted
 // while no broker answers, an instance's Run fails at once ("connecting
 // to ...: client has run out of available brokers"), which is weir's
-// documented start-up behaviour and would end the scenario.
-func (r *chaosRun) killOne() {
+// documented start-up behaviour and would end the scenario. It returns
+// the instance's slot.
+func (r *chaosRun) killOne() int {
 	slot := r.rng.IntN(eosInstances)
 	for slot == r.partitioned {
 		slot = r.rng.IntN(eosInstances)
@@ -208,6 +209,7 @@ func (r *chaosRun) killOne() {
 	r.cl.kill(slot)
 	r.kills++
 	r.t.Logf("kill -9 of instance %d", slot)
+	return slot
 }
 
 // chaosScenario is one fault, injected each round between two parts of the
@@ -379,7 +381,10 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 		r.resetFired()
 		r.partitioned = -1
 		if sc.killFirst {
-			r.killOne()
+			// The restarted instance must be past its start-up, where a
+			// broker that does not answer fails its Run, before the
+			// fault takes the broker away.
+			r.cl.waitTasks(r.killOne(), 60*time.Second)
 		}
 		wait := sc.fault(r, round)
 		if sc.kill && !sc.killFirst {

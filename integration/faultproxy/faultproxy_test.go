@@ -522,6 +522,68 @@ func TestParseProduceAcks(t *testing.T) {
 	}
 }
 
+func TestParseEndTxn(t *testing.T) {
+	t.Parallel()
+	i16 := func(v int16) []byte { return binary.BigEndian.AppendUint16(nil, uint16(v)) }
+	cat := func(parts ...[]byte) []byte { return slices.Concat(parts...) }
+	idEpoch := cat(binary.BigEndian.AppendUint64(nil, 7), i16(2))
+	tagged := []byte{1, 5, 2, 0xaa, 0xbb} // one tagged field: tag 5, 2 bytes
+	for _, tc := range []struct {
+		name      string
+		version   int16
+		rest      []byte // what follows the client id
+		committed bool
+		ok        bool
+	}{
+		{"v0 commit", 0, cat(i16(2), []byte("tx"), idEpoch, []byte{1}), true, true},
+		{"v2 abort", 2, cat(i16(2), []byte("tx"), idEpoch, []byte{0}), false, true},
+		{"v3 commit", 3, cat([]byte{0}, []byte{3}, []byte("tx"), idEpoch, []byte{1, 0}), true, true},
+		{"v3 tagged fields, abort", 3, cat(tagged, []byte{3}, []byte("tx"), idEpoch, []byte{0, 0}), false, true},
+		{"v0 truncated", 0, cat(i16(2), []byte("tx"), idEpoch), false, false},
+		{"v3 id longer than the frame", 3, cat([]byte{0}, []byte{40}, []byte("tx")), false, false},
+	} {
+		committed, ok := endTxnCommitted(tc.version, tc.rest)
+		if committed != tc.committed || ok != tc.ok {
+			t.Errorf("%s: committed %t ok %t, want %t %t", tc.name, committed, ok, tc.committed, tc.ok)
+		}
+	}
+}
+
+// TestTxnEndRule fires a rule narrowed to aborts on the aborting EndTxn
+// requests only, and leaves other request types to the rule's other
+// conditions.
+func TestTxnEndRule(t *testing.T) {
+	t.Parallel()
+	_, p := setup(t)
+	body := func(commit bool) []byte {
+		b := binary.BigEndian.AppendUint16(nil, 2)
+		b = append(b, "tx"...)
+		b = binary.BigEndian.AppendUint64(b, 7)
+		b = binary.BigEndian.AppendUint16(b, 0)
+		if commit {
+			return append(b, 1)
+		}
+		return append(b, 0)
+	}
+	p.Add(Rule{APIs: []APIKey{EndTxn, Heartbeat}, TxnEnd: AbortTxnEnd, Action: DelayResponse})
+	c := dial(t, p.Addr(), "txn")
+	for i := int32(1); i <= 6; i++ {
+		c.sendFrame(frame(EndTxn, 1, i, c.id, body(i%2 == 0)))
+	}
+	c.sendFrame(frame(EndTxn, 1, 7, c.id, []byte{0, 2})) // does not parse
+	c.send(Heartbeat, 8)
+	for i := int32(1); i <= 8; i++ {
+		c.expect(i)
+	}
+	var got []int32
+	for _, e := range p.Log() {
+		got = append(got, e.CorrelationID)
+	}
+	if want := []int32{1, 3, 5, 8}; !slices.Equal(got, want) {
+		t.Fatalf("fired on %v, want the aborts %v and the heartbeat", got, want)
+	}
+}
+
 // TestOversizedFrame cuts a connection announcing a frame above
 // MaxFrameBytes, with the reason in the log.
 func TestOversizedFrame(t *testing.T) {

@@ -50,6 +50,10 @@ type header struct {
 	clientID string
 	// expectsResponse is false only for a Produce whose acks is 0.
 	expectsResponse bool
+	// txnEnd is what an EndTxn request asks for: CommitTxnEnd or
+	// AbortTxnEnd; AnyTxnEnd for other requests and for an EndTxn whose
+	// body does not parse.
+	txnEnd TxnEnd
 }
 
 // parseRequest reads the request header at the start of a frame's payload:
@@ -75,9 +79,17 @@ func parseRequest(p []byte) (header, error) {
 		h.clientID = string(rest[:n])
 		rest = rest[n:]
 	}
-	if h.api == Produce {
+	switch h.api {
+	case Produce:
 		if acks, ok := produceAcks(h.version, rest); ok && acks == 0 {
 			h.expectsResponse = false
+		}
+	case EndTxn:
+		if committed, ok := endTxnCommitted(h.version, rest); ok {
+			h.txnEnd = AbortTxnEnd
+			if committed {
+				h.txnEnd = CommitTxnEnd
+			}
 		}
 	}
 	return h, nil
@@ -92,44 +104,80 @@ func parseRequest(p []byte) (header, error) {
 func produceAcks(version int16, b []byte) (acks int16, ok bool) {
 	flexible := version >= 9
 	if flexible {
-		count, n := binary.Uvarint(b)
-		if n <= 0 {
+		if b, ok = skipTaggedFields(b); !ok {
 			return 0, false
-		}
-		b = b[n:]
-		for range count {
-			if _, n = binary.Uvarint(b); n <= 0 {
-				return 0, false
-			}
-			b = b[n:]
-			size, n := binary.Uvarint(b)
-			if n <= 0 || size > uint64(len(b)-n) {
-				return 0, false
-			}
-			b = b[n+int(size):]
 		}
 	}
 	if version >= 3 {
-		var skip int
-		if flexible {
-			l, n := binary.Uvarint(b) // length+1, 0 = null
-			if n <= 0 || l > uint64(len(b)) {
-				return 0, false
-			}
-			skip = n + max(int(l)-1, 0)
-		} else {
-			if len(b) < 2 {
-				return 0, false
-			}
-			skip = 2 + max(int(int16(binary.BigEndian.Uint16(b))), 0)
-		}
-		if skip > len(b) {
+		if b, ok = skipString(b, flexible); !ok {
 			return 0, false
 		}
-		b = b[skip:]
 	}
 	if len(b) < 2 {
 		return 0, false
 	}
 	return int16(binary.BigEndian.Uint16(b)), true
+}
+
+// endTxnCommitted reads the committed flag from what follows the client id
+// of an EndTxn request: in flexible versions (v3+) the header's tagged
+// fields, then the transactional id (compact in v3+), producer_id int64,
+// producer_epoch int16 and committed, a boolean byte. ok is false when the
+// bytes do not parse.
+func endTxnCommitted(version int16, b []byte) (committed, ok bool) {
+	flexible := version >= 3
+	if flexible {
+		if b, ok = skipTaggedFields(b); !ok {
+			return false, false
+		}
+	}
+	if b, ok = skipString(b, flexible); !ok || len(b) < 8+2+1 {
+		return false, false
+	}
+	return b[10] != 0, true
+}
+
+// skipTaggedFields skips a flexible header's tagged fields: a count, then
+// per field a tag and a size, both unsigned varints, and the data.
+func skipTaggedFields(b []byte) ([]byte, bool) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, false
+	}
+	b = b[n:]
+	for range count {
+		if _, n = binary.Uvarint(b); n <= 0 {
+			return nil, false
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, false
+		}
+		b = b[n+int(size):]
+	}
+	return b, true
+}
+
+// skipString skips a nullable string: compact (an unsigned varint of its
+// length plus one, 0 for null) in flexible versions, otherwise an int16
+// length (-1 for null).
+func skipString(b []byte, compact bool) ([]byte, bool) {
+	var skip int
+	if compact {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)) {
+			return nil, false
+		}
+		skip = n + max(int(l)-1, 0)
+	} else {
+		if len(b) < 2 {
+			return nil, false
+		}
+		skip = 2 + max(int(int16(binary.BigEndian.Uint16(b))), 0)
+	}
+	if skip > len(b) {
+		return nil, false
+	}
+	return b[skip:], true
 }

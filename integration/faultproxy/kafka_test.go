@@ -215,23 +215,27 @@ func TestKafkaThroughProxy(t *testing.T) {
 }
 
 // TestKafkaDroppedEndTxn drops the response to a transactional producer's
-// EndTxn (commit), once. The broker commits either way, as a read_committed
-// consumer shows. What the producer learns depends on sarama's retries: by
-// default (Producer.Transaction.Retry.Max = 50, what weir uses) it takes the
-// cut connection for a network error, sends EndTxn again on a new one, and
-// the broker answers the retry with success because that transaction is
-// already committed, so CommitTxn succeeds. Without retries CommitTxn fails
-// although the broker committed: the ambiguous outcome weir's transaction
-// handling must not take for an abort.
+// EndTxn, once, for a commit and for an abort, the rule telling the two
+// apart by the request's committed flag as sarama encodes it. The broker
+// ends the transaction either way, as a read_committed consumer shows.
+// What the producer learns depends on sarama's retries: by default
+// (Producer.Transaction.Retry.Max = 50, what weir uses) it takes the cut
+// connection for a network error, sends EndTxn again on a new one, and the
+// broker answers the retry with success because that transaction already
+// ended that way, so CommitTxn (AbortTxn) succeeds. Without retries
+// CommitTxn fails although the broker committed: the ambiguous outcome
+// weir's transaction handling must not take for an abort.
 func TestKafkaDroppedEndTxn(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
+		abort        bool
 		retries      int // Producer.Transaction.Retry.Max; -1 = sarama's default
 		wantErr      bool
 		wantRequests int // EndTxn requests through the proxy
 	}{
-		{"sarama retries", -1, false, 2},
-		{"no retries", 0, true, 1},
+		{"commit, sarama retries", false, -1, false, 2},
+		{"commit, no retries", false, 0, true, 1},
+		{"abort, sarama retries", true, -1, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startProxied(t)
@@ -253,27 +257,52 @@ func TestKafkaDroppedEndTxn(t *testing.T) {
 			}
 			defer producer.Close()
 
-			p.Add(Rule{APIs: []APIKey{EndTxn}, Action: DropResponse, Once: true})
-			if err := producer.BeginTxn(); err != nil {
-				t.Fatal(err)
+			end, other := CommitTxnEnd, AbortTxnEnd
+			if tc.abort {
+				end, other = other, end
+			}
+			// The rule for the other end never fires: it is checked first,
+			// so it would act on this EndTxn if it matched.
+			p.Add(Rule{APIs: []APIKey{EndTxn}, TxnEnd: other, Action: Cut})
+			p.Add(Rule{APIs: []APIKey{EndTxn}, TxnEnd: end, Action: DropResponse, Once: true})
+			send := func(vs []string) {
+				t.Helper()
+				if err := producer.BeginTxn(); err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range vs {
+					if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)}); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			want := values(3)
-			for _, v := range want {
-				if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)}); err != nil {
+			send(want)
+			if tc.abort {
+				err = producer.AbortTxn()
+			} else {
+				err = producer.CommitTxn()
+			}
+			t.Logf("EndTxn (%v): %v; transaction status %v; EndTxn requests %d",
+				end, err, producer.TxnStatus(), p.Stats().Requests[EndTxn])
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ending the transaction returned %v, want an error: %t", err, tc.wantErr)
+			}
+			if st := p.Stats(); st.Fired[DropResponse] != 1 || st.Fired[Cut] != 0 || st.Requests[EndTxn] != tc.wantRequests {
+				t.Fatalf("stats %+v, want 1 EndTxn response dropped of %d EndTxn, nothing cut", st, tc.wantRequests)
+			}
+			if tc.abort {
+				// A committed transaction after the aborted one: read
+				// read_committed, it must be all there is.
+				p.Clear()
+				want = []string{"after the abort"}
+				send(want)
+				if err := producer.CommitTxn(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			err = producer.CommitTxn()
-			t.Logf("CommitTxn: %v; transaction status %v; EndTxn requests %d",
-				err, producer.TxnStatus(), p.Stats().Requests[EndTxn])
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("CommitTxn returned %v, want an error: %t", err, tc.wantErr)
-			}
-			if st := p.Stats(); st.Fired[DropResponse] != 1 || st.Requests[EndTxn] != tc.wantRequests {
-				t.Fatalf("stats %+v, want 1 EndTxn response dropped of %d EndTxn", st, tc.wantRequests)
-			}
 			if got := consume(t, p, topic, sarama.ReadCommitted, len(want)); !slices.Equal(got, want) {
-				t.Fatalf("read_committed consumed %v, want %v: the broker did not commit", got, want)
+				t.Fatalf("read_committed consumed %v, want %v", got, want)
 			}
 		})
 	}

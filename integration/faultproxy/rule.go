@@ -91,6 +91,32 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
+// TxnEnd narrows a rule to the EndTxn requests that commit or to those that
+// abort.
+type TxnEnd int
+
+const (
+	// AnyTxnEnd, the zero value, does not look at what an EndTxn asks.
+	AnyTxnEnd TxnEnd = iota
+	// CommitTxnEnd matches the EndTxn requests that commit.
+	CommitTxnEnd
+	// AbortTxnEnd matches the EndTxn requests that abort.
+	AbortTxnEnd
+)
+
+// String returns the constant's name.
+func (e TxnEnd) String() string {
+	switch e {
+	case AnyTxnEnd:
+		return "AnyTxnEnd"
+	case CommitTxnEnd:
+		return "CommitTxnEnd"
+	case AbortTxnEnd:
+		return "AbortTxnEnd"
+	}
+	return fmt.Sprintf("TxnEnd(%d)", int(e))
+}
+
 // RuleID names an installed rule for [Proxy.Remove]. IDs are never reused
 // within one Proxy; 0 names no rule.
 type RuleID uint64
@@ -107,6 +133,11 @@ type Rule struct {
 	APIs []APIKey
 	// ClientID is a prefix of the request header's client id; "" matches any.
 	ClientID string
+	// TxnEnd, when CommitTxnEnd or AbortTxnEnd, matches only the EndTxn
+	// requests whose committed flag says so (an EndTxn whose body does
+	// not parse matches neither); requests of other types are not
+	// affected by it.
+	TxnEnd TxnEnd
 	// Action is what the rule does when it fires.
 	Action Action
 	// Delay is how long DelayRequest holds the request and DelayResponse the
@@ -146,7 +177,8 @@ func newRule(r Rule, id RuleID) *rule {
 }
 
 func (r *rule) matches(h header) bool {
-	return (len(r.APIs) == 0 || slices.Contains(r.APIs, h.api)) && strings.HasPrefix(h.clientID, r.ClientID)
+	return (len(r.APIs) == 0 || slices.Contains(r.APIs, h.api)) && strings.HasPrefix(h.clientID, r.ClientID) &&
+		(h.api != EndTxn || r.TxnEnd == AnyTxnEnd || r.TxnEnd == h.txnEnd)
 }
 
 // fire counts a matching request and reports whether the rule fires on it.
