@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,12 @@ const (
 // canaryPrefix starts the keys of the records the canary writes in
 // transactions it aborts: none may ever be read read_committed.
 const canaryPrefix = "aborted-"
+
+// poisonPrefix starts the values of input records that are no sequence
+// number: the aggregate fails on them, and its instance, whose processing
+// errors are skipped, aborts its transaction and replays without them.
+// The echo copies them like any other record.
+const poisonPrefix = "poison-"
 
 // chaosTopology is eosTopology with a repartition topic between the input
 // and the aggregate: the aggregate's sub-topology reads what the first
@@ -118,8 +125,11 @@ type chaosRun struct {
 	producer *chunkProducer
 	msgs     []*sarama.ProducerMessage
 	next     int // msgs[:next] are produced
-	kills    int
-	fired    map[faultproxy.Action]int // the proxy's counts when the round began
+	// poison are the records produced besides msgs that the aggregate
+	// fails on (poisonPrefix): echoed, never counted.
+	poison []*sarama.ProducerMessage
+	kills  int
+	fired  map[faultproxy.Action]int // the proxy's counts when the round began
 	// partitioned is the instance the round cuts off from the broker, -1
 	// for none.
 	partitioned int
@@ -136,6 +146,53 @@ func (r *chaosRun) produce(n int) {
 		r.t.Fatalf("producing input: %v", err)
 	}
 	r.next = end
+}
+
+// producePoison produces per input partition perPartition records the
+// aggregate fails on (poisonPrefix), keyed with input keys of that
+// partition, so that every task of the aggregate's sub-topology aborts a
+// transaction for one.
+func (r *chaosRun) producePoison(round, perPartition int) {
+	r.t.Helper()
+	part := r.c.SaramaConfig().Producer.Partitioner(r.in)
+	left := map[int32]int{}
+	for p := range int32(eosPartitions) {
+		left[p] = perPartition
+	}
+	var msgs []*sarama.ProducerMessage
+	for k := 0; k < eosKeys && len(left) > 0; k++ {
+		m := &sarama.ProducerMessage{Topic: r.in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", k)),
+			Value: sarama.StringEncoder(fmt.Sprintf("%sr%d-k%03d", poisonPrefix, round, k))}
+		p, err := part.Partition(m, eosPartitions)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if left[p] == 0 {
+			continue
+		}
+		if left[p]--; left[p] == 0 {
+			delete(left, p)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := r.producer.p.SendMessages(msgs); err != nil {
+		r.t.Fatalf("producing poison records: %v", err)
+	}
+	r.poison = append(r.poison, msgs...)
+}
+
+// withoutPoison is the input the aggregate counts: in without the poison
+// records.
+func withoutPoison(in map[int32][]inRec) map[int32][]inRec {
+	out := map[int32][]inRec{}
+	for p, recs := range in {
+		for _, rec := range recs {
+			if !strings.HasPrefix(rec.value, poisonPrefix) {
+				out[p] = append(out[p], rec)
+			}
+		}
+	}
+	return out
 }
 
 // feed produces the next n input records from a goroutine, 100 every
@@ -256,7 +313,19 @@ func chaosScenarios() []chaosScenario {
 	endTxnDropped := func(r *chaosRun, round int) func() {
 		// The broker ends the transaction, the client never hears of it.
 		slot := round % eosInstances
-		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.EndTxn}, ClientID: r.clientOf(slot), Action: faultproxy.DropResponse, Once: true})
+		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.EndTxn}, TxnEnd: faultproxy.CommitTxnEnd, ClientID: r.clientOf(slot), Action: faultproxy.DropResponse, Once: true})
+		return func() {
+			defer r.proxy.Remove(id)
+			r.waitFired(faultproxy.DropResponse, 30*time.Second)
+		}
+	}
+	abortDropped := func(r *chaosRun, round int) func() {
+		// Records the aggregate fails on make the instances that own
+		// its tasks abort (and replay without them); the broker aborts
+		// the first of those transactions, whichever instance's, and the
+		// client never hears of it.
+		id := r.proxy.Add(faultproxy.Rule{APIs: []faultproxy.APIKey{faultproxy.EndTxn}, TxnEnd: faultproxy.AbortTxnEnd, ClientID: r.app + "-i", Action: faultproxy.DropResponse, Once: true})
+		r.producePoison(round, 2)
 		return func() {
 			defer r.proxy.Remove(id)
 			r.waitFired(faultproxy.DropResponse, 30*time.Second)
@@ -307,11 +376,13 @@ func chaosScenarios() []chaosScenario {
 	return []chaosScenario{
 		{name: "EndTxnDelayedPastTimeout", fault: endTxnLate},
 		{name: "EndTxnResponseDropped", fault: endTxnDropped},
+		{name: "EndTxnAbortResponseDropped", fault: abortDropped},
 		{name: "TxnOffsetCommitDelayedAcrossRebalance", fault: offsetsLate},
 		{name: "InstancePartitionedPastSessionTimeout", fault: partition},
 		{name: "BrokerRestartMidCommit", fault: brokerRestart, burst: true},
 		{name: "EndTxnDelayedWithKill9", fault: endTxnLate, kill: true},
 		{name: "EndTxnDroppedWithKill9", fault: endTxnDropped, kill: true},
+		{name: "EndTxnAbortDroppedWithKill9", fault: abortDropped, kill: true},
 		{name: "PartitionWithKill9", fault: partition, kill: true},
 		{name: "BrokerRestartWithKill9", fault: brokerRestart, kill: true, killFirst: true, burst: true},
 	}
@@ -401,15 +472,16 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 		recoveries = append(recoveries, r.waitProgress(chaosRecords/10, 2*time.Minute))
 	}
 	r.produce(len(r.msgs))
-	input := inputByPartition(t, r.msgs, eosPartitions)
+	input := inputByPartition(t, append(slices.Clone(r.msgs), r.poison...), eosPartitions)
+	counted := withoutPoison(input)
 	waitInputCommitted(t, c, app, in, input, 3*time.Minute, cl.checkAlive)
 	// The aggregate's sub-topology reads the repartition topic: the input
 	// being committed does not mean the aggregates are.
-	waitAggregates(t, c, aggOut, input, 2*time.Minute, cl.checkAlive)
+	waitAggregates(t, c, aggOut, counted, 2*time.Minute, cl.checkAlive)
 	cl.stopAll()
 	canaries := stopCanary()
 
-	findings := verifyChaos(t, c, input, echo, aggOut)
+	findings := verifyChaos(t, c, input, counted, echo, aggOut)
 	for _, f := range findings {
 		f.report(t)
 	}
@@ -556,17 +628,19 @@ func waitAggregates(t *testing.T, c *kafka.Env, topic string, input map[int32][]
 }
 
 // verifyChaos reads echo and agg-out read_committed to the end markers it
-// appends and checks them against the input: the echo and the aggregate
-// verifiers, plus aborted reads (canary records) and transactions left
-// open (a partition whose read never reaches its end marker).
-func verifyChaos(t *testing.T, c *kafka.Env, input map[int32][]inRec, echo, aggOut string) []*findings {
+// appends and checks them against the input: the echo verifier against
+// all of it, the aggregate's against counted (the input without its
+// poison records), plus aborted reads (canary records) and transactions
+// left open (a partition whose read never reaches its end marker).
+func verifyChaos(t *testing.T, c *kafka.Env, input, counted map[int32][]inRec, echo, aggOut string) []*findings {
 	t.Helper()
 	echoF, aggF := newFindings("echo "+echo), newFindings("agg-out "+aggOut)
 	for _, check := range []struct {
 		topic  string
 		f      *findings
+		input  map[int32][]inRec
 		verify func(*findings, map[int32][]inRec, []*sarama.ConsumerMessage)
-	}{{echo, echoF, verifyEcho}, {aggOut, aggF, verifyAgg}} {
+	}{{echo, echoF, input, verifyEcho}, {aggOut, aggF, counted, verifyAgg}} {
 		writeSentinels(t, c, check.topic, eosPartitions)
 		recs := readCommittedToSentinels(t, c, check.f, check.topic, 45*time.Second)
 		var kept []*sarama.ConsumerMessage
@@ -577,7 +651,7 @@ func verifyChaos(t *testing.T, c *kafka.Env, input map[int32][]inRec, echo, aggO
 			}
 			kept = append(kept, m)
 		}
-		check.verify(check.f, input, kept)
+		check.verify(check.f, check.input, kept)
 	}
 	return []*findings{echoF, aggF}
 }
@@ -632,6 +706,7 @@ func readCommittedToSentinels(t *testing.T, c *kafka.Env, f *findings, topic str
 func (cl *eosCluster) logCounts() string {
 	kinds := []struct{ name, text string }{
 		{"aborts", "transaction aborted"},
+		{"replays without a failed record", "aborting the transaction and replaying without the record"},
 		{"fenced", "producer fenced"},
 		{"unknown outcomes", "transaction outcome unknown"},
 		{"rebuilds after a slow commit", "rebuilding the producer so that no late request"},

@@ -159,7 +159,9 @@ type eosChildConfig struct {
 	// The chaos tests' settings (chaos_test.go): the repartitioned
 	// topology, the instance's client id (set per slot from
 	// ClientIDPrefix, so the fault proxy can tell instances apart), and
-	// Net.RequestTimeout.
+	// Net.RequestTimeout; the aggregate's processing errors skipped
+	// (ProcessingErrors: Skip, under exactly once an abort and a replay
+	// without the record).
 	Repartition    bool
 	ClientIDPrefix string
 	ClientID       string
@@ -180,6 +182,12 @@ func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
 		ClientID:       cc.ClientID,
 		Net:            weir.NetConfig{RequestTimeout: cc.RequestTimeout},
+		ProcessingErrors: func() weir.ErrorPolicy {
+			if cc.Repartition {
+				return weir.Skip
+			}
+			return ""
+		}(),
 	}
 }
 
