@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"syscall"
 	"time"
 )
@@ -14,4 +15,14 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS returns the peak resident memory of an exited child process, in
+// bytes (Linux reports ru_maxrss in KiB), or 0 when it is not known.
+func peakRSS(ps *os.ProcessState) int64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	return int64(ru.Maxrss) * 1024
 }

@@ -18,6 +18,9 @@
 // The aborts workload (not in the default set) runs three exactly-once
 // weir instances and makes the broker refuse K of their output records,
 // to count the rebalances each aborted transaction costs (aborts.go).
+// The rescale workload (not in the default set, rescale.go) times
+// `weir rescale` on a stopped application whose store holds
+// -rescale-records entries.
 // The join workload (not in the default set, join.go) measures a
 // stream-table join written with package kstream over a table of
 // -join-table-keys keys against the DSL count of the same stream.
@@ -33,6 +36,7 @@
 //	cd bench && go run . -workloads restore [-restore-records 1000000,5000000] [-restore-concurrency 2,4]
 //	cd bench && go run . -workloads aborts [-records 200000] [-aborts 5]
 //	cd bench && go run . -workloads join [-records 1000000] [-join-table-keys 100000] [-rounds 3]
+//	cd bench && go run . -workloads rescale [-rescale-records 5000000] [-rescale-partitions 8] [-rounds 2]
 package main
 
 import (
@@ -74,6 +78,7 @@ const (
 	wlAborts            = "aborts"
 	wlWordcount         = "wordcount"
 	wlJoin              = "join"
+	wlRescale           = "rescale"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
@@ -84,7 +89,7 @@ var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrou
 var readOrder = []string{wlSarama, wlSource, wlSaramaPassthrough, wlSaramaTxn, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlAborts, wlWordcount, wlJoin)
+var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlRescale, wlAborts, wlWordcount, wlJoin)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -107,6 +112,13 @@ type options struct {
 
 	restoreRecords     []int64
 	restoreConcurrency []int
+
+	// rescaleRecords are the rescale workload's store sizes;
+	// rescalePartitions its new partition count (0: twice -partitions);
+	// weirCLI the weir command it runs ("" builds ../cmd/weir).
+	rescaleRecords    []int64
+	rescalePartitions int
+	weirCLI           string
 
 	aborts       int
 	abortsWindow time.Duration
@@ -157,6 +169,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure: "+strings.Join(knownWorkloads, ", "))
 	restoreRecords := fs.String("restore-records", "1000000,5000000", "restore workload: comma-separated changelog sizes, in records")
 	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.State.MaxConcurrentRestores to measure")
+	rescaleRecords := fs.String("rescale-records", "5000000", "rescale workload: comma-separated store sizes, in entries")
+	rescalePartitions := fs.Int("rescale-partitions", 0, "rescale workload: the partition count to rescale to (default twice -partitions)")
+	weirCLI := fs.String("weir-cli", "", "rescale workload: the weir command to run (default: built from ../cmd/weir)")
 	aborts := fs.Int("aborts", 5, "aborts workload: bad input records, each an output record the broker refuses (an aborted transaction); 0 is a baseline without injection")
 	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
 	wcInstances := fs.Int("wc-instances", 1, "wordcount workload: weir instances (each with -threads threads) sharing the work")
@@ -180,23 +195,25 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 
 	o := &options{
-		records:        *records,
-		valueSize:      *valueSize,
-		partitions:     int32(*partitions),
-		threads:        *threads,
-		rounds:         *rounds,
-		commitInterval: *commitInterval,
-		timeout:        *timeout,
-		verify:         *verify,
-		sharedClient:   *sharedClient,
-		json:           *jsonOut,
-		profiling:      profiling{prefix: *cpuProfile, trace: *trace},
-		logLevel:       *logLevel,
-		aborts:         *aborts,
-		abortsWindow:   *abortsWindow,
-		wcInstances:    *wcInstances,
-		joinTableKeys:  *joinTableKeys,
-		registryURL:    *registryURL,
+		records:           *records,
+		valueSize:         *valueSize,
+		partitions:        int32(*partitions),
+		threads:           *threads,
+		rounds:            *rounds,
+		commitInterval:    *commitInterval,
+		timeout:           *timeout,
+		verify:            *verify,
+		sharedClient:      *sharedClient,
+		json:              *jsonOut,
+		profiling:         profiling{prefix: *cpuProfile, trace: *trace},
+		logLevel:          *logLevel,
+		aborts:            *aborts,
+		abortsWindow:      *abortsWindow,
+		wcInstances:       *wcInstances,
+		joinTableKeys:     *joinTableKeys,
+		registryURL:       *registryURL,
+		rescalePartitions: *rescalePartitions,
+		weirCLI:           *weirCLI,
 	}
 	fs.Visit(func(f *flag.Flag) { o.partitionsSet = o.partitionsSet || f.Name == "partitions" })
 	var errs []error
@@ -245,6 +262,12 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 	if o.restoreConcurrency, err = parsePositives[int](*restoreConcurrency); err != nil {
 		errs = append(errs, fmt.Errorf("-restore-concurrency: %w", err))
+	}
+	if o.rescaleRecords, err = parsePositives[int64](*rescaleRecords); err != nil {
+		errs = append(errs, fmt.Errorf("-rescale-records: %w", err))
+	}
+	if *rescalePartitions < 0 || *rescalePartitions > 10_000 || (*rescalePartitions > 0 && *rescalePartitions <= *partitions) {
+		errs = append(errs, fmt.Errorf("-rescale-partitions: %d is not above -partitions (%d) and at most 10000", *rescalePartitions, *partitions))
 	}
 	if o.wcVariants, err = parseWcVariants(*wcVariantNames); err != nil {
 		errs = append(errs, fmt.Errorf("-wc-variants: %w", err))
@@ -424,6 +447,11 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 		}
 		rep.computeRestoreRatios()
 	}
+	if slices.Contains(o.workloads, wlRescale) {
+		if err := runRescales(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
+	}
 	if slices.Contains(o.workloads, wlWordcount) {
 		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlAborts) {
 			// The header describes the wordcount workload alone.
@@ -467,7 +495,7 @@ func commitIntervalLabel(o *options) string {
 // refuse the configuration the weir workloads use (such as a guarantee
 // that is not available yet).
 func checkWeirConfig(o *options) error {
-	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlJoin) {
+	if !slices.Contains(o.workloads, wlSource) && !slices.Contains(o.workloads, wlPassthrough) && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlJoin) && !slices.Contains(o.workloads, wlRescale) {
 		return nil
 	}
 	t := processor.NewTopology()

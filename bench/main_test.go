@@ -164,6 +164,39 @@ func TestParseFlagsRestore(t *testing.T) {
 	}
 }
 
+func TestParseFlagsRescale(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-workloads", "rescale", "-partitions", "3"}, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.rescaleRecords, []int64{5_000_000}) || o.rescaleTo() != 6 || o.weirCLI != "" {
+		t.Errorf("rescale defaults: records %v, to %d partitions, cli %q", o.rescaleRecords, o.rescaleTo(), o.weirCLI)
+	}
+	o, err = parseFlags([]string{"-workloads", "rescale", "-rescale-records", "10,20", "-rescale-partitions", "12", "-weir-cli", "/bin/weir"}, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.rescaleRecords, []int64{10, 20}) || o.rescaleTo() != 12 || o.weirCLI != "/bin/weir" {
+		t.Errorf("rescale: records %v, to %d partitions, cli %q", o.rescaleRecords, o.rescaleTo(), o.weirCLI)
+	}
+	_, err = parseFlags([]string{"-rescale-records", "-1", "-rescale-partitions", "4"}, "", io.Discard)
+	for _, want := range []string{"-rescale-records", "-rescale-partitions"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}
+
+func TestDoneInLine(t *testing.T) {
+	t.Parallel()
+	out := "copied store kv: 5000000 entries\ndone in 41.25s: every store verified (keys, checksum and partition of every key); start a2 on the 8 partitions\n"
+	m := doneIn.FindStringSubmatch(out)
+	if m == nil || m[1] != "41.25s" {
+		t.Fatalf("matched %q", m)
+	}
+}
+
 func TestRestoreRatiosUseMediansOfFullRestores(t *testing.T) {
 	t.Parallel()
 	r := &report{Restores: []*restoreResult{

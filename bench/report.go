@@ -34,6 +34,9 @@ type report struct {
 	Restores      []*restoreResult `json:"restores,omitempty"`
 	RestoreRatios []restoreRatio   `json:"restore_ratios,omitempty"`
 
+	// Rescales are the rescale workload's (rescale.go).
+	Rescales []*rescaleResult `json:"rescales,omitempty"`
+
 	// Counts and CountRatios are the count workload's (count.go).
 	Counts      []*countResult `json:"counts,omitempty"`
 	CountRatios []countRatio   `json:"count_ratios,omitempty"`
@@ -169,6 +172,11 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	if len(r.Restores) > 0 {
 		if err := r.writeRestoreTable(w); err != nil {
+			return err
+		}
+	}
+	if len(r.Rescales) > 0 {
+		if err := r.writeRescaleTable(w); err != nil {
 			return err
 		}
 	}

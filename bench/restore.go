@@ -388,13 +388,17 @@ func (w *restoreWatch) wait(ctx context.Context, what string, expect int64, time
 	}
 }
 
-// restoreTopology is the restore workload's application: its one
-// processor opens the store and ignores its (empty) input.
+// restoreTopology is the restore and rescale workloads' application: its
+// one processor opens the store and ignores its (empty) input. The store
+// is declared keyed by the input's keys (its entries are loaded murmur2
+// partitioned, as a store keyed like its input is), which the rescale
+// workload's `weir rescale` requires.
 func restoreTopology(input string) *processor.Topology {
 	t := processor.NewTopology()
 	src := t.AddSource("in", input, serde.Bytes(), serde.Bytes())
 	keep := t.AddProcessor("keep", func() processor.Processor[[]byte, []byte, []byte, []byte] { return &keeper{} }, src)
 	t.AddStore(restoreStore, keep)
+	t.KeyedByPartition(restoreStore.Name())
 	return t
 }
 

@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -432,6 +433,7 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 	}
 	started := time.Now()
 	cl := newEOSCluster(t, base, eosInstances)
+	defer keepLogs(t, cl)
 	for i := range eosInstances {
 		cl.waitTasks(i, 60*time.Second)
 	}
@@ -498,6 +500,26 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 	stats := proxy.Stats()
 	t.Logf("%s: %d rounds, %d kills, faults fired %v, %d canary transactions aborted; instances logged %s; time to recover after each fault %v; %d violations; %v in all",
 		sc.name, rounds, r.kills, stats.Fired, canaries, cl.logCounts(), recoveries, findings[0].total()+findings[1].total(), time.Since(started).Round(time.Millisecond))
+}
+
+// keepLogs copies the instances' logs of a failed scenario into the
+// directory WEIR_CHAOS_LOGS names, if any: the test's own directory is
+// removed when it ends.
+func keepLogs(t *testing.T, cl *eosCluster) {
+	dir := os.Getenv("WEIR_CHAOS_LOGS")
+	if dir == "" || !t.Failed() {
+		return
+	}
+	for i, path := range cl.logs {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-instance-%d.log", strings.ReplaceAll(t.Name(), "/", "-"), i)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keeping instance %d's log: %v", i, err)
+		}
+	}
+	t.Logf("instance logs kept in %s", dir)
 }
 
 // firedBefore and resetFired keep the proxy's counts at the start of a

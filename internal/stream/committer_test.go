@@ -241,6 +241,34 @@ func TestKeptRecordsPastTheBoundRewindByRejoining(t *testing.T) {
 	}
 }
 
+// TestCommitsRefusedByTheGroupRewindByRejoining: a transaction aborted
+// because the group refused its offsets for this member's generation
+// rewinds by rejoining, not in place: every commit of the old generation
+// would abort again, and at 100 ms a streak of them reached
+// MaxConsecutiveAborts before the session ended (found by the chaos
+// test's partitioned instance). Other aborts still rewind in place.
+func TestCommitsRefusedByTheGroupRewindByRejoining(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cause error
+		mode  string
+	}{
+		{sarama.ErrIllegalGeneration, "rejoin"},
+		{sarama.ErrRebalanceInProgress, "rejoin"},
+		{sarama.ErrUnknownMemberId, "rejoin"},
+		{sarama.ErrFencedInstancedId, "rejoin"},
+		{sarama.ErrUnknownTopicOrPartition, "in_place"},
+	} {
+		th := committerThread(t, Config{}, txntest.New(true))
+		if o, err := th.act(fmt.Errorf("%w: commit: %w", txn.ErrAborted, tc.cause)); err != nil || o != aborted {
+			t.Fatalf("%v: act = %v, %v", tc.cause, o, err)
+		}
+		if n := counterValue(t, th.in.Metrics.Rewinds, "0", tc.mode); n != 1 {
+			t.Errorf("%v: rewinds %s = %v, want 1", tc.cause, tc.mode, n)
+		}
+	}
+}
+
 // TestCommitWindowClosesWithTheNewGeneration: after this member's
 // JoinGroup, a commit waits until the session runs in the generation of
 // the new assignment, not only until the assignment arrives: sarama hands

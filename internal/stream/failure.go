@@ -306,6 +306,14 @@ func (th *Thread) settle(err error) (outcome, error) {
 	return th.act(err)
 }
 
+// groupMovedOn reports a commit the group refused because this member's
+// generation is over or ending (what Kafka's clients call a failed commit:
+// the tasks may have new owners already).
+func groupMovedOn(err error) bool {
+	return errors.Is(err, sarama.ErrUnknownMemberId) || errors.Is(err, sarama.ErrFencedInstancedId) ||
+		errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrRebalanceInProgress)
+}
+
 // txnEnded reports an error after which no transaction is open: it was
 // aborted, or the producer is fenced or its outcome unknown.
 func txnEnded(err error) bool {
@@ -420,11 +428,14 @@ func (th *Thread) act(err error) (outcome, error) {
 // group never hears of it. It rejoins the group instead (closing the tasks,
 // which the sticky assignment gives back at the committed offsets) when the
 // kept records were let go because they passed State.MaxBufferBytes, or
-// when the group no longer knows this member: a stale member is out of the
-// group, and replaying its tasks would only abort again.
+// when the group has moved on without this member's generation (unknown
+// member, fenced static instance, a generation that is over, a rebalance
+// in progress): the group refuses every commit of the old generation, so
+// replaying its tasks would only abort again, up to MaxConsecutiveAborts
+// within a second at the default commit interval, before the session ends.
 func (th *Thread) rewind(cause error) error {
 	mode := "in_place"
-	if th.replayLost || errors.Is(cause, sarama.ErrUnknownMemberId) || errors.Is(cause, sarama.ErrFencedInstancedId) {
+	if th.replayLost || groupMovedOn(cause) {
 		mode = "rejoin"
 	}
 	th.in.Metrics.Rewinds.WithLabelValues(strconv.Itoa(th.idx), mode).Inc()
