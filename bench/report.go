@@ -118,6 +118,9 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "weir bench %s on %s (%d CPUs, %s), Kafka %s at %s\n", r.Date, r.Host, r.CPUs, r.GoVersion, kafka, r.Brokers)
 	records := "restore workload only"
+	if len(r.Rescales) > 0 {
+		records = "rescale and restore workloads only"
+	}
 	if r.Records > 0 {
 		records = fmt.Sprintf("%d records", r.Records)
 	}

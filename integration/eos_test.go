@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -214,7 +215,13 @@ func runEOSChild() int {
 		fmt.Fprintf(os.Stderr, "eos child: bad %s: %v\n", eosChildEnv, err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := slog.LevelInfo
+	if os.Getenv("WEIR_EOS_CHILD_DEBUG") != "" {
+		// Debugging a failed run: weir's debug logs and sarama's.
+		level = slog.LevelDebug
+		sarama.Logger = log.New(os.Stderr, "sarama: ", log.Lmicroseconds)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	app, err := weir.New(cc.topology(), cc.weirConfig(logger))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eos child: weir.New:", err)
