@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -509,6 +510,19 @@ func keepLogs(t *testing.T, cl *eosCluster) {
 	dir := os.Getenv("WEIR_CHAOS_LOGS")
 	if dir == "" || !t.Failed() {
 		return
+	}
+	// SIGQUIT makes a Go process write every goroutine's stack to stderr
+	// (its log) and exit: where a stuck instance waits.
+	for _, ch := range cl.children {
+		if ch.exited() {
+			continue
+		}
+		ch.expected = true
+		_ = ch.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-ch.done:
+		case <-time.After(10 * time.Second):
+		}
 	}
 	for i, path := range cl.logs {
 		b, err := os.ReadFile(path)

@@ -518,6 +518,8 @@ func newChunkProducer(t *testing.T, c *kafka.Env) *chunkProducer {
 	cfg.Producer.Idempotent = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Net.MaxOpenRequests = 1
+	// Through a broker restart (the chaos tests'): up to 30 s of retries.
+	cfg.Producer.Retry.Max, cfg.Producer.Retry.Backoff = 60, 500*time.Millisecond
 	p, err := sarama.NewSyncProducer(c.Brokers, cfg)
 	if err != nil {
 		t.Fatalf("producer for %v: %v", c.Brokers, err)

@@ -48,17 +48,24 @@ ENV_FILE="$RUN_DIR/env.sh"
 
 log() { printf 'weir-env: %s\n' "$*" >&2; }
 
-# alive PIDFILE: the recorded process still runs (a zombie does not count)
-# and is still a java process: after a reboot or a long pause its PID may
-# belong to something else, which must be neither trusted nor stopped.
-alive() {
+# running PIDFILE: the process of PIDFILE exists and is not a zombie,
+# whatever it runs: just after launch_broker it can still be the shell
+# that is about to exec java, which alive would take for another process.
+running() {
   local pid state
   [ -f "$1" ] || return 1
   pid=$(cat "$1" 2>/dev/null) || return 1
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-  [ "$state" != "Z" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q java
+  [ "$state" != "Z" ]
+}
+
+# alive PIDFILE: the recorded process still runs (a zombie does not count)
+# and is still a java process: after a reboot or a long pause its PID may
+# belong to something else, which must be neither trusted nor stopped.
+alive() {
+  running "$1" || return 1
+  tr '\0' ' ' <"/proc/$(cat "$1")/cmdline" 2>/dev/null | grep -q java
 }
 
 # serialize: hold an exclusive lock on the run directory for the rest of

@@ -33,7 +33,7 @@ done
 launch_broker
 deadline=$((SECONDS + UP_TIMEOUT))
 until broker_ready; do
-  if ! alive "$BROKER_PID"; then
+  if ! running "$BROKER_PID"; then
     log "the broker exited during its restart; last lines of $BROKER_LOG:"
     tail -n 40 "$BROKER_LOG" >&2
     exit 1

@@ -220,7 +220,7 @@ start_registry() {
 wait_broker() {
   local deadline=$((SECONDS + UP_TIMEOUT))
   until broker_ready; do
-    alive "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
+    running "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
     [ $SECONDS -lt $deadline ] || fail "the broker did not start within ${UP_TIMEOUT}s" "$BROKER_LOG"
     sleep 0.2
   done
