@@ -88,6 +88,15 @@ port_open() {
 launch_broker() {
   KAFKA_LIBS="${KAFKA_LIBS:-$CACHE_DIR/kafka-$KAFKA_VERSION/libs}"
   log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
+  # The previous run's log is kept in broker-history.log (the last 64 MiB),
+  # for a test that restarts the broker and then has to explain a failure.
+  if [ -s "$BROKER_LOG" ]; then
+    cat "$BROKER_LOG" >>"$RUN_DIR/broker-history.log"
+    if [ "$(wc -c <"$RUN_DIR/broker-history.log")" -gt $((64 << 20)) ]; then
+      tail -c $((32 << 20)) "$RUN_DIR/broker-history.log" >"$RUN_DIR/broker-history.log.tmp" &&
+        mv "$RUN_DIR/broker-history.log.tmp" "$RUN_DIR/broker-history.log"
+    fi
+  fi
   nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$RUN_DIR/server.properties" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
