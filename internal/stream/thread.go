@@ -156,7 +156,16 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		return nil, fmt.Errorf("weir: thread %d: connecting the producer: %w", idx, err)
 	}
 	th.maxBytes = pc.Producer.MaxMessageBytes
-	th.newProducer = func() (*txn.Producer, error) { return txn.New(th.pclient) }
+	th.newProducer = func() (*txn.Producer, error) {
+		p, err := txn.New(th.pclient)
+		if err == nil {
+			err = th.checkDangling()
+			if err != nil {
+				p.Close()
+			}
+		}
+		return p, err
+	}
 	if th.producer, err = th.newProducer(); err != nil {
 		th.group.Close()
 		kc.Close()
@@ -164,6 +173,40 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
 	}
 	return th, nil
+}
+
+// checkDangling runs after the thread's transactional producer was
+// initialised, which ends any transaction of its transactional id: no
+// partition the application writes may then hold an open transaction of
+// its producer id. One that does kept records of a transaction the
+// coordinator aborted without its marker reaching the partition, and the
+// thread's next commit would commit them (txn.DanglingError): the thread
+// fails instead. When the check cannot be made (an older broker, missing
+// permissions) it is logged and skipped. At least once there is nothing to
+// check.
+func (th *Thread) checkDangling() error {
+	id := th.pclient.Config().Producer.Transaction.ID
+	if id == "" || th.in.Admin == nil {
+		return nil
+	}
+	topics := map[string][]int32{}
+	for topic := range th.in.Layout.Limits {
+		ps, err := th.pclient.Partitions(topic)
+		if err != nil {
+			th.log.Warn("not checking for records of aborted transactions", "topic", topic, "error", err)
+			continue
+		}
+		topics[topic] = ps
+	}
+	err := txn.FindDangling(th.in.Admin, id, topics)
+	var de *txn.DanglingError
+	switch {
+	case errors.As(err, &de):
+		return fmt.Errorf("weir: thread %d: %w", th.idx, err)
+	case err != nil:
+		th.log.Warn("could not check for records of aborted transactions", "error", err)
+	}
+	return nil
 }
 
 // Abandon closes the clients of a thread that will not Run (another

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/txn"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// TestFindDanglingOnKafka runs txn.FindDangling, the check every
+// exactly-once thread makes after initialising its producer, against the
+// real broker: after a commit and after an abort the partitions hold no
+// open transaction of the producer id, and while a transaction is open
+// the check says it is misplaced rather than calling the open records
+// dangling. (Records that Kafka left without their abort marker, what the
+// check exists for, are pinned by txn's unit test: the broker cannot be
+// made to drop a marker on purpose.)
+func TestFindDanglingOnKafka(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	topic := c.Name(t, "dangling")
+	c.CreateTopic(t, topic, 2, nil)
+	id := c.Name(t, "dangling-txn")
+	cfg := c.SaramaConfig()
+	txn.ConfigureProducer(cfg, id)
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	client, err := sarama.NewClient(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	acked := make(chan struct{}, 16)
+	go func() {
+		for range p.Successes() {
+			acked <- struct{}{}
+		}
+	}()
+	go func() {
+		for e := range p.Errors() {
+			t.Errorf("produce: %v", e.Err)
+		}
+	}()
+	admin := c.Admin(t)
+	topics := map[string][]int32{topic: {0, 1}}
+	send := func() {
+		t.Helper()
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for part := range int32(2) {
+			p.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: part, Value: sarama.StringEncoder("v")}
+		}
+		// Both records written: the partitions hold the open transaction.
+		for range 2 {
+			select {
+			case <-acked:
+			case <-time.After(30 * time.Second):
+				t.Fatal("records not acknowledged within 30 s")
+			}
+		}
+	}
+
+	// The coordinator writes a transaction's markers after EndTxn returns
+	// (PrepareCommit, then CompleteCommit); a new producer's
+	// InitProducerId, after which weir checks, waits for them.
+	clean := func(after string) {
+		t.Helper()
+		kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+			err := txn.FindDangling(admin, id, topics)
+			var de *txn.DanglingError
+			if errors.As(err, &de) {
+				t.Fatalf("after %s: %v", after, err)
+			}
+			return err == nil, fmt.Sprintf("after %s: %v", after, err)
+		})
+	}
+	send()
+	if err := p.CommitTxn(); err != nil {
+		t.Fatal(err)
+	}
+	clean("a commit")
+	send()
+	if err := p.AbortTxn(); err != nil {
+		t.Fatal(err)
+	}
+	clean("an abort")
+	send()
+	err = txn.FindDangling(admin, id, topics)
+	var de *txn.DanglingError
+	if err == nil || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
+		t.Fatalf("with a transaction open: %v, want the check to refuse, naming the open transaction", err)
+	}
+	if err := p.AbortTxn(); err != nil {
+		t.Fatal(err)
+	}
+}

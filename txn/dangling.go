@@ -1,0 +1,104 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/IBM/sarama"
+)
+
+// DanglingError reports records that a partition holds in an open
+// transaction of a producer id whose coordinator has no transaction open:
+// the coordinator ended the transaction (an abort after a timeout or a
+// fencing) without its marker reaching that partition. Kafka lets the next
+// marker of the same producer id on the partition end those records too,
+// so the next commit of this transactional id would commit records of a
+// transaction that was aborted: duplicates downstream. A producer that
+// finds them must not commit.
+//
+// Seen on Kafka 4.4 when a single broker restarts while it aborts a timed
+// out transaction (integration/chaos_test.go's broker restart with kill
+// -9): the coordinator logged the abort complete, and one partition of it
+// had no abort marker.
+type DanglingError struct {
+	TransactionalID string
+	ProducerID      int64
+	Partitions      []DanglingPartition
+}
+
+// DanglingPartition is a partition holding records of a transaction that
+// is no longer open at its coordinator, from StartOffset on.
+type DanglingPartition struct {
+	Topic         string
+	Partition     int32
+	StartOffset   int64
+	ProducerEpoch int32
+}
+
+func (e *DanglingError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "txn: transactional id %s (producer id %d): %d partition(s) hold records of a transaction its coordinator no longer has open, so that the next commit would commit them:",
+		e.TransactionalID, e.ProducerID, len(e.Partitions))
+	for _, p := range e.Partitions {
+		fmt.Fprintf(&b, " %s/%d from offset %d (epoch %d);", p.Topic, p.Partition, p.StartOffset, p.ProducerEpoch)
+	}
+	b.WriteString(" abort each with `kafka-transactions.sh --bootstrap-server ... abort --topic T --partition P --start-offset O`, then start again")
+	return b.String()
+}
+
+// FindDangling checks, for a transactional id whose producer was just
+// initialised (so that none of its transactions is open), that no
+// partition of topics holds an open transaction of its producer id, and
+// returns a [*DanglingError] naming those that do. It returns another
+// error when it cannot tell (a broker before Kafka 3.0, missing
+// permissions, no leader): the caller decides whether to go on. topics
+// maps each topic to its partitions.
+func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[string][]int32) error {
+	ta, ok := admin.(sarama.TransactionClusterAdmin)
+	if !ok {
+		return errors.New("txn: the admin client cannot describe transactions")
+	}
+	states, err := ta.DescribeTransactions([]string{transactionalID})
+	if err != nil {
+		return fmt.Errorf("txn: describing transactional id %s: %w", transactionalID, err)
+	}
+	st, ok := states[transactionalID]
+	switch {
+	case !ok:
+		return fmt.Errorf("txn: the coordinator did not describe transactional id %s", transactionalID)
+	case st.ErrorCode != sarama.ErrNoError:
+		return fmt.Errorf("txn: describing transactional id %s: %w", transactionalID, st.ErrorCode)
+	case st.TransactionState == "Ongoing" || strings.HasPrefix(st.TransactionState, "Prepare"):
+		return fmt.Errorf("txn: transactional id %s has a transaction %s: not a producer just initialised", transactionalID, st.TransactionState)
+	}
+	parts, err := ta.DescribeProducers(topics)
+	if err != nil && len(parts) == 0 {
+		return fmt.Errorf("txn: describing the producers of %d topic(s): %w", len(topics), err)
+	}
+	found := &DanglingError{TransactionalID: transactionalID, ProducerID: st.ProducerID}
+	for topic, ps := range parts {
+		for p, r := range ps {
+			for _, ap := range r.ActiveProducers {
+				if ap.ProducerID == st.ProducerID && ap.CurrentTxnStartOffset >= 0 {
+					found.Partitions = append(found.Partitions, DanglingPartition{topic, p, ap.CurrentTxnStartOffset, ap.ProducerEpoch})
+				}
+			}
+		}
+	}
+	if len(found.Partitions) > 0 {
+		slices.SortFunc(found.Partitions, func(a, b DanglingPartition) int {
+			if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+				return c
+			}
+			return int(a.Partition - b.Partition)
+		})
+		return found
+	}
+	// Some partitions answered, others did not: what did answer is clean.
+	if err != nil {
+		return fmt.Errorf("txn: describing the producers of some partitions: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package txn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/IBM/sarama"
+)
+
+// txnAdmin answers DescribeTransactions and DescribeProducers from its
+// fields; every other ClusterAdmin method is the nil embedded interface's
+// (a test calling one fails loudly).
+type txnAdmin struct {
+	sarama.ClusterAdmin
+	states    map[string]sarama.TransactionState
+	producers map[string]map[int32]sarama.DescribeProducersResponsePartition
+	err       error
+	asked     map[string][]int32
+}
+
+func (a *txnAdmin) DescribeTransactions(ids []string) (map[string]sarama.TransactionState, error) {
+	return a.states, nil
+}
+
+func (a *txnAdmin) DescribeProducers(tps map[string][]int32) (map[string]map[int32]sarama.DescribeProducersResponsePartition, error) {
+	a.asked = tps
+	return a.producers, a.err
+}
+
+func (a *txnAdmin) ListTransactions([]string, []int64, int64) ([]sarama.ListTransactionsResponseTransactionState, error) {
+	return nil, nil
+}
+
+func producersOn(states ...sarama.ProducerState) sarama.DescribeProducersResponsePartition {
+	return sarama.DescribeProducersResponsePartition{ActiveProducers: states}
+}
+
+func TestFindDangling(t *testing.T) {
+	t.Parallel()
+	const id = "app-proc-0"
+	empty := map[string]sarama.TransactionState{id: {TransactionalID: id, TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 6}}
+	topics := map[string][]int32{"echo": {0, 1}, "app-agg-changelog": {0, 1}}
+	for _, tc := range []struct {
+		name      string
+		states    map[string]sarama.TransactionState
+		producers map[string]map[int32]sarama.DescribeProducersResponsePartition
+		err       error
+		dangling  []DanglingPartition
+		fails     string // another error, containing this
+	}{
+		{name: "clean: closed transactions of ours, an open one of another producer",
+			states: empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+				"echo":              {0: producersOn(sarama.ProducerState{ProducerID: 7, ProducerEpoch: 6, CurrentTxnStartOffset: -1}), 1: producersOn(sarama.ProducerState{ProducerID: 9, CurrentTxnStartOffset: 40})},
+				"app-agg-changelog": {0: producersOn(), 1: producersOn(sarama.ProducerState{ProducerID: 7, CurrentTxnStartOffset: -1})},
+			}},
+		{name: "records of an aborted transaction of ours left open",
+			states: empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+				"echo":              {1: producersOn(sarama.ProducerState{ProducerID: 9, CurrentTxnStartOffset: 3}, sarama.ProducerState{ProducerID: 7, ProducerEpoch: 4, CurrentTxnStartOffset: 1752})},
+				"app-agg-changelog": {0: producersOn(sarama.ProducerState{ProducerID: 7, ProducerEpoch: 4, CurrentTxnStartOffset: 10})},
+			},
+			dangling: []DanglingPartition{{"app-agg-changelog", 0, 10, 4}, {"echo", 1, 1752, 4}}},
+		{name: "found although other partitions did not answer",
+			states:    empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {1: producersOn(sarama.ProducerState{ProducerID: 7, ProducerEpoch: 4, CurrentTxnStartOffset: 5})}},
+			err:       errors.New("no leader for app-agg-changelog/1"),
+			dangling:  []DanglingPartition{{"echo", 1, 5, 4}}},
+		{name: "cannot tell: no partition answered",
+			states: empty, err: errors.New("no leader"), fails: "describing the producers"},
+		{name: "cannot tell: one partition did not answer",
+			states:    empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {0: producersOn()}},
+			err:       errors.New("no leader for echo/1"), fails: "some partitions"},
+		{name: "a transaction of ours is open: the check is misplaced",
+			states: map[string]sarama.TransactionState{id: {TransactionState: "Ongoing", ProducerID: 7}}, fails: "Ongoing"},
+		{name: "the coordinator refused",
+			states: map[string]sarama.TransactionState{id: {ErrorCode: sarama.ErrTransactionalIDAuthorizationFailed}}, fails: "describing transactional id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &txnAdmin{states: tc.states, producers: tc.producers, err: tc.err}
+			err := FindDangling(a, id, topics)
+			var de *DanglingError
+			switch {
+			case tc.dangling != nil:
+				if !errors.As(err, &de) {
+					t.Fatalf("FindDangling = %v, want a DanglingError", err)
+				}
+				if de.ProducerID != 7 || de.TransactionalID != id || len(de.Partitions) != len(tc.dangling) {
+					t.Fatalf("found %+v, want %+v", de, tc.dangling)
+				}
+				for i, p := range tc.dangling {
+					if de.Partitions[i] != p {
+						t.Fatalf("partition %d: %+v, want %+v", i, de.Partitions[i], p)
+					}
+					if !strings.Contains(err.Error(), "--start-offset") {
+						t.Fatalf("the error does not say how to abort them: %v", err)
+					}
+				}
+			case tc.fails != "":
+				if err == nil || errors.As(err, &de) || !strings.Contains(err.Error(), tc.fails) {
+					t.Fatalf("FindDangling = %v, want an error that is no DanglingError and says %q", err, tc.fails)
+				}
+			case err != nil:
+				t.Fatalf("FindDangling = %v, want nil", err)
+			}
+			if tc.states[id].TransactionState == "CompleteAbort" && len(a.asked) != len(topics) {
+				t.Fatalf("asked about %v, want every topic of %v", a.asked, topics)
+			}
+		})
+	}
+}
+
+func TestFindDanglingNeedsTransactionAdmin(t *testing.T) {
+	t.Parallel()
+	var plain struct{ sarama.ClusterAdmin }
+	if err := FindDangling(plain, "x", nil); err == nil {
+		t.Fatal("an admin without the transaction APIs passed the check")
+	}
+}
