@@ -172,7 +172,7 @@ type eosChildConfig struct {
 // weirConfig is the configuration of an instance, shared by the children
 // and the parent's up-front check.
 func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
-	return weir.Config{
+	cfg := weir.Config{
 		Logger:         logger,
 		ApplicationID:  cc.App,
 		Brokers:        cc.Brokers,
@@ -183,13 +183,11 @@ func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
 		ClientID:       cc.ClientID,
 		Net:            weir.NetConfig{RequestTimeout: cc.RequestTimeout},
-		ProcessingErrors: func() weir.ErrorPolicy {
-			if cc.Repartition {
-				return weir.Skip
-			}
-			return ""
-		}(),
 	}
+	if cc.Repartition {
+		cfg.ProcessingErrors = weir.Skip
+	}
+	return cfg
 }
 
 // topology is the instance's topology: eosTopology, or with Repartition
