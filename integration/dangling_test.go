@@ -15,7 +15,7 @@ import (
 
 // TestFindDanglingOnKafka runs txn.FindDangling, the check every
 // exactly-once thread makes after initialising its producer, against the
-// real broker: after a commit and after an abort the partitions hold no
+// real broker, over a topic and the group offsets' topic: after a commit and after an abort the partitions hold no
 // open transaction of the producer id, and while a transaction is open
 // the check says it is misplaced rather than calling the open records
 // dangling. (Records that Kafka left without their abort marker, what the
@@ -52,7 +52,14 @@ func TestFindDanglingOnKafka(t *testing.T) {
 		}
 	}()
 	admin := c.Admin(t)
-	topics := map[string][]int32{topic: {0, 1}}
+	offsetParts, err := client.Partitions("__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The group's offsets go into the transactions too, as weir's do.
+	topics := map[string][]int32{topic: {0, 1}, "__consumer_offsets": offsetParts}
+	group := c.Name(t, "dangling-group")
+	next := int64(0)
 	send := func() {
 		t.Helper()
 		if err := p.BeginTxn(); err != nil {
@@ -60,6 +67,10 @@ func TestFindDanglingOnKafka(t *testing.T) {
 		}
 		for part := range int32(2) {
 			p.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: part, Value: sarama.StringEncoder("v")}
+		}
+		next++
+		if err := p.AddOffsetsToTxn(map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: 0, Offset: next}}}, group); err != nil {
+			t.Fatal(err)
 		}
 		// Both records written: the partitions hold the open transaction.
 		for range 2 {

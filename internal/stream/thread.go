@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -190,7 +191,12 @@ func (th *Thread) checkDangling() error {
 		return nil
 	}
 	topics := map[string][]int32{}
-	for topic := range th.in.Layout.Limits {
+	// The group's offsets are written in the transaction too: an offset
+	// commit left open there would make the group's offset fetches fail
+	// as unstable until a marker comes, and the next commit's marker would
+	// commit the aborted transaction's offsets.
+	written := append(slices.Collect(maps.Keys(th.in.Layout.Limits)), "__consumer_offsets")
+	for _, topic := range written {
 		ps, err := th.pclient.Partitions(topic)
 		if err != nil {
 			th.log.Warn("not checking for records of aborted transactions", "topic", topic, "error", err)
