@@ -109,7 +109,7 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	send()
 	err = txn.FindDangling(admin, id, topics)
 	var de *txn.DanglingError
-	if err == nil || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
+	if !errors.Is(err, txn.ErrTxnInProgress) || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
 		t.Fatalf("with a transaction open: %v, want the check to refuse, naming the open transaction", err)
 	}
 	if err := p.AbortTxn(); err != nil {

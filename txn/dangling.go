@@ -16,7 +16,9 @@ import (
 // marker of the same producer id on the partition end those records too,
 // so the next commit of this transactional id would commit records of a
 // transaction that was aborted: duplicates downstream. A producer that
-// finds them must not commit.
+// finds them must not commit before it has ended them, which an aborted
+// transaction of its own over those partitions does (the broker ends every
+// open record of the producer id on a partition with the marker).
 //
 // Seen on Kafka 4.4 when a single broker restarts while it aborts a timed
 // out transaction (integration/chaos_test.go's broker restart with kill
@@ -48,13 +50,19 @@ func (e *DanglingError) Error() string {
 	return b.String()
 }
 
+// ErrTxnInProgress is FindDangling's answer while a transaction of the
+// transactional id is still open or ending (its markers not all written):
+// ask again once it has ended.
+var ErrTxnInProgress = errors.New("txn: a transaction of the transactional id is in progress")
+
 // FindDangling checks, for a transactional id whose producer was just
 // initialised (so that none of its transactions is open), that no
 // partition of topics holds an open transaction of its producer id, and
 // returns a [*DanglingError] naming those that do. It returns another
-// error when it cannot tell (a broker before Kafka 3.0, missing
-// permissions, no leader): the caller decides whether to go on. topics
-// maps each topic to its partitions.
+// error when it cannot tell: [ErrTxnInProgress] while a transaction of the
+// id is open or ending, or another (a broker before Kafka 3.0, missing
+// permissions, no leader), after which the caller decides whether to go
+// on. topics maps each topic to its partitions.
 func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[string][]int32) error {
 	ta, ok := admin.(sarama.TransactionClusterAdmin)
 	if !ok {
@@ -71,7 +79,7 @@ func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[
 	case st.ErrorCode != sarama.ErrNoError:
 		return fmt.Errorf("txn: describing transactional id %s: %w", transactionalID, st.ErrorCode)
 	case st.TransactionState == "Ongoing" || strings.HasPrefix(st.TransactionState, "Prepare"):
-		return fmt.Errorf("txn: transactional id %s has a transaction %s: not a producer just initialised", transactionalID, st.TransactionState)
+		return fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, st.TransactionState)
 	}
 	parts, err := ta.DescribeProducers(topics)
 	if err != nil && len(parts) == 0 {

@@ -74,7 +74,9 @@ func TestFindDangling(t *testing.T) {
 			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {0: producersOn()}},
 			err:       errors.New("no leader for echo/1"), fails: "some partitions"},
 		{name: "a transaction of ours is open: the check is misplaced",
-			states: map[string]sarama.TransactionState{id: {TransactionState: "Ongoing", ProducerID: 7}}, fails: "Ongoing"},
+			states: map[string]sarama.TransactionState{id: {TransactionState: "Ongoing", ProducerID: 7}}, fails: "is Ongoing"},
+		{name: "a transaction of ours is ending: ask again",
+			states: map[string]sarama.TransactionState{id: {TransactionState: "PrepareAbort", ProducerID: 7}}, fails: "PrepareAbort"},
 		{name: "the coordinator refused",
 			states: map[string]sarama.TransactionState{id: {ErrorCode: sarama.ErrTransactionalIDAuthorizationFailed}}, fails: "describing transactional id"},
 	} {
@@ -102,6 +104,9 @@ func TestFindDangling(t *testing.T) {
 			case tc.fails != "":
 				if err == nil || errors.As(err, &de) || !strings.Contains(err.Error(), tc.fails) {
 					t.Fatalf("FindDangling = %v, want an error that is no DanglingError and says %q", err, tc.fails)
+				}
+				if inProgress := tc.states[id].TransactionState != "" && tc.states[id].TransactionState != "CompleteAbort"; errors.Is(err, ErrTxnInProgress) != inProgress {
+					t.Fatalf("FindDangling = %v: ErrTxnInProgress %t, want %t", err, !inProgress, inProgress)
 				}
 			case err != nil:
 				t.Fatalf("FindDangling = %v, want nil", err)

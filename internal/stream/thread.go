@@ -160,7 +160,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	th.newProducer = func() (*txn.Producer, error) {
 		p, err := txn.New(th.pclient)
 		if err == nil {
-			err = th.checkDangling()
+			err = th.checkDangling(p)
 			if err != nil {
 				p.Close()
 			}
@@ -176,16 +176,18 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	return th, nil
 }
 
-// checkDangling runs after the thread's transactional producer was
+// checkDangling runs after the thread's transactional producer p was
 // initialised, which ends any transaction of its transactional id: no
 // partition the application writes may then hold an open transaction of
 // its producer id. One that does kept records of a transaction the
-// coordinator aborted without its marker reaching the partition, and the
-// thread's next commit would commit them (txn.DanglingError): the thread
-// fails instead. When the check cannot be made (an older broker, missing
-// permissions) it is logged and skipped. At least once there is nothing to
-// check.
-func (th *Thread) checkDangling() error {
+// coordinator aborted without its marker reaching the partition (seen
+// after broker restarts), and the thread's next commit there would commit
+// them (txn.DanglingError). The thread ends them with an aborted
+// transaction of its own over those partitions, one record each, checks
+// again, and fails if any is still open. When the check cannot be made (an
+// older broker, missing permissions) it is logged and skipped. At least
+// once there is nothing to check.
+func (th *Thread) checkDangling(p *txn.Producer) error {
 	id := th.pclient.Config().Producer.Transaction.ID
 	if id == "" || th.in.Admin == nil {
 		return nil
@@ -204,15 +206,73 @@ func (th *Thread) checkDangling() error {
 		}
 		topics[topic] = ps
 	}
-	err := txn.FindDangling(th.in.Admin, id, topics)
-	var de *txn.DanglingError
-	switch {
-	case errors.As(err, &de):
-		return fmt.Errorf("weir: thread %d: %w", th.idx, err)
-	case err != nil:
-		th.log.Warn("could not check for records of aborted transactions", "error", err)
+	for attempt := 0; ; attempt++ {
+		de, err := th.findDangling(id, topics)
+		switch {
+		case err != nil:
+			th.log.Warn("could not check for records of aborted transactions", "error", err)
+			return nil
+		case de == nil:
+			return nil
+		case attempt > 0:
+			return fmt.Errorf("weir: thread %d: still open after an abort over them: %w", th.idx, de)
+		}
+		th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
+		th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
+		if err := abortOver(th.ctx, p, de.Partitions); err != nil {
+			return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, de, err)
+		}
 	}
-	return nil
+}
+
+// findDangling is txn.FindDangling, asked again while a transaction of id
+// is still ending (for at most danglingWait): what it returns is the open
+// records found, or why it could not tell.
+func (th *Thread) findDangling(id string, topics map[string][]int32) (*txn.DanglingError, error) {
+	deadline := time.Now().Add(danglingWait)
+	for {
+		err := txn.FindDangling(th.in.Admin, id, topics)
+		var de *txn.DanglingError
+		switch {
+		case errors.As(err, &de):
+			return de, nil
+		case !errors.Is(err, txn.ErrTxnInProgress) || time.Now().After(deadline):
+			return nil, err
+		}
+		select {
+		case <-th.ctx.Done():
+			return nil, th.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// danglingWait bounds how long checkDangling waits for a transaction of
+// the thread's own to end (its markers to be written) before it looks.
+const danglingWait = 30 * time.Second
+
+// abortOver opens a transaction of p over parts, one record in each, and
+// aborts it: the abort marker ends every open record of p's producer id
+// there. The records (key "weir.abort", no value) are aborted with it,
+// never read read_committed.
+func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartition) error {
+	for _, dp := range parts {
+		m := &sarama.ProducerMessage{Topic: dp.Topic, Partition: dp.Partition, Key: sarama.StringEncoder("weir.abort"),
+			Metadata: &client.Origin{Explicit: true, Offset: -1}}
+		if err := p.Send(m); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, danglingWait)
+	defer cancel()
+	if err := p.Wait(wctx); err != nil {
+		return err
+	}
+	if err := p.Err(); err != nil {
+		_ = p.Abort(wctx)
+		return err
+	}
+	return p.Abort(wctx)
 }
 
 // Abandon closes the clients of a thread that will not Run (another

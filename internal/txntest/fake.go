@@ -13,6 +13,8 @@
 package txntest
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -41,6 +43,9 @@ type Fake struct {
 	// as a batch is. Up to 16 records wait in the input.
 	Gate chan struct{}
 
+	mu   sync.Mutex
+	sent []*sarama.ProducerMessage
+
 	input     chan *sarama.ProducerMessage
 	successes chan *sarama.ProducerMessage
 	errs      chan *sarama.ProducerError
@@ -57,6 +62,9 @@ func New(transactional bool) *Fake {
 	}
 	go func() {
 		for m := range f.input {
+			f.mu.Lock()
+			f.sent = append(f.sent, m)
+			f.mu.Unlock()
 			if f.Gate != nil {
 				<-f.Gate
 			}
@@ -70,6 +78,13 @@ func New(transactional bool) *Fake {
 		close(f.errs)
 	}()
 	return f
+}
+
+// Sent returns the records sent so far, in the order they were sent.
+func (f *Fake) Sent() []*sarama.ProducerMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.sent)
 }
 
 func (f *Fake) AsyncClose()                               { close(f.input) }
