@@ -746,6 +746,7 @@ func (cl *eosCluster) logCounts() string {
 		{"fenced", "producer fenced"},
 		{"unknown outcomes", "transaction outcome unknown"},
 		{"rebuilds after a slow commit", "rebuilding the producer so that no late request"},
+		{"open records of aborted transactions ended", "ending them with an abort"},
 		{"assignments", `msg=assignment`},
 	}
 	counts := make([]int, len(kinds))

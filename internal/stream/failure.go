@@ -156,6 +156,9 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 		return err
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
+	if err := th.checkDangling(th.producer); err != nil {
+		return err
+	}
 	return th.rewind(re)
 }
 
@@ -392,6 +395,9 @@ func (th *Thread) act(err error) (outcome, error) {
 	switch o {
 	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
+		if derr := th.checkDangling(th.producer); derr != nil {
+			return o, derr
+		}
 		return o, th.rewind(err)
 	case fenced:
 		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "fenced").Inc()

@@ -184,12 +184,18 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // after broker restarts), and the thread's next commit there would commit
 // them (txn.DanglingError). The thread ends them with an aborted
 // transaction of its own over those partitions, one record each, checks
-// again, and fails if any is still open. When the check cannot be made (an
+// again, and fails if any is still open after danglingAttempts aborts. It
+// runs again after every transaction the thread aborts: the abort's
+// markers can be lost the same way, and the next commit would commit
+// what the abort should have ended. When the check cannot be made (an
 // older broker, missing permissions) it is logged and skipped. At least
 // once there is nothing to check.
 func (th *Thread) checkDangling(p *txn.Producer) error {
+	if th.pclient == nil || th.in.Admin == nil {
+		return nil
+	}
 	id := th.pclient.Config().Producer.Transaction.ID
-	if id == "" || th.in.Admin == nil {
+	if id == "" {
 		return nil
 	}
 	topics := map[string][]int32{}
@@ -214,8 +220,8 @@ func (th *Thread) checkDangling(p *txn.Producer) error {
 			return nil
 		case de == nil:
 			return nil
-		case attempt > 0:
-			return fmt.Errorf("weir: thread %d: still open after an abort over them: %w", th.idx, de)
+		case attempt >= danglingAttempts:
+			return fmt.Errorf("weir: thread %d: still open after %d aborts over them: %w", th.idx, attempt, de)
 		}
 		th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
 		th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
@@ -246,6 +252,11 @@ func (th *Thread) findDangling(id string, topics map[string][]int32) (*txn.Dangl
 		}
 	}
 }
+
+// danglingAttempts is how many aborts checkDangling makes over open
+// records before it gives up: the broker that left them open (just
+// restarted) may drop the next marker too.
+const danglingAttempts = 3
 
 // danglingWait bounds how long checkDangling waits for a transaction of
 // the thread's own to end (its markers to be written) before it looks.
