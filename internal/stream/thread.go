@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -45,10 +44,13 @@ type Thread struct {
 	pclient     sarama.Client
 	producer    *txn.Producer
 	newProducer func() (*txn.Producer, error)
-	committer   committer
-	maxBytes    int // the producer's MaxMessageBytes
-	strategy    *assign.Strategy
-	instance    string // group.instance.id, "" without static membership
+	// noDanglingCheck is set once the broker could not answer
+	// checkDangling at producer initialisation.
+	noDanglingCheck bool
+	committer       committer
+	maxBytes        int // the producer's MaxMessageBytes
+	strategy        *assign.Strategy
+	instance        string // group.instance.id, "" without static membership
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
@@ -160,7 +162,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	th.newProducer = func() (*txn.Producer, error) {
 		p, err := txn.New(th.pclient)
 		if err == nil {
-			err = th.checkDangling(p)
+			err = th.checkDangling(p, false)
 			if err != nil {
 				p.Close()
 			}
@@ -190,8 +192,14 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // what the abort should have ended. When the check cannot be made (an
 // older broker, missing permissions) it is logged and skipped. At least
 // once there is nothing to check.
-func (th *Thread) checkDangling(p *txn.Producer) error {
-	if th.pclient == nil || th.in.Admin == nil {
+//
+// At producer initialisation no transaction of the id can be in progress
+// on a real broker (InitProducerId ended it), so one that is reported as
+// such means the broker cannot answer this check (an embedded test
+// broker): the thread then stops checking. After an abort the check waits
+// up to danglingWait for the abort's markers.
+func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool) error {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
 		return nil
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
@@ -203,8 +211,7 @@ func (th *Thread) checkDangling(p *txn.Producer) error {
 	// commit left open there would make the group's offset fetches fail
 	// as unstable until a marker comes, and the next commit's marker would
 	// commit the aborted transaction's offsets.
-	written := append(slices.Collect(maps.Keys(th.in.Layout.Limits)), "__consumer_offsets")
-	for _, topic := range written {
+	for topic := range th.in.Layout.Limits {
 		ps, err := th.pclient.Partitions(topic)
 		if err != nil {
 			th.log.Warn("not checking for records of aborted transactions", "topic", topic, "error", err)
@@ -212,9 +219,26 @@ func (th *Thread) checkDangling(p *txn.Producer) error {
 		}
 		topics[topic] = ps
 	}
+	// Asked of the admin client, not the producer's: looking a missing
+	// topic up in the producer's metadata (an embedded broker has no
+	// __consumer_offsets) disturbs the producer.
+	if ds, err := th.in.Admin.DescribeTopics([]string{"__consumer_offsets"}); err == nil && len(ds) == 1 && ds[0].Err == sarama.ErrNoError {
+		for _, pm := range ds[0].Partitions {
+			topics["__consumer_offsets"] = append(topics["__consumer_offsets"], pm.ID)
+		}
+	}
+	wait := time.Duration(0)
+	if afterAbort {
+		wait = danglingWait
+	}
 	for attempt := 0; ; attempt++ {
-		de, err := th.findDangling(id, topics)
+		de, err := th.findDangling(id, topics, wait)
+		wait = danglingWait // after an abort of its own
 		switch {
+		case err != nil && !afterAbort && attempt == 0:
+			th.noDanglingCheck = true
+			th.log.Warn("could not check for records of aborted transactions; this thread will not check again", "error", err)
+			return nil
 		case err != nil:
 			th.log.Warn("could not check for records of aborted transactions", "error", err)
 			return nil
@@ -232,12 +256,12 @@ func (th *Thread) checkDangling(p *txn.Producer) error {
 }
 
 // findDangling is txn.FindDangling, asked again while a transaction of id
-// is still ending (for at most danglingWait): what it returns is the open
-// records found, or why it could not tell.
-func (th *Thread) findDangling(id string, topics map[string][]int32) (*txn.DanglingError, error) {
-	deadline := time.Now().Add(danglingWait)
+// is still ending (for at most wait): what it returns is the open records
+// found, or why it could not tell.
+func (th *Thread) findDangling(id string, topics map[string][]int32, wait time.Duration) (*txn.DanglingError, error) {
+	deadline := time.Now().Add(wait)
 	for {
-		err := txn.FindDangling(th.in.Admin, id, topics)
+		err := th.findDanglingOnce(id, topics)
 		var de *txn.DanglingError
 		switch {
 		case errors.As(err, &de):
@@ -253,14 +277,35 @@ func (th *Thread) findDangling(id string, topics map[string][]int32) (*txn.Dangl
 	}
 }
 
+// findDanglingOnce is one txn.FindDangling, given up on after
+// danglingCallTimeout (sarama's admin calls take no context; a broker that
+// does not implement the calls may not answer them at all).
+func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
+	done := make(chan error, 1)
+	go func() { done <- txn.FindDangling(th.in.Admin, id, topics) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(danglingCallTimeout):
+		return fmt.Errorf("weir: no answer to describing transactions and producers within %v", danglingCallTimeout)
+	case <-th.ctx.Done():
+		return th.ctx.Err()
+	}
+}
+
+// danglingCallTimeout bounds one check; a broker answers it in
+// milliseconds.
+const danglingCallTimeout = 3 * time.Second
+
 // danglingAttempts is how many aborts checkDangling makes over open
 // records before it gives up: the broker that left them open (just
 // restarted) may drop the next marker too.
 const danglingAttempts = 3
 
-// danglingWait bounds how long checkDangling waits for a transaction of
-// the thread's own to end (its markers to be written) before it looks.
-const danglingWait = 30 * time.Second
+// danglingWait bounds how long checkDangling waits for an abort of the
+// thread's own to end (its markers to be written) before it looks; a
+// broker writes them in milliseconds.
+const danglingWait = 5 * time.Second
 
 // abortOver opens a transaction of p over parts, one record in each, and
 // aborts it: the abort marker ends every open record of p's producer id
