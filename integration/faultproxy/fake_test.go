@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/weirtest/kafka"
 )
 
 // This file holds the unit tests' harness: a fake upstream that speaks only
@@ -251,11 +253,5 @@ func (c *client) expectClosed() {
 // eventually polls cond every few milliseconds for up to 10s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	kafka.Eventually(t, 10*time.Second, 2*time.Millisecond, func() (bool, string) { return cond(), "waiting for " + what })
 }
