@@ -66,10 +66,15 @@ type options struct {
 	partitions     int32
 	commit         time.Duration
 	timeout        time.Duration
-	kstreams       string // the Maven project, built
-	java           string
-	kstreamsLog    string // the Kafka Streams peer's slf4j-simple level
-	results        string // directory for the table; "" prints only
+	// rounds is how often each workload, guarantee and peer runs. The
+	// machine's noise moves single runs by a third; the ratios compare
+	// medians, and the peers take turns at going first, so that neither
+	// always meets the broker right after another peer's load.
+	rounds      int
+	kstreams    string // the Maven project, built
+	java        string
+	kstreamsLog string // the Kafka Streams peer's slf4j-simple level
+	results     string // directory for the table; "" prints only
 	// brokerPID is the local broker's process, whose CPU time each run
 	// reports (the broker shares the machine's cores with the peer); 0:
 	// not reported.
@@ -95,6 +100,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	partitions := fs.Int("partitions", 6, "partitions of every topic")
 	commit := fs.Duration("commit-interval", 100*time.Millisecond, "commit interval of every peer and guarantee")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on each run")
+	rounds := fs.Int("rounds", 1, "runs of every workload, guarantee and peer; the peers' order alternates from round to round and the ratios compare medians")
 	kstreams := fs.String("kstreams", "kstreams", "the Kafka Streams peer's Maven project, built with mvn package")
 	java := fs.String("java", "java", "the java command")
 	kstreamsLog := fs.String("kstreams-log", "warn", "the Kafka Streams peer's log level (slf4j-simple: error, warn, info, debug)")
@@ -103,7 +109,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{lines: *lines, records: *records, restoreRecords: *restoreRecords, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
+	o := &options{rounds: *rounds, lines: *lines, records: *records, restoreRecords: *restoreRecords, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
 		kstreams: *kstreams, java: *java, kstreamsLog: *kstreamsLog, results: *results}
 	o.brokers = strings.Split(*brokers, ",")
 	var errs []error
@@ -132,8 +138,8 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	o.workloads = list("workloads", *workloads, allWorkloads)
 	o.peers = list("peers", *peers, allPeers)
 	o.guarantees = list("guarantees", *guarantees, allGuarantees)
-	if o.lines <= 0 || o.records <= 0 || o.partitions <= 0 {
-		errs = append(errs, errors.New("-lines, -records and -partitions must be positive"))
+	if o.lines <= 0 || o.records <= 0 || o.partitions <= 0 || o.rounds <= 0 {
+		errs = append(errs, errors.New("-lines, -records, -partitions and -rounds must be positive"))
 	}
 	return o, errors.Join(errs...)
 }
@@ -197,29 +203,33 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 			return fmt.Errorf("%s: producing the input: %w", name, err)
 		}
 		fmt.Fprintf(os.Stderr, "peers: %s: %d input records produced\n", name, len(w.records))
-		for _, g := range o.guarantees {
-			for _, peer := range o.peers {
-				if peer == "goka" && (g != "at_least_once" || name == "windowed" || name == "join") {
-					continue
-				}
-				if name == "restore" {
-					if peer == "goka" || g != o.guarantees[0] {
-						continue // weir and Kafka Streams, once: a restore does not depend on the guarantee
+		for round := range o.rounds {
+			for _, g := range o.guarantees {
+				for _, peer := range roundOrder(o.peers, round) {
+					if peer == "goka" && (g != "at_least_once" || name == "windowed" || name == "join") {
+						continue
 					}
-					r, err := measureRestore(ctx, o, c, self, peer, g, w, input, fmt.Sprintf("%s-%s-%s", prefix, name, peer))
+					run := fmt.Sprintf("%s-%s-%s-%s-r%d", prefix, name, peer, g, round)
+					if waited := waitBrokerQuiet(ctx, o); waited >= brokerQuietMax {
+						fmt.Fprintf(os.Stderr, "peers: the broker was still busy after %v; running anyway\n", waited.Round(time.Second))
+					}
+					var r result
+					var err error
+					if name == "restore" {
+						if peer == "goka" || g != o.guarantees[0] {
+							continue // weir and Kafka Streams, once: a restore does not depend on the guarantee
+						}
+						r, err = measureRestore(ctx, o, c, self, peer, g, w, input, run)
+					} else {
+						r, err = measure(ctx, o, c, self, peer, g, w, input, run)
+					}
 					if err != nil {
-						return fmt.Errorf("%s, %s: %w", name, peer, err)
+						return fmt.Errorf("%s, %s, %s, round %d: %w", name, peer, g, round+1, err)
 					}
+					r.round = round + 1
 					fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
 					results = append(results, r)
-					continue
 				}
-				r, err := measure(ctx, o, c, self, peer, g, w, input, fmt.Sprintf("%s-%s-%s-%s", prefix, name, peer, g))
-				if err != nil {
-					return fmt.Errorf("%s, %s, %s: %w", name, peer, g, err)
-				}
-				fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
-				results = append(results, r)
 			}
 		}
 		w.records = nil // let the input go before the next workload's
@@ -238,6 +248,17 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 	}
 	fmt.Fprintln(os.Stderr, "peers: wrote", path)
 	return nil
+}
+
+// roundOrder is the order the peers run in during round (from 0): as
+// given in even rounds, reversed in odd ones.
+func roundOrder(peers []string, round int) []string {
+	if round%2 == 0 {
+		return peers
+	}
+	r := slices.Clone(peers)
+	slices.Reverse(r)
+	return r
 }
 
 // machine describes where the figures were measured.

@@ -18,6 +18,7 @@ import (
 // guarantee until its output held every final count.
 type result struct {
 	workload, peer, guarantee, unit string
+	round                           int // from 1
 	inputs                          int
 	// Time from the process's start, and from its consumer group's first
 	// settled state (members assigned), until the output held every final
@@ -191,6 +192,39 @@ func brokerCPU(o *options) time.Duration {
 		return 0
 	}
 	return cpu
+}
+
+// Bounds of waitBrokerQuiet: the broker counts as quiet once it used less
+// than brokerQuietShare of a core over brokerQuietSpan; it is waited for
+// brokerQuietMax at most.
+const (
+	brokerQuietShare = 0.10
+	brokerQuietSpan  = time.Second
+	brokerQuietMax   = 30 * time.Second
+)
+
+// waitBrokerQuiet waits, bounded, until the local broker is idle: after a
+// run it goes on working for its peer (compacting changelogs, expiring
+// transactional ids and group members), and that work would land on the
+// cores of whichever peer runs next. It returns at once when the broker's
+// process is not known, and how long it waited.
+func waitBrokerQuiet(ctx context.Context, o *options) time.Duration {
+	if o.brokerPID == 0 {
+		return 0
+	}
+	start := time.Now()
+	for time.Since(start) < brokerQuietMax {
+		before := brokerCPU(o)
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(brokerQuietSpan):
+		}
+		if float64(brokerCPU(o)-before) < brokerQuietShare*float64(brokerQuietSpan) {
+			break
+		}
+	}
+	return time.Since(start)
 }
 
 // tail returns the end of a process's output, for errors.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,49 @@ func TestFlagsRefuseUnknownNames(t *testing.T) {
 	var errs strings.Builder
 	if _, err := parseFlags([]string{"-peers", "weir,flink"}, &errs); err == nil || !strings.Contains(err.Error(), "flink") {
 		t.Errorf("parseFlags = %v, want an error naming flink", err)
+	}
+}
+
+func TestMediansAndSlowestRun(t *testing.T) {
+	run := func(peer string, round int, steady time.Duration, cpu time.Duration) result {
+		return result{workload: "wordcount", guarantee: "exactly_once", peer: peer, round: round, inputs: 1000, steady: steady, cpu: cpu, peakRSS: 1 << 20}
+	}
+	rs := []result{
+		run("weir", 1, 1*time.Second, 2*time.Second),
+		run("kstreams", 1, 2*time.Second, 4*time.Second),
+		run("kstreams", 2, 4*time.Second, 4*time.Second),
+		run("weir", 2, 2*time.Second, 4*time.Second),
+		run("weir", 3, 4*time.Second, 6*time.Second),
+		run("kstreams", 3, 2*time.Second, 8*time.Second),
+	}
+	got := medians(rs)
+	if len(got) != 2 || got[0].peer != "weir" || got[1].peer != "kstreams" {
+		t.Fatalf("medians = %+v, want weir then kstreams", got)
+	}
+	// weir's rates: 1000, 500, 250 per second; kstreams': 500, 250, 500.
+	if got[0].rate != 500 || got[1].rate != 500 {
+		t.Errorf("median rates = %v, %v; want 500, 500", got[0].rate, got[1].rate)
+	}
+	if got[0].slowest != 0.5 || got[1].slowest != 0.5 {
+		t.Errorf("slowest / median = %v, %v; want 0.5, 0.5", got[0].slowest, got[1].slowest)
+	}
+	if got[0].cpuPerUnit != 0.004 || got[1].cpuPerUnit != 0.004 {
+		t.Errorf("median CPU per unit = %v, %v; want 0.004, 0.004", got[0].cpuPerUnit, got[1].cpuPerUnit)
+	}
+	if m := median(rs[:2], func(r result) float64 { return r.rate() }); m != 750 {
+		t.Errorf("median of two = %v, want their mean 750", m)
+	}
+}
+
+func TestRoundOrderAlternates(t *testing.T) {
+	peers := []string{"weir", "kstreams", "goka"}
+	if got := roundOrder(peers, 0); !slices.Equal(got, peers) {
+		t.Errorf("round 0 = %v", got)
+	}
+	if got := roundOrder(peers, 1); !slices.Equal(got, []string{"goka", "kstreams", "weir"}) {
+		t.Errorf("round 1 = %v", got)
+	}
+	if peers[0] != "weir" {
+		t.Errorf("roundOrder changed its argument: %v", peers)
 	}
 }
