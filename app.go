@@ -313,6 +313,20 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		Admin:     admin,
 		OnPublish: a.noteReady,
 	}
+	if a.cfg.StandbyReplicas > 0 {
+		// The runner stops before the local state and the database close
+		// (deferred above), and after the threads: a thread's task
+		// restoring meanwhile may still ask it to yield.
+		in.Standbys = stream.NewStandbys(in.Shared, a.cfg.Logger)
+		in.Shared.YieldStandby = in.Standbys.Yield
+		var runner sync.WaitGroup
+		standbyCtx, stopStandbys := context.WithCancel(ctx)
+		runner.Go(func() { in.Standbys.Run(standbyCtx) })
+		defer func() {
+			stopStandbys()
+			runner.Wait()
+		}()
+	}
 	threads := make([]*stream.Thread, 0, a.cfg.Threads)
 	for i := range a.cfg.Threads {
 		th, err := stream.New(in, i, ctx)

@@ -94,6 +94,25 @@ type Config struct {
 	// be unique per instance and stable across its restarts.
 	StaticMemberID string
 
+	// StandbyReplicas is how many standby copies of each stateful task's
+	// stores the group keeps, each on another instance than the task and
+	// than each other (default 0, none). A standby applies the stores'
+	// changelogs as they are written (read_committed), so when its task
+	// fails over to its instance the restore replays only what the
+	// standby had not applied yet (weir_standby_lag_records), not the
+	// whole changelog. The group leader places them, preferring the
+	// instances holding the task's state already, and the failover goes
+	// to the instance most caught up. A task gets fewer copies when the
+	// group has fewer other instances. All instances of an application
+	// should use the same value: the leader's counts.
+	//
+	// Each instance updates its standbys on one goroutine, in turn,
+	// every 250 ms while they are caught up, reading at most two restore
+	// batches at a time; they share the instance's Badger database and
+	// its restore client, and their state stays on disk when they are
+	// moved away, dropped after State.CleanupDelay like a task's.
+	StandbyReplicas int
+
 	// ClientID starts the client id of every broker connection weir
 	// opens: "<ClientID>-<thread>" for thread i's group member,
 	// "<ClientID>-<thread>-producer" for its producer, "<ClientID>-admin"
@@ -388,6 +407,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Queue.MaxBytes < 0 {
 		bad("Queue.MaxBytes", "negative (%d)", c.Queue.MaxBytes)
+	}
+	if c.StandbyReplicas < 0 {
+		bad("StandbyReplicas", "%d: must be 0 (no standbys) or more", c.StandbyReplicas)
 	}
 	if c.StaticMemberID != "" && !legalName(c.StaticMemberID) {
 		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)

@@ -78,6 +78,7 @@ func (c *Config) streamConfig() stream.Config {
 		QueueRecords:         c.Queue.MaxRecords,
 		QueueBytes:           c.Queue.MaxBytes,
 		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
+		StandbyReplicas:      c.StandbyReplicas,
 		Logger:               c.Logger,
 	}
 }

@@ -30,12 +30,16 @@ const noGeneration = -1
 type Strategy struct {
 	subs     []Subtopology
 	local    func() UserData
-	onAssign func(tasks []TaskID, generation int32)
+	onAssign func(tasks, standbys []TaskID, generation int32)
 
 	mu         sync.Mutex
 	generation int32
 	prev       []TaskID
 	logger     *slog.Logger
+	replicas   int
+	// planned are the standbys of the last Plan, per member, which
+	// AssignmentData hands out (sarama calls it right after Plan).
+	planned map[string][]TaskID
 }
 
 var (
@@ -51,13 +55,14 @@ var (
 // return promptly) to get the process's current [UserData]; nil means no
 // user data. onAssign is called after every SyncGroup (a cooperative
 // hand-over takes two) with the complete tasks this member was assigned,
-// sorted, and the generation; sarama calls it before it stops revoked
-// claims or starts new ones, so the tasks are the member's target set. It
-// must return promptly and do no I/O. It may be nil. subs is copied.
-func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks []TaskID, generation int32)) *Strategy {
+// sorted, its standby tasks, sorted, and the generation; sarama calls it
+// before it stops revoked claims or starts new ones, so the tasks are the
+// member's target set. It must return promptly and do no I/O. It may be
+// nil. subs is copied.
+func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks, standbys []TaskID, generation int32)) *Strategy {
 	c := make([]Subtopology, len(subs))
 	for i, s := range subs {
-		c[i] = Subtopology{ID: s.ID, Topics: slices.Clone(s.Topics)}
+		c[i] = Subtopology{ID: s.ID, Topics: slices.Clone(s.Topics), Stateful: s.Stateful}
 	}
 	return &Strategy{subs: c, local: local, onAssign: onAssign, generation: noGeneration}
 }
@@ -72,6 +77,16 @@ func (s *Strategy) WithLogger(l *slog.Logger) *Strategy {
 	return s
 }
 
+// WithStandbys makes s, as group leader, place n standby copies of every
+// stateful task ([PlanStandbys]) and send each member its standbys in the
+// assignment's user data. 0 (the default) places none. It returns s.
+func (s *Strategy) WithStandbys(n int) *Strategy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replicas = n
+	return s
+}
+
 // Name returns [StrategyName].
 func (s *Strategy) Name() string { return StrategyName }
 
@@ -82,9 +97,16 @@ func (s *Strategy) SupportedProtocols() []sarama.RebalanceProtocol {
 	return []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative, sarama.RebalanceProtocolEager}
 }
 
-// AssignmentData returns nil: the assignment carries no user data.
-func (s *Strategy) AssignmentData(string, map[string][]int32, int32) ([]byte, error) {
-	return nil, nil
+// AssignmentData returns the member's standby tasks of the last Plan,
+// encoded, or nil when it has none.
+func (s *Strategy) AssignmentData(member string, _ map[string][]int32, _ int32) ([]byte, error) {
+	s.mu.Lock()
+	standbys := s.planned[member]
+	s.mu.Unlock()
+	if len(standbys) == 0 {
+		return nil, nil
+	}
+	return encodeAssignment(standbys), nil
 }
 
 // SubscriptionUserData encodes the process's [UserData] (from local), the
@@ -103,12 +125,19 @@ func (s *Strategy) SubscriptionUserData([]string) ([]byte, error) {
 
 // OnAssignment records the assignment and its generation for the next
 // subscription and calls onAssign with the tasks for which the member got
-// every partition. A task with only some of its partitions (a task being
-// handed over under the cooperative protocol) is left out.
+// every partition and with its standby tasks. A task with only some of
+// its partitions (a task being handed over under the cooperative
+// protocol) is left out. Standbys that cannot be decoded are logged and
+// dropped: a standby is an optimisation, never needed for correctness.
 func (s *Strategy) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment, generation int32) {
 	var topics map[string][]int32
+	var standbys []TaskID
 	if assignment != nil {
 		topics = assignment.Topics
+		var err error
+		if standbys, err = decodeAssignment(assignment.UserData); err != nil {
+			s.warn("ignoring the standby tasks of the assignment", "err", err)
+		}
 	}
 	tasks := completeTasks(s.subs, topics)
 	s.mu.Lock()
@@ -116,7 +145,7 @@ func (s *Strategy) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 	s.prev = tasks
 	s.mu.Unlock()
 	if s.onAssign != nil {
-		s.onAssign(slices.Clone(tasks), generation)
+		s.onAssign(slices.Clone(tasks), standbys, generation)
 	}
 }
 
@@ -217,6 +246,19 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	replicas := s.replicas
+	s.mu.Unlock()
+	// Standbys go where the active plan puts tasks, not where this round's
+	// cooperative hand-over lets them start: a task withheld for one
+	// round is in nobody's standbys on its target process meanwhile.
+	standbys, err := PlanStandbys(s.subs, counts, input, assignment, replicas)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.planned = standbys
+	s.mu.Unlock()
 
 	topicsOf := make(map[int][]string, len(s.subs))
 	for _, sub := range s.subs {

@@ -74,6 +74,9 @@ func parseCanonical(s string) (int64, error) {
 type Subtopology struct {
 	ID     int
 	Topics []string
+	// Stateful: the sub-topology's tasks have stores, so they get standby
+	// copies (see [PlanStandbys]).
+	Stateful bool
 }
 
 // PartitionCountError reports a sub-topology whose source topics cannot be

@@ -310,3 +310,17 @@ func (l *State) dropDue(ctx context.Context) bool {
 	}
 	return true
 }
+
+// HeldByThread reports whether a stream thread (a holder index from 0)
+// holds task id: its state is then the thread's, and no standby may
+// write it.
+func (l *State) HeldByThread(id assign.TaskID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for h := range l.holders[id] {
+		if h >= 0 {
+			return true
+		}
+	}
+	return false
+}

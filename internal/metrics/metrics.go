@@ -43,6 +43,12 @@ type Metrics struct {
 	RestoredRecords *prometheus.CounterVec // store, partition
 	RestoreDuration *prometheus.HistogramVec
 	FullRestores    *prometheus.CounterVec // store, partition, reason = no_state|checkpoint_out_of_range|checkpoint_too_old|log_start_moved
+
+	// Standbys (Config.StandbyReplicas). The lag gauge is set by the
+	// standby runner as it polls, not computed at scrape time: only it
+	// knows the log end it last saw.
+	StandbyRecords *prometheus.CounterVec // store, partition
+	StandbyLag     *prometheus.GaugeVec   // store, partition
 }
 
 // Source gives the state the scrape-time gauges are computed from.
@@ -153,11 +159,15 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		FullRestores: counter("restores_full_total",
 			"Restores of a store partition from the changelog's log start, per reason: no_state (no local state), checkpoint_out_of_range (the changelog no longer holds the checkpoint), checkpoint_too_old (older than the changelog's delete.retention.ms, so deletions may be missing), log_start_moved (the log start overtook a full restore, which started over).",
 			"store", "partition", "reason"),
+		StandbyRecords: counter("standby_records_total", "Changelog records applied to standby copies of store partitions.", "store", "partition"),
+		StandbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_standby_lag_records", ConstLabels: constLabels,
+			Help: "Records of each standby store partition's changelog not yet applied, as of the standby's last look at the log end (it looks every 250 ms while caught up): what a failover to this instance would restore. Present only while the instance keeps the standby."},
+			[]string{"store", "partition"}),
 	}
 	cs := []prometheus.Collector{
 		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered, m.RecordsWritten, m.NodeFailures,
 		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.LastCommit, m.CommitInterval, m.RecordsLost,
-		m.RestoredRecords, m.RestoreDuration, m.FullRestores, newCollector(app, src),
+		m.RestoredRecords, m.RestoreDuration, m.FullRestores, m.StandbyRecords, m.StandbyLag, newCollector(app, src),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

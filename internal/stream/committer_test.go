@@ -283,7 +283,7 @@ func TestCommitWindowClosesWithTheNewGeneration(t *testing.T) {
 	if !th.inRebalance() {
 		t.Fatal("not in a rebalance after JoinGroup")
 	}
-	th.onAssignment(nil, 5)
+	th.onAssignment(nil, nil, 5)
 	if !th.inRebalance() {
 		t.Fatal("the commit window closed with the assignment, while the session still runs generation 4")
 	}

@@ -30,7 +30,10 @@ type Config struct {
 	// MaxConsecutiveAborts is how many transactions in a row may abort
 	// without one committing before the thread fails.
 	MaxConsecutiveAborts int
-	Logger               *slog.Logger
+	// StandbyReplicas is how many standby copies of each stateful task
+	// the group leader places (Config.StandbyReplicas).
+	StandbyReplicas int
+	Logger          *slog.Logger
 }
 
 // Instance is what the threads of one instance share. It is set up once,
@@ -44,6 +47,8 @@ type Instance struct {
 	Admin     sarama.ClusterAdmin
 	// OnPublish is called after a thread published a change of its tasks.
 	OnPublish func()
+	// Standbys runs the instance's standby tasks; nil without standbys.
+	Standbys *Standbys
 }
 
 // ErrFenced is weir.ErrFenced: another instance took this instance's

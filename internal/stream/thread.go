@@ -139,7 +139,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		isolate:    map[string]bool{},
 	}
 	th.committer = committerFor(th)
-	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(), th.userData, th.onAssignment)
+	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(in.Graph.Stores), th.userData, th.onAssignment).WithStandbys(in.StandbyReplicas)
 	sc := client.Thread(in.Client, in.ProcessID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
 	kc, err := sarama.NewClient(in.Brokers, sc)
@@ -397,7 +397,10 @@ func (th *Thread) inRebalance() bool {
 // assignment arrives, before sarama revokes claims. It closes the queues
 // of partitions this member loses, so a claim goroutine blocked on a full
 // queue lets go and the revocation does not wait for the rebalance timeout.
-func (th *Thread) onAssignment(tasks []assign.TaskID, generation int32) {
+func (th *Thread) onAssignment(tasks, standbys []assign.TaskID, generation int32) {
+	if th.in.Standbys != nil {
+		th.in.Standbys.Set(th.idx, standbys)
+	}
 	keep := map[task.TP]bool{}
 	for _, id := range tasks {
 		for _, topic := range th.in.Layout.Topics[id.Subtopology] {
@@ -415,7 +418,7 @@ func (th *Thread) onAssignment(tasks []assign.TaskID, generation int32) {
 	th.assignedTasks.Store(int32(len(tasks)))
 	th.assignedGen.Store(generation)
 	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
-	th.log.Info("assignment", "generation", generation, "tasks", len(tasks))
+	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys))
 }
 
 // Wake tells the loop something arrived for it (task.Host).

@@ -17,13 +17,18 @@ import (
 // or unusable state is dropped and restored in full.
 func (t *Task) restore(ctx context.Context) error {
 	sh := t.sh
+	if sh.YieldStandby != nil {
+		// A standby of this task on this instance stops first: the two
+		// must never write the task's stores at once.
+		sh.YieldStandby(ctx, t.id)
+	}
 	for _, st := range t.stores {
 		select {
 		case sh.RestoreSlots <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := t.restoreStore(ctx, st)
+		_, err := t.restoreStore(ctx, st, restoreActive)
 		<-sh.RestoreSlots
 		if err != nil {
 			return fmt.Errorf("weir: task %s: restoring store %s: %w", t.name, st.spec.Name, err)
@@ -31,6 +36,25 @@ func (t *Task) restore(ctx context.Context) error {
 	}
 	return nil
 }
+
+// restoreMode tells restoreStore who it restores for.
+type restoreMode int
+
+const (
+	// restoreActive: a task about to process; the restore listener and
+	// the restore metrics see it.
+	restoreActive restoreMode = iota
+	// restoreStandby: a standby copy catching up (see Standby); only the
+	// standby metrics see it, and it logs at debug level.
+	restoreStandby
+)
+
+// standbyCheckpointRefresh is how often a caught-up standby rewrites its
+// checkpoint although nothing arrived: the checkpoint's time says how long
+// the state is known complete (see checkpointTooOld), and a quiet store
+// whose time stayed where it was would be copied in full once records
+// came again after delete.retention.ms.
+const standbyCheckpointRefresh = time.Minute
 
 // Reasons for restoring a store partition from the changelog's log start,
 // the reason label of weir_restores_full_total.
@@ -67,26 +91,38 @@ const maxRestoreRestarts = 3
 // deleted range may hold the tombstone of a key applied before it, and the
 // key would stay. Starting over gives the state a fresh instance would
 // build from the same changelog: the records it still holds.
-func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
+//
+// behind is how many offsets the store partition was behind the end when
+// the call began (a standby's lag).
+func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode) (behind int64, err error) {
 	sh := t.sh
 	listener := sh.RestoreListener
+	applied := sh.Metrics.RestoredRecords
+	if mode == restoreStandby {
+		listener, applied = nil, sh.Metrics.StandbyRecords
+	}
 	partition := strconv.Itoa(int(t.id.Partition))
 	start := time.Now()
 	r := changelog.NewReader(sh.RestoreClient, st.topic, t.id.Partition, changelog.ReaderOptions{})
 	end, err := r.End(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if st.source {
 		// The store follows the task's input topic: it holds what the
 		// task committed, and the task processes the rest itself.
 		if end, err = t.sourceEnd(ctx, r, st, end); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	ckpt, ok, err := st.space.Checkpoint()
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if ok && mode == restoreStandby && ckpt.Offset >= end && st.ckpt == ckpt.Offset && start.Sub(st.ckptAt) < standbyCheckpointRefresh {
+		// Caught up, and the checkpoint is the standby's own and recent:
+		// nothing to read, and no need to write it again.
+		return 0, nil
 	}
 	// A checkpoint above end is not by itself wrong: an open transaction
 	// holds the last stable offset below records already committed. The
@@ -103,7 +139,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		// its changelog topic and its input topic) says nothing here.
 		log, err := st.space.Log()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if want := st.sourceLog(); log != want {
 			t.log.Info("store checkpoint is of another log; restoring in full", "store", st.spec.Name, "checkpoint_log", log, "log", want)
@@ -130,13 +166,14 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	full := reason != ""
 	if full {
 		if err := st.space.Drop(); err != nil {
-			return err
+			return 0, err
 		}
 		if from, err = r.Start(ctx); err != nil {
-			return err
+			return 0, err
 		}
 		since = start
 	}
+	behind = max(end-from, 0)
 	var records, pass int64 // applied in all, and since the last (re)start
 	idx := storeIndex(st.spec.Kind)
 	// A batch is written to Badger on a goroutine of its own while the
@@ -160,7 +197,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		records += int64(b.recs)
 		pass += int64(b.recs)
 		st.remaining.Store(max(end-b.next, 0))
-		sh.Metrics.RestoredRecords.WithLabelValues(st.spec.Name, partition).Add(float64(b.recs))
+		applied.WithLabelValues(st.spec.Name, partition).Add(float64(b.recs))
 		if listener != nil {
 			listener.OnBatchRestored(st.spec.Name, t.id.Partition, b.next, b.recs)
 		}
@@ -192,8 +229,10 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 	}
 	var next int64
 	for restarts := 0; ; {
-		if full {
+		if full && mode == restoreActive {
 			sh.Metrics.FullRestores.WithLabelValues(st.spec.Name, partition, reason).Inc()
+		} else if full {
+			t.log.Info("standby copying the store in full", "store", st.spec.Name, "reason", reason)
 		}
 		st.remaining.Store(max(end-from, 0))
 		if listener != nil {
@@ -209,19 +248,19 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 			break
 		}
 		if full && restarts == maxRestoreRestarts {
-			return fmt.Errorf("the changelog's log start overtook the restore %d times: the changelog keeps records for less time than a restore takes: %w", restarts+1, err)
+			return 0, fmt.Errorf("the changelog's log start overtook the restore %d times: the changelog keeps records for less time than a restore takes: %w", restarts+1, err)
 		}
 		if err := st.space.Drop(); err != nil {
-			return err
+			return 0, err
 		}
 		logStart, err := r.Start(ctx)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		// The log may have changed under the restore (a recreated topic
 		// also reports out of range): aim for its end as it is now.
 		if end, err = r.End(ctx); err != nil {
-			return err
+			return 0, err
 		}
 		if full {
 			restarts++
@@ -240,26 +279,32 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore) error {
 		from, since = logStart, start
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// Having read up to end, the state holds everything the changelog had
 	// when the restore started; later records are newer than start.
 	if err := st.space.SetCheckpointAt(next, start); err != nil {
-		return err
+		return 0, err
 	}
 	if err := st.space.SetLog(st.sourceLog()); err != nil {
-		return err
+		return 0, err
 	}
 	st.ckpt, st.ckptAt = next, start
 	sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
 	took := time.Since(start)
 	st.remaining.Store(0)
+	if mode == restoreStandby {
+		if records > 0 {
+			t.log.Debug("standby updated", "store", st.spec.Name, "records", records, "full", full, "took", took)
+		}
+		return behind, nil
+	}
 	sh.Metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
 	t.log.Info("store restored", "store", st.spec.Name, "records", records, "full", full, "took", took)
 	if listener != nil {
 		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)
 	}
-	return nil
+	return behind, nil
 }
 
 // sourceEnd returns where the restore of a store whose changelog is the

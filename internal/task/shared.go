@@ -1,6 +1,7 @@
 package task
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
@@ -125,6 +127,9 @@ type Shared struct {
 	// partition (found false for none), where the restore of a store
 	// whose changelog is its input topic ends.
 	CommittedOffset func(topic string, partition int32) (offset int64, found bool, err error)
+	// YieldStandby, when set, stops the instance's standby of a task and
+	// waits for its last write; a task calls it before its restore.
+	YieldStandby func(ctx context.Context, id assign.TaskID)
 }
 
 // Host is the stream thread that runs a task: the task's only way out.

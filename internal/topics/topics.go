@@ -452,11 +452,19 @@ func ConfigResource(topic string) sarama.ConfigResource {
 	return sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"retention.ms"}}
 }
 
-// AssignSubtopologies describes the layout to the assignor.
-func (l *Layout) AssignSubtopologies() []assign.Subtopology {
+// AssignSubtopologies describes the layout to the assignor; stores are
+// the topology's (graph.Graph.Stores): a sub-topology using one is
+// stateful.
+func (l *Layout) AssignSubtopologies(stores []*graph.Store) []assign.Subtopology {
 	out := make([]assign.Subtopology, len(l.Subs))
 	for i, s := range l.Subs {
-		out[i] = assign.Subtopology{ID: s.ID, Topics: slices.Clone(l.Topics[i])}
+		stateful := false
+		for _, st := range stores {
+			if len(st.Users) > 0 && slices.Contains(s.Nodes, st.Users[0]) {
+				stateful = true
+			}
+		}
+		out[i] = assign.Subtopology{ID: s.ID, Topics: slices.Clone(l.Topics[i]), Stateful: stateful}
 	}
 	return out
 }

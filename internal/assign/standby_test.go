@@ -1,0 +1,218 @@
+package assign
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/IBM/sarama"
+)
+
+func TestPlanStandbys(t *testing.T) {
+	subs := []Subtopology{
+		{ID: 0, Topics: []string{"lines"}},
+		{ID: 1, Topics: []string{"words"}, Stateful: true},
+	}
+	parts := map[string]int32{"lines": 3, "words": 3}
+	members := []Member{
+		{ID: "a1", ProcessID: "A"}, {ID: "a2", ProcessID: "A"},
+		{ID: "b1", ProcessID: "B"},
+		{ID: "c1", ProcessID: "C", State: map[TaskID]int64{{1, 0}: 10}},
+	}
+	active, err := Plan(subs, parts, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := map[string]string{}
+	for _, m := range members {
+		proc[m.ID] = m.ProcessID
+	}
+	runs := func(standbys map[string][]TaskID) map[TaskID][]string {
+		at := map[TaskID][]string{}
+		for id, ts := range active {
+			for _, tk := range ts {
+				at[tk] = append(at[tk], proc[id])
+			}
+		}
+		for id, ts := range standbys {
+			for _, tk := range ts {
+				at[tk] = append(at[tk], proc[id])
+			}
+		}
+		return at
+	}
+	for _, replicas := range []int{1, 2, 5} {
+		sb, err := PlanStandbys(subs, parts, members, active, replicas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(replicas, 2) // three processes: at most two copies besides the active
+		n := 0
+		for tk, procs := range runs(sb) {
+			if len(procs) != len(slices.Compact(slices.Sorted(slices.Values(procs)))) {
+				t.Errorf("replicas %d: task %v has two copies on one process: %v", replicas, tk, procs)
+			}
+			if tk.Subtopology == 0 && len(procs) != 1 {
+				t.Errorf("replicas %d: stateless task %v got standbys: %v", replicas, tk, procs)
+			}
+			if tk.Subtopology == 1 {
+				if len(procs) != 1+want {
+					t.Errorf("replicas %d: task %v runs on %v, want the active and %d standbys", replicas, tk, procs, want)
+				}
+				n += len(procs) - 1
+			}
+		}
+		if n != 3*want {
+			t.Errorf("replicas %d: %d standbys, want %d", replicas, n, 3*want)
+		}
+		// Deterministic: the same input in another order gives the same plan.
+		rev := slices.Clone(members)
+		slices.Reverse(rev)
+		again, err := PlanStandbys(subs, parts, rev, active, replicas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.EqualFunc(sb, again, slices.Equal) {
+			t.Errorf("replicas %d: plan depends on the members' order: %v vs %v", replicas, sb, again)
+		}
+	}
+	// The process holding a task's state gets its standby, unless it runs
+	// the task.
+	sb, err := PlanStandbys(subs, parts, members, active, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(active["c1"], TaskID{1, 0}) && !slices.Contains(sb["c1"], TaskID{1, 0}) {
+		t.Errorf("standbys %v: task 1_0's state is on C, yet its standby is elsewhere", sb)
+	}
+	// None asked for, or one process: none placed.
+	for _, tc := range []struct {
+		members  []Member
+		replicas int
+	}{{members, 0}, {[]Member{{ID: "a1", ProcessID: "A"}, {ID: "a2", ProcessID: "A"}}, 1}} {
+		act, err := Plan(subs, parts, tc.members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := PlanStandbys(subs, parts, tc.members, act, tc.replicas)
+		if err != nil || len(sb) != 0 {
+			t.Errorf("PlanStandbys(%d members, replicas %d) = %v, %v; want none", len(tc.members), tc.replicas, sb, err)
+		}
+	}
+}
+
+func TestPlanStandbysSpreadsOverMembers(t *testing.T) {
+	subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
+	parts := map[string]int32{"in": 8}
+	members := []Member{
+		{ID: "a1", ProcessID: "A"}, {ID: "a2", ProcessID: "A"},
+		{ID: "b1", ProcessID: "B"}, {ID: "b2", ProcessID: "B"},
+	}
+	active, err := Plan(subs, parts, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := PlanStandbys(subs, parts, members, active, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if len(sb[m.ID]) != 2 {
+			t.Errorf("member %s has standbys %v, want 2 of the 8", m.ID, sb[m.ID])
+		}
+	}
+}
+
+func TestAssignmentEncoding(t *testing.T) {
+	for _, ts := range [][]TaskID{nil, {{0, 1}}, {{0, 0}, {0, 5}, {3, 2}}} {
+		got, err := decodeAssignment(encodeAssignment(ts))
+		if err != nil || !slices.Equal(got, ts) {
+			t.Errorf("round trip of %v = %v, %v", ts, got, err)
+		}
+	}
+	if got, err := decodeAssignment(nil); err != nil || got != nil {
+		t.Errorf("no user data = %v, %v; want no standbys", got, err)
+	}
+	for _, bad := range [][]byte{{2, 0}, {1, 1, 0, 1}, {1, 0, 7}} {
+		if _, err := decodeAssignment(bad); err == nil {
+			t.Errorf("decodeAssignment(%v) accepted it", bad)
+		}
+	}
+}
+
+// The leader's standbys reach each member through the assignment's user
+// data, and onAssign hands them on.
+func TestStrategyHandsOutStandbys(t *testing.T) {
+	subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
+	topics := map[string][]int32{"in": {0, 1, 2, 3}}
+	got := map[string][]TaskID{}
+	strategies := map[string]*Strategy{}
+	metas := map[string]sarama.ConsumerGroupMemberMetadata{}
+	for _, m := range []struct{ id, proc string }{{"m1", "A"}, {"m2", "B"}} {
+		s := NewStrategy(subs, func() UserData { return UserData{ProcessID: m.proc} }, func(_, standbys []TaskID, _ int32) {
+			got[m.id] = standbys
+		}).WithStandbys(1)
+		strategies[m.id] = s
+		ud, err := s.SubscriptionUserData(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas[m.id] = sarama.ConsumerGroupMemberMetadata{Version: 2, UserData: ud, GenerationID: -1}
+	}
+	leader := strategies["m1"]
+	plan, err := leader.Plan(metas, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range strategies {
+		data, err := leader.AssignmentData(id, plan[id], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.OnAssignment(&sarama.ConsumerGroupMemberAssignment{Topics: plan[id], UserData: data}, 1)
+	}
+	for id, ts := range got {
+		if len(ts) != 2 {
+			t.Errorf("member %s got standbys %v, want 2", id, ts)
+		}
+		for _, tk := range ts {
+			if slices.Contains(plan[id]["in"], tk.Partition) {
+				t.Errorf("member %s got task %v both active and standby", id, tk)
+			}
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("onAssign saw %v", got)
+	}
+}
+
+// The standbys of one process's tasks go to different processes, so that
+// its failover fits the balance: every survivor has room for one of them.
+func TestPlanStandbysSpreadAProcesssTasks(t *testing.T) {
+	subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
+	parts := map[string]int32{"in": 6}
+	members := []Member{{ID: "a", ProcessID: "A"}, {ID: "b", ProcessID: "B"}, {ID: "c", ProcessID: "C"}}
+	active, err := Plan(subs, parts, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := PlanStandbys(subs, parts, members, active, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, failed := range members {
+		hosts := map[string]int{}
+		for _, tk := range active[failed.ID] {
+			for id, ts := range sb {
+				if slices.Contains(ts, tk) {
+					hosts[id]++
+				}
+			}
+		}
+		for id, n := range hosts {
+			if n > 1 {
+				t.Errorf("%s holds the standbys of %d of %s's tasks %v (standbys %v): a failover of %s cannot reach them all", id, n, failed.ID, active[failed.ID], sb, failed.ID)
+			}
+		}
+	}
+}

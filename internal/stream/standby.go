@@ -1,0 +1,217 @@
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// standbyHolder is the holder index under which standbys hold their
+// tasks' state in local.State (threads use their index, from 0).
+const standbyHolder = -1
+
+// Standby runner timing: a caught-up runner looks at the changelogs'
+// ends every standbyPoll; after a failed update it waits standbyBackoff
+// before trying that standby again.
+// A runner that found a standby standbyBehind records or more behind
+// goes round again at once.
+const (
+	standbyPoll    = 250 * time.Millisecond
+	standbyBackoff = 5 * time.Second
+	standbyBehind  = 10_000
+)
+
+// Standbys runs the standby tasks of one instance (Config.StandbyReplicas):
+// the union of what the group leader assigned its threads, less the tasks
+// a thread of the instance runs itself. One goroutine updates them in
+// turn, so a standby costs the instance at most two restore batches of
+// memory at a time, whatever their number; a standby copying a large
+// store in full holds the others back meanwhile.
+//
+// A task and its standby never write the same store partition at once:
+// a standby starts only while no thread holds its task (local.State),
+// and a thread about to restore a task first calls Yield, which stops the
+// task's standby and waits for the batch it is writing. The standby's
+// checkpoint is then where the task's restore starts.
+//
+// A failed update (a changelog that cannot be read, say) is logged and
+// tried again after standbyBackoff; it never stops the instance, since
+// the standby only saves restore time.
+type Standbys struct {
+	sh  *task.Shared
+	log *slog.Logger
+
+	mu      sync.Mutex
+	wanted  map[int][]assign.TaskID // per thread, from its last assignment
+	running map[assign.TaskID]*standbyRun
+	// current is the standby being updated now, and cancel ends its
+	// update; done is closed when that update returns.
+	current assign.TaskID
+	cancel  context.CancelFunc
+	done    chan struct{}
+	wake    chan struct{}
+}
+
+// standbyRun is one standby the runner keeps.
+type standbyRun struct {
+	sb       *task.Standby
+	retryAt  time.Time // after a failure: not before then
+	failures int
+}
+
+// NewStandbys returns the standby runner of the instance whose tasks share
+// sh. Run runs it.
+func NewStandbys(sh *task.Shared, log *slog.Logger) *Standbys {
+	return &Standbys{sh: sh, log: log, wanted: map[int][]assign.TaskID{}, running: map[assign.TaskID]*standbyRun{}, wake: make(chan struct{}, 1)}
+}
+
+// Set records the standbys the group leader assigned thread. It returns at
+// once; the runner starts and stops standbys on its own goroutine.
+func (s *Standbys) Set(thread int, tasks []assign.TaskID) {
+	s.mu.Lock()
+	s.wanted[thread] = slices.Clone(tasks)
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Standbys) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Yield stops the standby of task id, if there is one, and waits until it
+// wrote its last batch: a thread that acquired id (local.State.Acquire)
+// calls it before restoring id's stores. It returns early when ctx ends.
+func (s *Standbys) Yield(ctx context.Context, id assign.TaskID) {
+	s.mu.Lock()
+	var done chan struct{}
+	if s.done != nil && s.current == id {
+		s.cancel()
+		done = s.done
+	}
+	s.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	s.poke() // the runner drops the standby: a thread holds the task now
+}
+
+// Tasks returns the tasks whose standbys the runner keeps, sorted.
+func (s *Standbys) Tasks() []assign.TaskID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(s.running), assign.TaskID.Compare)
+}
+
+// Run updates the standbys until ctx ends, then closes them. Their state
+// stays on disk.
+func (s *Standbys) Run(ctx context.Context) {
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range s.running {
+			r.sb.Close()
+		}
+		s.running = map[assign.TaskID]*standbyRun{}
+	}()
+	for ctx.Err() == nil {
+		s.reconcile()
+		behind := false
+		for _, id := range s.Tasks() {
+			if ctx.Err() != nil {
+				return
+			}
+			behind = s.update(ctx, id) || behind
+		}
+		if behind {
+			continue // more arrived while updating the others
+		}
+		timer := time.NewTimer(standbyPoll)
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// reconcile starts the standbys assigned and not running, and stops those
+// no longer assigned or whose task a thread of the instance now holds.
+func (s *Standbys) reconcile() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[assign.TaskID]bool{}
+	for _, ts := range s.wanted {
+		for _, id := range ts {
+			if int(id.Subtopology) < len(s.sh.Layout.Subs) && !s.sh.Local.HeldByThread(id) {
+				want[id] = true
+			}
+		}
+	}
+	for id, r := range s.running {
+		if !want[id] {
+			r.sb.Close()
+			s.sh.Local.Release(id, standbyHolder, r.sb.Stores())
+			delete(s.running, id)
+			s.log.Info("standby stopped", "standby", id.String())
+		}
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(want), assign.TaskID.Compare) {
+		if s.running[id] != nil {
+			continue
+		}
+		s.sh.Local.Acquire(id, standbyHolder)
+		s.running[id] = &standbyRun{sb: task.NewStandby(s.sh, s.log, id)}
+		s.log.Info("standby started", "standby", id.String())
+	}
+}
+
+// update brings one standby up to its changelogs' ends. It reports
+// whether the standby was standbyBehind records or more behind a store's
+// end: much may have come meanwhile.
+func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
+	s.mu.Lock()
+	r := s.running[id]
+	if r == nil || s.sh.Local.HeldByThread(id) || time.Now().Before(r.retryAt) {
+		s.mu.Unlock()
+		return false
+	}
+	uctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	s.current, s.cancel, s.done = id, cancel, done
+	s.mu.Unlock()
+
+	lags, err := r.sb.Update(uctx)
+
+	s.mu.Lock()
+	cancel()
+	close(done)
+	s.current, s.cancel, s.done = assign.TaskID{}, nil, nil
+	s.mu.Unlock()
+	if err != nil {
+		if uctx.Err() != nil {
+			return false // yielded, or the instance is stopping
+		}
+		r.failures++
+		r.retryAt = time.Now().Add(standbyBackoff)
+		s.log.Warn("standby update failed; trying again later", "standby", id.String(), "failures", r.failures, "retry_in", standbyBackoff, "error", err)
+		return false
+	}
+	r.failures = 0
+	for _, lag := range lags {
+		behind = behind || lag >= standbyBehind
+	}
+	return behind
+}
