@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runEOSChild())
 	case os.Getenv(dslChildEnv) != "":
 		os.Exit(runDSLChild())
+	case os.Getenv(standbyChildEnv) != "":
+		os.Exit(runStandbyChild())
 	}
 	kafka.Main(m)
 }
