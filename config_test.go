@@ -15,13 +15,14 @@ import (
 func TestValidateNamesEveryBadField(t *testing.T) {
 	t.Parallel()
 	c := Config{
-		ApplicationID:  "bad id",
-		Brokers:        []string{"nohost"},
-		Threads:        -1,
-		CommitInterval: time.Microsecond,
-		Queue:          QueueConfig{MaxRecords: -1, MaxBytes: -1},
-		Consumer:       ConsumerConfig{SessionTimeout: time.Second, HeartbeatInterval: 2 * time.Second},
-		Security:       Security{SASL: SASL{Mechanism: "GSSAPI"}},
+		ApplicationID:   "bad id",
+		Brokers:         []string{"nohost"},
+		Threads:         -1,
+		CommitInterval:  time.Microsecond,
+		Queue:           QueueConfig{MaxRecords: -1, MaxBytes: -1},
+		Consumer:        ConsumerConfig{SessionTimeout: time.Second, HeartbeatInterval: 2 * time.Second},
+		Security:        Security{SASL: SASL{Mechanism: "GSSAPI"}},
+		StandbyReplicas: -1,
 	}
 	err := c.Validate()
 	if err == nil {
@@ -30,7 +31,7 @@ func TestValidateNamesEveryBadField(t *testing.T) {
 	for _, field := range []string{
 		"Config.ApplicationID", "Config.Brokers", "Config.Threads", "Config.CommitInterval",
 		"Config.Queue.MaxRecords", "Config.Queue.MaxBytes", "Config.Consumer.HeartbeatInterval",
-		"Config.Security.SASL.Mechanism",
+		"Config.Security.SASL.Mechanism", "Config.StandbyReplicas",
 	} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s:\n%v", field, err)

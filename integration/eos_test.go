@@ -167,22 +167,25 @@ type eosChildConfig struct {
 	ClientIDPrefix string
 	ClientID       string
 	RequestTimeout time.Duration
+	// Standbys is Config.StandbyReplicas.
+	Standbys int
 }
 
 // weirConfig is the configuration of an instance, shared by the children
 // and the parent's up-front check.
 func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 	cfg := weir.Config{
-		Logger:         logger,
-		ApplicationID:  cc.App,
-		Brokers:        cc.Brokers,
-		StateDir:       cc.StateDir,
-		Threads:        cc.Threads,
-		Guarantee:      cc.Guarantee,
-		CommitInterval: 100 * time.Millisecond,
-		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
-		ClientID:       cc.ClientID,
-		Net:            weir.NetConfig{RequestTimeout: cc.RequestTimeout},
+		Logger:          logger,
+		ApplicationID:   cc.App,
+		Brokers:         cc.Brokers,
+		StateDir:        cc.StateDir,
+		Threads:         cc.Threads,
+		Guarantee:       cc.Guarantee,
+		CommitInterval:  100 * time.Millisecond,
+		Consumer:        weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
+		ClientID:        cc.ClientID,
+		Net:             weir.NetConfig{RequestTimeout: cc.RequestTimeout},
+		StandbyReplicas: cc.Standbys,
 	}
 	if cc.Repartition {
 		cfg.ProcessingErrors = weir.Skip
@@ -962,7 +965,16 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 //
 // It does not run in parallel with the other tests: it loads both cores on
 // purpose, and sharing them would slow both it and the others.
-func TestExactlyOnceUnderKill9(t *testing.T) {
+func TestExactlyOnceUnderKill9(t *testing.T) { exactlyOnceUnderKill9(t, 0) }
+
+// TestExactlyOnceUnderKill9WithStandbys is TestExactlyOnceUnderKill9 with
+// one standby per task: the kills move tasks between their standbys and
+// their owners (a standby yields to its task restoring on the same
+// instance, a task closed by a rebalance becomes a standby), and the
+// output must stay exact.
+func TestExactlyOnceUnderKill9WithStandbys(t *testing.T) { exactlyOnceUnderKill9(t, 1) }
+
+func exactlyOnceUnderKill9(t *testing.T, standbys int) {
 	c := kafka.Cluster(t)
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	for _, topic := range []string{in, echo, aggOut} {
@@ -972,7 +984,7 @@ func TestExactlyOnceUnderKill9(t *testing.T) {
 	t.Logf("guarantee %s, seed %d", eosGuarantee, seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 
-	base := eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee}
+	base := eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee, Standbys: standbys}
 	// Fail here, with weir's own message, rather than in every child.
 	cfg := base.weirConfig(nil)
 	cfg.StateDir, cfg.Threads = t.TempDir(), 1
@@ -1050,6 +1062,23 @@ func TestExactlyOnceUnderKill9(t *testing.T) {
 	}
 	t.Logf("verified in %v: %d violations in echo, %d in agg-out; total %v",
 		time.Since(verified).Round(time.Millisecond), echoF.total(), aggF.total(), time.Since(started).Round(time.Millisecond))
+	if standbys > 0 {
+		// The standbys must have run and been handed over, or the
+		// variant tested nothing the plain one does not.
+		var started, stopped int
+		for _, l := range cl.logs {
+			b, err := os.ReadFile(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started += strings.Count(string(b), "msg=\"standby started\"")
+			stopped += strings.Count(string(b), "msg=\"standby stopped\"")
+		}
+		t.Logf("standbys started %d times, stopped %d times", started, stopped)
+		if started == 0 || stopped == 0 {
+			t.Errorf("standbys started %d times and stopped %d times: no task moved between a standby and its owner", started, stopped)
+		}
+	}
 }
 
 // kcatPath returns kcat's path. Without kcat the test is skipped, or fails
