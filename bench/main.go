@@ -24,6 +24,9 @@
 // The join workload (not in the default set, join.go) measures a
 // stream-table join written with package kstream over a table of
 // -join-table-keys keys against the DSL count of the same stream.
+// The failover workload (not in the default set, failover.go) kills one of
+// three instances and measures how long its partitions make no progress,
+// without and with a standby per task.
 // Every run uses new topics, consumer groups and application ids and deletes
 // them at the end, also when it fails. See README.md for the workloads and
 // the figures measured on the project's machine.
@@ -37,6 +40,7 @@
 //	cd bench && go run . -workloads aborts [-records 200000] [-aborts 5]
 //	cd bench && go run . -workloads join [-records 1000000] [-join-table-keys 100000] [-rounds 3]
 //	cd bench && go run . -workloads rescale [-rescale-records 5000000] [-rescale-partitions 8] [-rounds 2]
+//	cd bench && go run . -workloads failover -partitions 6 [-failover-keys 3000000] [-rounds 2]
 package main
 
 import (
@@ -79,6 +83,7 @@ const (
 	wlWordcount         = "wordcount"
 	wlJoin              = "join"
 	wlRescale           = "rescale"
+	wlFailover          = "failover"
 )
 
 // allWorkloads are the read workloads of the load's topic, the default.
@@ -89,7 +94,7 @@ var allWorkloads = []string{wlSarama, wlSource, wlSaramaPassthrough, wlPassthrou
 var readOrder = []string{wlSarama, wlSource, wlSaramaPassthrough, wlSaramaTxn, wlPassthrough}
 
 // knownWorkloads are all the workloads, in the order they run.
-var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlRescale, wlAborts, wlWordcount, wlJoin)
+var knownWorkloads = append(slices.Clone(readOrder), wlCount, wlRestore, wlRescale, wlAborts, wlWordcount, wlJoin, wlFailover)
 
 // options are the parsed command-line flags.
 type options struct {
@@ -133,9 +138,15 @@ type options struct {
 
 	// joinTableKeys is the join workload's table size.
 	joinTableKeys int64
+
+	// failoverKeys is the failover workload's store size.
+	failoverKeys int64
 }
 
 func main() {
+	if os.Getenv(failoverChildEnv) != "" {
+		os.Exit(runFailoverChild()) // an instance of the failover workload
+	}
 	opts, err := parseFlags(os.Args[1:], os.Getenv("WEIR_BOOTSTRAP_SERVERS"), os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -176,6 +187,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	abortsWindow := fs.Duration("aborts-window", 0, "aborts workload: stop this long after the first bad record is processed, even with input left, and report what happened until then; 0 runs until every input record is committed (bounded by -timeout)")
 	wcInstances := fs.Int("wc-instances", 1, "wordcount workload: weir instances (each with -threads threads) sharing the work")
 	wcVariantNames := fs.String("wc-variants", "", "wordcount workload: the variants to run, a comma list of their labels (default all: "+wcVariantLabels()+")")
+	failoverKeys := fs.Int64("failover-keys", 3_000_000, "failover workload: entries of the store, loaded into its changelog")
 	joinTableKeys := fs.Int64("join-table-keys", 100_000, "join workload: keys of the table topic; the stream's keys are drawn uniformly from them")
 	rounds := fs.Int("rounds", 1, "times to repeat the measured workloads, interleaved; ratios use the medians")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "weir Config.CommitInterval; 0 means weir's default for the guarantee (30s at least once)")
@@ -211,6 +223,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 		abortsWindow:      *abortsWindow,
 		wcInstances:       *wcInstances,
 		joinTableKeys:     *joinTableKeys,
+		failoverKeys:      *failoverKeys,
 		registryURL:       *registryURL,
 		rescalePartitions: *rescalePartitions,
 		weirCLI:           *weirCLI,
@@ -239,6 +252,9 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	}
 	if o.rounds < 1 {
 		errs = append(errs, fmt.Errorf("-rounds: %d is below 1", o.rounds))
+	}
+	if o.failoverKeys < 1 {
+		errs = append(errs, fmt.Errorf("-failover-keys: %d is not positive", o.failoverKeys))
 	}
 	if o.joinTableKeys < 1 || o.joinTableKeys > 1<<31-1 {
 		errs = append(errs, fmt.Errorf("-join-table-keys: %d is not in [1, %d]", o.joinTableKeys, 1<<31-1))
@@ -466,6 +482,15 @@ func run(ctx context.Context, o *options, out io.Writer) (err error) {
 			rep.Records = o.records
 		}
 		if err := runJoins(ctx, o, c, logger, prefix, rep, progress); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(o.workloads, wlFailover) {
+		if len(reads) == 0 && !counts && !slices.Contains(o.workloads, wlRestore) && !slices.Contains(o.workloads, wlJoin) && !slices.Contains(o.workloads, wlAborts) {
+			// The header describes the failover workload alone.
+			rep.Records, rep.Partitions, rep.Guarantee = o.failoverKeys, o.partitions, weir.ExactlyOnce.String()
+		}
+		if err := runFailovers(ctx, o, c, prefix, rep, progress); err != nil {
 			return err
 		}
 	}

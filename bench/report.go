@@ -37,6 +37,9 @@ type report struct {
 	// Rescales are the rescale workload's (rescale.go).
 	Rescales []*rescaleResult `json:"rescales,omitempty"`
 
+	// Failovers are the failover workload's (failover.go).
+	Failovers []*failoverResult `json:"failovers,omitempty"`
+
 	// Counts and CountRatios are the count workload's (count.go).
 	Counts      []*countResult `json:"counts,omitempty"`
 	CountRatios []countRatio   `json:"count_ratios,omitempty"`
@@ -190,6 +193,11 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	if len(r.Joins) > 0 {
 		if err := r.writeJoinTable(w); err != nil {
+			return err
+		}
+	}
+	if len(r.Failovers) > 0 {
+		if err := r.writeFailoverTable(w); err != nil {
 			return err
 		}
 	}

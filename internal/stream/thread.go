@@ -397,6 +397,7 @@ func (th *Thread) inRebalance() bool {
 // assignment arrives, before sarama revokes claims. It closes the queues
 // of partitions this member loses, so a claim goroutine blocked on a full
 // queue lets go and the revocation does not wait for the rebalance timeout.
+// The member's standbys go to the instance's standby runner.
 func (th *Thread) onAssignment(tasks, standbys []assign.TaskID, generation int32) {
 	if th.in.Standbys != nil {
 		th.in.Standbys.Set(th.idx, standbys)
