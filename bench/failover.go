@@ -63,9 +63,11 @@ type failoverChild struct {
 // failoverReport is a line an instance prints: its tasks and its standby
 // lags every 100 ms, or a restore it ran.
 type failoverReport struct {
-	Tasks   []string         `json:"tasks,omitempty"`
-	Lags    map[string]int64 `json:"lags,omitempty"`
-	Restore *failoverRestore `json:"restore,omitempty"`
+	Tasks []string `json:"tasks,omitempty"`
+	// Restoring counts the tasks among them still restoring.
+	Restoring int              `json:"restoring,omitempty"`
+	Lags      map[string]int64 `json:"lags,omitempty"`
+	Restore   *failoverRestore `json:"restore,omitempty"`
 }
 
 type failoverRestore struct {
@@ -176,7 +178,11 @@ func runFailoverChild() int {
 	enc := json.NewEncoder(os.Stdout)
 	rec := &restoreReporter{enc: enc, start: map[int32]time.Time{}, full: map[int32]bool{}}
 	reg := prometheus.NewRegistry()
-	cfg := failoverConfig(fc, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	level := slog.LevelInfo
+	if os.Getenv("WEIR_BENCH_FAILOVER_LOGS") == "debug" {
+		level = slog.LevelDebug
+	}
+	cfg := failoverConfig(fc, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	cfg.State.RestoreListener = rec
 	cfg.Metrics = reg
 	app, err := weir.New(failoverTopology(fc.Input), cfg)
@@ -191,6 +197,9 @@ func runFailoverChild() int {
 			r := failoverReport{Tasks: []string{}, Lags: map[string]int64{}}
 			for _, ti := range app.Tasks() {
 				r.Tasks = append(r.Tasks, ti.ID)
+				if ti.Restoring {
+					r.Restoring++
+				}
 			}
 			if fams, err := reg.Gather(); err == nil {
 				for _, f := range fams {
@@ -301,11 +310,27 @@ func (p *failoverProcess) stop() {
 	}
 }
 
+// failoverStandbys are the StandbyReplicas values measured: 0 and 1, or
+// those of WEIR_BENCH_FAILOVER_STANDBYS (a comma list), to look at one.
+func failoverStandbys() []int {
+	v := os.Getenv("WEIR_BENCH_FAILOVER_STANDBYS")
+	if v == "" {
+		return []int{0, 1}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n >= 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // runFailovers runs the failover workload: for each round, without and
 // with one standby.
 func runFailovers(ctx context.Context, o *options, c *cluster, prefix string, rep *report, progress func(string, ...any)) error {
 	for round := 1; round <= o.rounds; round++ {
-		for _, standbys := range []int{0, 1} {
+		for _, standbys := range failoverStandbys() {
 			res, err := runFailover(ctx, o, c, fmt.Sprintf("%s-failover-s%d-r%d", prefix, standbys, round), standbys, round, progress)
 			if err != nil {
 				return err
@@ -336,8 +361,12 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(logs.Name())
 	defer logs.Close()
+	if os.Getenv("WEIR_BENCH_FAILOVER_LOGS") == "" {
+		defer os.Remove(logs.Name())
+	} else {
+		progress("failover: the instances log to %s", logs.Name())
+	}
 	procs := make([]*failoverProcess, failoverInstances)
 	defer func() {
 		for _, p := range procs {
@@ -373,7 +402,8 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		<-trickleErr
 	}()
 
-	// Every task running, and every standby within a second's input.
+	// Every task restored and running, and every standby within a
+	// second's input.
 	progress("failover (%d standbys): waiting for the %d instances to restore %d keys", standbys, failoverInstances, o.failoverKeys)
 	err = poll(ctx, "failover: waiting for every task and standby", time.Now(), o.timeout, func() (bool, string, error) {
 		if err := failed(); err != nil {
@@ -382,7 +412,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		tasks, caught, idle := 0, 0, 0
 		for _, p := range procs {
 			r, _ := p.report()
-			tasks += len(r.Tasks)
+			tasks += len(r.Tasks) - r.Restoring
 			if len(r.Tasks) == 0 {
 				idle++ // not joined yet, or the group has not settled
 			}
@@ -396,7 +426,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		if standbys > 0 {
 			want = int(o.partitions)
 		}
-		return tasks == int(o.partitions) && idle == 0 && caught == want, fmt.Sprintf("%d tasks running, %d instances without tasks, %d of %d standbys caught up", tasks, idle, caught, want), nil
+		return tasks == int(o.partitions) && idle == 0 && caught == want, fmt.Sprintf("%d tasks restored and running, %d instances without tasks, %d of %d standbys caught up", tasks, idle, caught, want), nil
 	})
 	if err != nil {
 		return nil, err
