@@ -65,6 +65,7 @@ type App struct {
 	restoreClient sarama.Client
 	layout        *topics.Layout
 	local         *local.State
+	hosts         *stream.Hosts // where the group's tasks run (AdvertisedAddr)
 }
 
 // New validates the topology and the configuration and returns an App
@@ -312,7 +313,11 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		ProcessID: dir.ProcessID,
 		Admin:     admin,
 		OnPublish: a.noteReady,
+		Hosts:     &stream.Hosts{},
 	}
+	a.mu.Lock()
+	a.hosts = in.Hosts
+	a.mu.Unlock()
 	if a.cfg.StandbyReplicas > 0 {
 		// The runner stops before the local state and the database close
 		// (deferred above), and after the threads: a thread's task

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,16 @@ type Config struct {
 	// its restore client, and their state stays on disk when they are
 	// moved away, dropped after State.CleanupDelay like a task's.
 	StandbyReplicas int
+
+	// AdvertisedAddr is the "host:port" at which this instance serves
+	// queries of its stores over HTTP: ktable.Handler, mounted by the
+	// application at ktable.HandlerPath next to its metrics. Every
+	// instance tells the group leader its address, and the leader hands
+	// all of them, with the tasks each runs, to every instance, so that a
+	// ktable view can forward a lookup to the instance owning the key
+	// (StoreReader.Owner, ktable.View.Lookup). Empty (the default): the
+	// instance serves no queries and views read only locally.
+	AdvertisedAddr string
 
 	// ClientID starts the client id of every broker connection weir
 	// opens: "<ClientID>-<thread>" for thread i's group member,
@@ -407,6 +418,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Queue.MaxBytes < 0 {
 		bad("Queue.MaxBytes", "negative (%d)", c.Queue.MaxBytes)
+	}
+	if c.AdvertisedAddr != "" {
+		if host, port, err := net.SplitHostPort(c.AdvertisedAddr); err != nil || host == "" || port == "" {
+			bad("AdvertisedAddr", "%q: want host:port", c.AdvertisedAddr)
+		}
 	}
 	if c.StandbyReplicas < 0 {
 		bad("StandbyReplicas", "%d: must be 0 (no standbys) or more", c.StandbyReplicas)

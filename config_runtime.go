@@ -79,6 +79,7 @@ func (c *Config) streamConfig() stream.Config {
 		QueueBytes:           c.Queue.MaxBytes,
 		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
 		StandbyReplicas:      c.StandbyReplicas,
+		AdvertisedAddr:       c.AdvertisedAddr,
 		Logger:               c.Logger,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/topics"
@@ -26,24 +27,71 @@ const (
 	// StoreRestoring: the partition's task runs here but its stores are
 	// being restored; what they hold is not yet the committed state.
 	StoreRestoring = "restoring"
+	// StoreMoving: as of the group's latest assignment no instance runs
+	// the partition's task (it is being handed over), or the one that
+	// does advertises no address (Config.AdvertisedAddr).
+	StoreMoving = "moving"
+	// StoreUnreachable: the instance running the partition's task did not
+	// answer (ktable.View.Lookup); Instance names it.
+	StoreUnreachable = "instance unreachable"
 )
 
-// StoreUnavailableError reports a read of a store partition this
-// instance cannot answer now. It names the task that owns the partition,
-// so that a caller can retry later or ask the instance running it.
+// StoreUnavailableError reports a read of a store partition that cannot
+// be answered now. It names the task that owns the partition, so that a
+// caller can retry later or ask the instance running it. Every reason is
+// transient while the application runs: a task restores, moves, or its
+// instance restarts; retrying after a moment is the right response.
 type StoreUnavailableError struct {
 	Store     string
 	Partition int32
 	Task      string // "<sub-topology>_<partition>"; "" when the App is not running
-	Reason    string // StoreNotRunning, StoreNotHere or StoreRestoring
+	// Reason is StoreNotRunning, StoreNotHere, StoreRestoring, StoreMoving
+	// or StoreUnreachable.
+	Reason string
+	// Instance is the advertised address of the instance that answered
+	// (or did not) when the read was forwarded; "" for a local read.
+	Instance string
+	// Err is the cause of StoreUnreachable; nil otherwise.
+	Err error
 }
 
 // Error implements error.
 func (e *StoreUnavailableError) Error() string {
-	if e.Task == "" {
-		return fmt.Sprintf("weir: store %s: %s", e.Store, e.Reason)
+	msg := fmt.Sprintf("weir: store %s: %s", e.Store, e.Reason)
+	if e.Task != "" {
+		msg = fmt.Sprintf("weir: store %s, partition %d (task %s): %s", e.Store, e.Partition, e.Task, e.Reason)
 	}
-	return fmt.Sprintf("weir: store %s, partition %d (task %s): %s", e.Store, e.Partition, e.Task, e.Reason)
+	if e.Instance != "" {
+		msg += " (instance " + e.Instance + ")"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *StoreUnavailableError) Unwrap() error { return e.Err }
+
+// KeyOwner is where a store partition lives, as of the newest group
+// assignment this instance received (see StoreReader.Owner).
+type KeyOwner struct {
+	Store     string
+	Partition int32
+	Task      string // "<sub-topology>_<partition>"
+	// Active is the advertised address of the instance running the task;
+	// "" when none does as of the assignment (the task is being handed
+	// over) or when it advertises no address.
+	Active string
+	// Standbys are the addresses of the instances holding standby copies
+	// of the task's stores (Config.StandbyReplicas), sorted.
+	Standbys []string
+	// Local reports that this instance runs the task now (its assignment
+	// may be newer than the hosts': a thread's own tasks are the truth).
+	Local bool
+	// Generation is the group generation of the assignment the addresses
+	// come from; 0 before the first.
+	Generation int32
 }
 
 // StoreReader reads the committed state of one of an App's key-value
@@ -87,6 +135,10 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 
 // Name returns the store's name.
 func (r *StoreReader) Name() string { return r.name }
+
+// Advertised returns the App's Config.AdvertisedAddr: where it serves
+// queries of its stores, "" when it serves none.
+func (r *StoreReader) Advertised() string { return r.a.cfg.AdvertisedAddr }
 
 // Windowed reports whether the store is a window store (read with
 // FetchWindows) rather than a key-value store (Get and Scan).
@@ -137,6 +189,45 @@ func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
 		return 0, err
 	}
 	return r.keys.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+}
+
+// Owner returns where the partition holding key (serialized) lives: the
+// instance running its task and those holding its standbys, by their
+// advertised addresses (Config.AdvertisedAddr), as of the newest group
+// assignment this instance received. It fails with a
+// *StoreUnavailableError while the App is not running.
+func (r *StoreReader) Owner(key []byte) (KeyOwner, error) {
+	p, err := r.PartitionOf(key)
+	if err != nil {
+		return KeyOwner{}, err
+	}
+	sub, _, _, _, err := r.placement()
+	if err != nil {
+		return KeyOwner{}, err
+	}
+	id := assign.TaskID{Subtopology: sub, Partition: p}
+	o := KeyOwner{Store: r.name, Partition: p, Task: id.String()}
+	o.Local = slices.ContainsFunc(r.a.Tasks(), func(t TaskInfo) bool { return t.ID == o.Task })
+	r.a.mu.Lock()
+	hosts := r.a.hosts
+	r.a.mu.Unlock()
+	if hosts == nil {
+		return o, nil
+	}
+	hs, gen := hosts.Get()
+	o.Generation = gen
+	for _, h := range hs {
+		if slices.Contains(h.Active, id) {
+			o.Active = h.Addr
+		}
+		if slices.Contains(h.Standby, id) {
+			o.Standbys = append(o.Standbys, h.Addr)
+		}
+	}
+	if o.Local && r.a.cfg.AdvertisedAddr != "" {
+		o.Active = r.a.cfg.AdvertisedAddr
+	}
+	return o, nil
 }
 
 // read runs fn on the committed bytes of partition p, after checking that

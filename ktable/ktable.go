@@ -12,14 +12,19 @@
 // answers for the partitions whose tasks run on this instance and are not
 // restoring; for the others it returns a *weir.StoreUnavailableError
 // naming the task, so that a caller can retry later (a task restoring or
-// moving) or ask the instance that runs it (see App.Tasks). Reads never
-// see a store that has been closed: they fail once the App stops.
+// moving) or ask the instance that runs it. View.Lookup does the asking:
+// with Config.AdvertisedAddr set on every instance and [Handler] mounted
+// at [HandlerPath] next to the metrics, it forwards a lookup to the
+// instance the group's newest assignment gives the key's partition to.
+// Reads never see a store that has been closed: they fail once the App
+// stops.
 package ktable
 
 import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"time"
 
 	"github.com/weirstream/weir"
@@ -34,6 +39,7 @@ type View[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	err    error
+	client *http.Client // for Lookup's forwarded reads
 }
 
 // KeyValue returns a view of the key-value store name of app, read with
@@ -50,7 +56,7 @@ func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values 
 	if r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is a window store; read it with Window", name)
 	}
-	return &View[K, V]{r: r, keys: keys, values: values}, nil
+	return &View[K, V]{r: r, keys: keys, values: values, client: &http.Client{Timeout: DefaultLookupTimeout}}, nil
 }
 
 // Get returns the committed value of key and whether the store holds it.

@@ -16,6 +16,9 @@ type Member struct {
 	// ProcessID share their State: a task's offset sum for the process is
 	// the largest any of its members reports.
 	ProcessID string
+	// Addr is the process's advertised address (UserData.Addr), "" for
+	// none. Plan does not use it; the strategy hands it on (Assignment).
+	Addr string
 	// Owned are the tasks the member owns now. A task counts as owned if the
 	// member owns any partition of it. Unknown tasks are ignored. A task
 	// claimed by several members is kept by one of them (the one whose

@@ -2,7 +2,6 @@ package assign
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 )
 
@@ -164,37 +163,3 @@ func betterStandbyProcess(t TaskID, c, best candidate) bool {
 	}
 	return c.actives < best.actives
 }
-
-// assignmentVersion is the first byte of the assignment user data the
-// leader sends each member; a change of format takes a new version.
-const assignmentVersion = 1
-
-// encodeAssignment encodes a member's standby tasks (sorted, distinct) as
-// the version byte followed by a task set (see encodeSubscription).
-func encodeAssignment(standbys []TaskID) []byte {
-	b := []byte{assignmentVersion}
-	return appendTaskSet(b, standbys, nil)
-}
-
-// decodeAssignment decodes what encodeAssignment wrote. Empty input means
-// no standbys (an assignment of a leader that placed none); anything else
-// that is not a valid encoding is an error wrapping errUserData.
-func decodeAssignment(b []byte) ([]TaskID, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	if b[0] != assignmentVersion {
-		return nil, fmt.Errorf("%w: unknown assignment version %d (this weir reads version %d)", errUserData, b[0], assignmentVersion)
-	}
-	d := decoder{b: b[1:]}
-	var out []TaskID
-	d.taskSet("standby tasks", func(t TaskID) { out = append(out, t) })
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return out, nil
-}
-

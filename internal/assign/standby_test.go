@@ -3,6 +3,7 @@ package assign
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -125,16 +126,24 @@ func TestPlanStandbysSpreadsOverMembers(t *testing.T) {
 }
 
 func TestAssignmentEncoding(t *testing.T) {
-	for _, ts := range [][]TaskID{nil, {{0, 1}}, {{0, 0}, {0, 5}, {3, 2}}} {
-		got, err := decodeAssignment(encodeAssignment(ts))
-		if err != nil || !slices.Equal(got, ts) {
-			t.Errorf("round trip of %v = %v, %v", ts, got, err)
+	for _, a := range []Assignment{
+		{},
+		{Standbys: []TaskID{{0, 1}}},
+		{Standbys: []TaskID{{0, 0}, {0, 5}, {3, 2}}, Hosts: []Host{
+			{Addr: "a:1", Active: []TaskID{{0, 1}}},
+			{Addr: "b:2", Active: []TaskID{{0, 0}, {3, 2}}, Standby: []TaskID{{0, 1}}},
+			{Addr: "c:3"},
+		}},
+	} {
+		got, err := decodeAssignment(encodeAssignment(a))
+		if err != nil || !reflect.DeepEqual(got, a) {
+			t.Errorf("round trip of %+v = %+v, %v", a, got, err)
 		}
 	}
-	if got, err := decodeAssignment(nil); err != nil || got != nil {
-		t.Errorf("no user data = %v, %v; want no standbys", got, err)
+	if got, err := decodeAssignment(nil); err != nil || !reflect.DeepEqual(got, Assignment{}) {
+		t.Errorf("no user data = %+v, %v; want nothing", got, err)
 	}
-	for _, bad := range [][]byte{{2, 0}, {1, 1, 0, 1}, {1, 0, 7}} {
+	for _, bad := range [][]byte{{2, 0, 0}, {1, 1, 0, 1}, {1, 0, 7}, {1, 0, 1, 9, 'a'}, {1, 0, 0, 0}} {
 		if _, err := decodeAssignment(bad); err == nil {
 			t.Errorf("decodeAssignment(%v) accepted it", bad)
 		}
@@ -147,11 +156,13 @@ func TestStrategyHandsOutStandbys(t *testing.T) {
 	subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
 	topics := map[string][]int32{"in": {0, 1, 2, 3}}
 	got := map[string][]TaskID{}
+	hosts := map[string][]Host{}
 	strategies := map[string]*Strategy{}
 	metas := map[string]sarama.ConsumerGroupMemberMetadata{}
 	for _, m := range []struct{ id, proc string }{{"m1", "A"}, {"m2", "B"}} {
-		s := NewStrategy(subs, func() UserData { return UserData{ProcessID: m.proc} }, func(_, standbys []TaskID, _ int32) {
-			got[m.id] = standbys
+		s := NewStrategy(subs, func() UserData { return UserData{ProcessID: m.proc, Addr: m.proc + ":80"} }, func(_ []TaskID, a Assignment, _ int32) {
+			got[m.id] = a.Standbys
+			hosts[m.id] = a.Hosts
 		}).WithStandbys(1)
 		strategies[m.id] = s
 		ud, err := s.SubscriptionUserData(nil)
@@ -184,6 +195,20 @@ func TestStrategyHandsOutStandbys(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Errorf("onAssign saw %v", got)
+	}
+	// Every member learns every host, with the tasks of the plan.
+	for id, hs := range hosts {
+		if len(hs) != 2 || hs[0].Addr != "A:80" || hs[1].Addr != "B:80" {
+			t.Fatalf("member %s got hosts %+v", id, hs)
+		}
+		for i, m := range []string{"m1", "m2"} {
+			if want := completeTasks(subs, plan[m]); !slices.Equal(hs[i].Active, want) {
+				t.Errorf("member %s: host %s runs %v, want %v", id, hs[i].Addr, hs[i].Active, want)
+			}
+			if !slices.Equal(hs[i].Standby, got[m]) {
+				t.Errorf("member %s: host %s holds standbys %v, want %v", id, hs[i].Addr, hs[i].Standby, got[m])
+			}
+		}
 	}
 }
 

@@ -30,16 +30,18 @@ const noGeneration = -1
 type Strategy struct {
 	subs     []Subtopology
 	local    func() UserData
-	onAssign func(tasks, standbys []TaskID, generation int32)
+	onAssign func(tasks []TaskID, a Assignment, generation int32)
 
 	mu         sync.Mutex
 	generation int32
 	prev       []TaskID
 	logger     *slog.Logger
 	replicas   int
-	// planned are the standbys of the last Plan, per member, which
-	// AssignmentData hands out (sarama calls it right after Plan).
+	// planned are the standbys of the last Plan, per member, and hosts
+	// its hosts, which AssignmentData hands out (sarama calls it right
+	// after Plan).
 	planned map[string][]TaskID
+	hosts   []Host
 }
 
 var (
@@ -55,11 +57,11 @@ var (
 // return promptly) to get the process's current [UserData]; nil means no
 // user data. onAssign is called after every SyncGroup (a cooperative
 // hand-over takes two) with the complete tasks this member was assigned,
-// sorted, its standby tasks, sorted, and the generation; sarama calls it
-// before it stops revoked claims or starts new ones, so the tasks are the
-// member's target set. It must return promptly and do no I/O. It may be
-// nil. subs is copied.
-func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks, standbys []TaskID, generation int32)) *Strategy {
+// sorted, the rest of its [Assignment] (standbys and hosts), and the
+// generation; sarama calls it before it stops revoked claims or starts new
+// ones, so the tasks are the member's target set. It must return promptly
+// and do no I/O. It may be nil. subs is copied.
+func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks []TaskID, a Assignment, generation int32)) *Strategy {
 	c := make([]Subtopology, len(subs))
 	for i, s := range subs {
 		c[i] = Subtopology{ID: s.ID, Topics: slices.Clone(s.Topics), Stateful: s.Stateful}
@@ -97,16 +99,17 @@ func (s *Strategy) SupportedProtocols() []sarama.RebalanceProtocol {
 	return []sarama.RebalanceProtocol{sarama.RebalanceProtocolCooperative, sarama.RebalanceProtocolEager}
 }
 
-// AssignmentData returns the member's standby tasks of the last Plan,
-// encoded, or nil when it has none.
+// AssignmentData returns the member's [Assignment] of the last Plan (its
+// standby tasks and the group's hosts), encoded, or nil when it has
+// neither.
 func (s *Strategy) AssignmentData(member string, _ map[string][]int32, _ int32) ([]byte, error) {
 	s.mu.Lock()
-	standbys := s.planned[member]
+	a := Assignment{Standbys: s.planned[member], Hosts: s.hosts}
 	s.mu.Unlock()
-	if len(standbys) == 0 {
+	if len(a.Standbys) == 0 && len(a.Hosts) == 0 {
 		return nil, nil
 	}
-	return encodeAssignment(standbys), nil
+	return encodeAssignment(a), nil
 }
 
 // SubscriptionUserData encodes the process's [UserData] (from local), the
@@ -131,12 +134,12 @@ func (s *Strategy) SubscriptionUserData([]string) ([]byte, error) {
 // dropped: a standby is an optimisation, never needed for correctness.
 func (s *Strategy) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment, generation int32) {
 	var topics map[string][]int32
-	var standbys []TaskID
+	var extra Assignment
 	if assignment != nil {
 		topics = assignment.Topics
 		var err error
-		if standbys, err = decodeAssignment(assignment.UserData); err != nil {
-			s.warn("ignoring the standby tasks of the assignment", "err", err)
+		if extra, err = decodeAssignment(assignment.UserData); err != nil {
+			s.warn("ignoring the standby tasks and hosts of the assignment", "err", err)
 		}
 	}
 	tasks := completeTasks(s.subs, topics)
@@ -145,7 +148,7 @@ func (s *Strategy) OnAssignment(assignment *sarama.ConsumerGroupMemberAssignment
 	s.prev = tasks
 	s.mu.Unlock()
 	if s.onAssign != nil {
-		s.onAssign(slices.Clone(tasks), standbys, generation)
+		s.onAssign(slices.Clone(tasks), extra, generation)
 	}
 }
 
@@ -224,7 +227,7 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		if len(meta.OwnedPartitions) == 0 {
 			owned = sub.Prev
 		}
-		input[i] = Member{ID: id, ProcessID: sub.ProcessID, Owned: owned, State: sub.State}
+		input[i] = Member{ID: id, ProcessID: sub.ProcessID, Addr: sub.Addr, Owned: owned, State: sub.State}
 		for _, op := range meta.OwnedPartitions {
 			if op == nil {
 				continue
@@ -256,9 +259,6 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.planned = standbys
-	s.mu.Unlock()
 
 	topicsOf := make(map[int][]string, len(s.subs))
 	for _, sub := range s.subs {
@@ -286,6 +286,17 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 			slices.Sort(ps)
 		}
 	}
+	// The hosts' active tasks are those of the plan sent, so that a task
+	// withheld for a hand-over is nobody's for this round: its queries
+	// get a retryable answer rather than one from a closing store.
+	sent := make(map[string][]TaskID, len(ids))
+	for _, id := range ids {
+		sent[id] = completeTasks(s.subs, plan[id])
+	}
+	s.mu.Lock()
+	s.planned = standbys
+	s.hosts = hostsOf(input, sent, standbys)
+	s.mu.Unlock()
 	return plan, nil
 }
 

@@ -154,7 +154,7 @@ func TestStrategyPartialOwnership(t *testing.T) {
 	subs := []Subtopology{{ID: 0, Topics: []string{"in1", "in2"}}}
 	topics := partitionsOf(map[string]int32{"in1": 2, "in2": 2})
 	var got []TaskID
-	s := NewStrategy(subs, nil, func(ts, _ []TaskID, _ int32) { got = ts })
+	s := NewStrategy(subs, nil, func(ts []TaskID, _ Assignment, _ int32) { got = ts })
 	plan, err := s.Plan(map[string]sarama.ConsumerGroupMemberMetadata{
 		"a": metadata(t, subscription{Generation: 7}, map[string][]int32{"in1": {0, 1}, "in2": {0}}, 7),
 		"b": metadata(t, subscription{Generation: 7}, map[string][]int32{"in2": {1}}, 7),
@@ -254,7 +254,7 @@ func TestStrategySubscriptionAndOnAssignment(t *testing.T) {
 	var mu sync.Mutex
 	var gotTasks []TaskID
 	var gotGen int32
-	s := NewStrategy(subs, func() UserData { return local }, func(ts, _ []TaskID, g int32) {
+	s := NewStrategy(subs, func() UserData { return local }, func(ts []TaskID, _ Assignment, g int32) {
 		mu.Lock()
 		defer mu.Unlock()
 		gotTasks, gotGen = ts, g
@@ -324,7 +324,7 @@ func (g *simGroup) add(proc string) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return UserData{ProcessID: proc, State: maps.Clone(g.procState[proc])}
-	}, func(ts, _ []TaskID, gen int32) {
+	}, func(ts []TaskID, _ Assignment, gen int32) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.procState[proc] == nil {

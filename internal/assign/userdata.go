@@ -22,12 +22,20 @@ type UserData struct {
 	// stores; higher is more caught up). Kafka Streams reports the same as
 	// "task offset sums" in its subscription.
 	State map[TaskID]int64
+	// Addr is the address the process serves its stores' queries at
+	// (Config.AdvertisedAddr); "" for none. The leader hands every
+	// member the addresses of all (see Assignment.Hosts).
+	Addr string
 }
 
 // userDataVersion is the first byte of every encoded subscription. A
-// decoder rejects any other version; a change of format takes a new
-// version.
-const userDataVersion = 1
+// decoder reads this version and the ones before it and rejects any
+// other; a change of format takes a new version. Version 2 added the
+// advertised address at the end. A leader running a weir from before it
+// cannot read a version 2 subscription and plans as if the member had
+// sent none (it loses stickiness for that rebalance), which a rolling
+// upgrade meets once.
+const userDataVersion = 2
 
 // subscription is the encoded subscription user data: the runtime's
 // UserData plus what the strategy itself carries across rebalances.
@@ -59,8 +67,10 @@ var errUserData = errors.New("weir: malformed subscription user data")
 // absolute and later ones as the gap minus one. The encoding is canonical:
 // a set has exactly one encoding. Invalid task ids (negative numbers) are
 // left out.
+//
+// Version 2 appends the address: uvarint length, bytes.
 func encodeSubscription(s subscription) []byte {
-	b := make([]byte, 0, 16+len(s.ProcessID)+3*len(s.Prev)+12*len(s.State))
+	b := make([]byte, 0, 16+len(s.ProcessID)+len(s.Addr)+3*len(s.Prev)+12*len(s.State))
 	b = append(b, userDataVersion)
 	b = binary.AppendUvarint(b, uint64(len(s.ProcessID)))
 	b = append(b, s.ProcessID...)
@@ -72,6 +82,8 @@ func encodeSubscription(s subscription) []byte {
 	state := slices.DeleteFunc(slices.Collect(maps.Keys(s.State)), invalidTask)
 	slices.SortFunc(state, TaskID.Compare)
 	b = appendTaskSet(b, state, s.State)
+	b = binary.AppendUvarint(b, uint64(len(s.Addr)))
+	b = append(b, s.Addr...)
 	return b
 }
 
@@ -125,8 +137,9 @@ func decodeSubscription(b []byte) (subscription, error) {
 	if len(b) == 0 {
 		return subscription{}, fmt.Errorf("%w: empty", errUserData)
 	}
-	if b[0] != userDataVersion {
-		return subscription{}, fmt.Errorf("%w: unknown version %d (this weir reads version %d)", errUserData, b[0], userDataVersion)
+	version := b[0]
+	if version < 1 || version > userDataVersion {
+		return subscription{}, fmt.Errorf("%w: unknown version %d (this weir reads versions 1 to %d)", errUserData, b[0], userDataVersion)
 	}
 	d := decoder{b: b[1:]}
 	var s subscription
@@ -145,6 +158,9 @@ func decodeSubscription(b []byte) (subscription, error) {
 		}
 		s.State[t] = off
 	})
+	if version >= 2 {
+		s.Addr = string(d.bytes(d.length("address length")))
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}

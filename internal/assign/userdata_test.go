@@ -12,7 +12,7 @@ import (
 // equalSubscription compares decoded subscriptions, treating nil and empty
 // collections alike.
 func equalSubscription(a, b subscription) bool {
-	if a.ProcessID != b.ProcessID || a.Generation != b.Generation || len(a.Prev) != len(b.Prev) || len(a.State) != len(b.State) {
+	if a.ProcessID != b.ProcessID || a.Addr != b.Addr || a.Generation != b.Generation || len(a.Prev) != len(b.Prev) || len(a.State) != len(b.State) {
 		return false
 	}
 	if len(a.Prev) > 0 && !reflect.DeepEqual(a.Prev, b.Prev) {
@@ -38,7 +38,7 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 		{
 			name: "everything",
 			in: subscription{
-				UserData: UserData{ProcessID: "proc", State: map[TaskID]int64{
+				UserData: UserData{ProcessID: "proc", Addr: "10.0.0.7:8080", State: map[TaskID]int64{
 					{0, 0}: 0, {0, 7}: 123456789, {3, 1}: -2, {math.MaxInt32, math.MaxInt32}: math.MaxInt64, {4, 0}: math.MinInt64,
 				}},
 				Generation: math.MaxInt32,
@@ -67,8 +67,8 @@ func TestSubscriptionRoundTrip(t *testing.T) {
 				want = tc.in
 			}
 			b := encodeSubscription(tc.in)
-			if b[0] != 1 {
-				t.Fatalf("version byte %d, want 1", b[0])
+			if b[0] != userDataVersion {
+				t.Fatalf("version byte %d, want %d", b[0], userDataVersion)
 			}
 			got, err := decodeSubscription(b)
 			if err != nil {
@@ -93,8 +93,9 @@ func TestSubscriptionEncodingIsCompact(t *testing.T) {
 	}
 	// version, process id (length + 16), generation, then per task set a
 	// group count, sub-topology and task count; a task takes one byte in
-	// Prev and four (gap + 3-byte varint) in State.
-	if n, want := len(encodeSubscription(s)), 1+17+1+3+64+3+64*4; n != want {
+	// Prev and four (gap + 3-byte varint) in State; then the address's
+	// length (0).
+	if n, want := len(encodeSubscription(s)), 1+17+1+3+64+3+64*4+1; n != want {
 		t.Errorf("encoding of 64 tasks takes %d bytes, want %d", n, want)
 	}
 }
@@ -109,9 +110,11 @@ func TestDecodeSubscriptionErrors(t *testing.T) {
 	}{
 		{"nil", nil, "empty"},
 		{"version 0", []byte{0}, "unknown version 0"},
-		{"version 2", append([]byte{2}, valid[1:]...), "unknown version 2"},
+		{"version 3", append([]byte{3}, valid[1:]...), "unknown version 3"},
 		{"sarama cooperative-sticky data", []byte{0, 0, 0, 5}, "unknown version 0"},
-		{"truncated", valid[:len(valid)-1], "bad offset sum"},
+		{"truncated", valid[:len(valid)-2], "bad offset sum"},
+		{"no address", valid[:len(valid)-1], "bad address length"},
+		{"address longer than data", append(bytes.Clone(valid[:len(valid)-1]), 5, 'a'), "exceeds"},
 		{"trailing bytes", append(bytes.Clone(valid), 0), "1 trailing bytes"},
 		{"process id longer than data", []byte{1, 50, 'a'}, "exceeds"},
 		{"bad varint", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "bad generation"},
@@ -165,9 +168,31 @@ func FuzzDecodeUserData(f *testing.F) {
 		if !equalSubscription(s, again) {
 			t.Fatalf("round trip changed %+v to %+v", s, again)
 		}
-		// Only non-minimal varints may encode differently.
+		// Only non-minimal varints may encode differently; a version 1
+		// input re-encodes as version 2, one byte longer (the empty
+		// address).
+		if b[0] == 1 {
+			enc = append([]byte{1}, enc[1:len(enc)-1]...)
+		}
 		if !bytes.Equal(enc, b) && len(enc) >= len(b) {
 			t.Fatalf("input %x decodes but re-encodes to %x", b, enc)
 		}
 	})
+}
+
+// A version 1 subscription (before the address) still decodes, with no
+// address; a version from the future does not.
+func TestSubscriptionReadsVersion1(t *testing.T) {
+	t.Parallel()
+	in := subscription{UserData: UserData{ProcessID: "p", State: map[TaskID]int64{{0, 1}: 5}}, Generation: 3, Prev: tasks("0_1")}
+	b := encodeSubscription(in)
+	// Version 1 is version 2 without the address (here empty: one 0 byte).
+	v1 := append([]byte{1}, b[1:len(b)-1]...)
+	got, err := decodeSubscription(v1)
+	if err != nil || !equalSubscription(got, in) {
+		t.Fatalf("version 1 decoded to %+v, %v; want %+v", got, err, in)
+	}
+	if _, err := decodeSubscription(append([]byte{userDataVersion + 1}, b[1:]...)); err == nil {
+		t.Error("a version from the future decoded")
+	}
 }

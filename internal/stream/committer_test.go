@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
@@ -283,7 +284,7 @@ func TestCommitWindowClosesWithTheNewGeneration(t *testing.T) {
 	if !th.inRebalance() {
 		t.Fatal("not in a rebalance after JoinGroup")
 	}
-	th.onAssignment(nil, nil, 5)
+	th.onAssignment(nil, assign.Assignment{}, 5)
 	if !th.inRebalance() {
 		t.Fatal("the commit window closed with the assignment, while the session still runs generation 4")
 	}

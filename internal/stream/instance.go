@@ -3,10 +3,12 @@ package stream
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -33,7 +35,10 @@ type Config struct {
 	// StandbyReplicas is how many standby copies of each stateful task
 	// the group leader places (Config.StandbyReplicas).
 	StandbyReplicas int
-	Logger          *slog.Logger
+	// AdvertisedAddr is where the instance serves queries of its stores
+	// (Config.AdvertisedAddr), sent to the group leader; "" for none.
+	AdvertisedAddr string
+	Logger         *slog.Logger
 }
 
 // Instance is what the threads of one instance share. It is set up once,
@@ -49,6 +54,36 @@ type Instance struct {
 	OnPublish func()
 	// Standbys runs the instance's standby tasks; nil without standbys.
 	Standbys *Standbys
+	// Hosts is where the group's tasks run, as of the newest assignment
+	// any thread of the instance received; nil: not kept.
+	Hosts *Hosts
+}
+
+// Hosts is the group's hosts (assign.Assignment.Hosts) of the newest
+// generation a thread of the instance was assigned. Safe for concurrent
+// use.
+type Hosts struct {
+	mu    sync.Mutex
+	gen   int32
+	hosts []assign.Host
+}
+
+// set records the hosts of generation gen, unless a thread already gave
+// those of a newer one.
+func (h *Hosts) set(gen int32, hosts []assign.Host) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen >= h.gen {
+		h.gen, h.hosts = gen, hosts
+	}
+}
+
+// Get returns the hosts and their generation (0 before any assignment).
+// The slice is shared: do not modify it.
+func (h *Hosts) Get() ([]assign.Host, int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hosts, h.gen
 }
 
 // ErrFenced is weir.ErrFenced: another instance took this instance's

@@ -344,7 +344,7 @@ func (th *Thread) Abandon() {
 // sarama calls it right before each JoinGroup: a rebalance starts.
 func (th *Thread) userData() assign.UserData {
 	th.markRebalance()
-	return assign.UserData{ProcessID: th.in.ProcessID, State: th.in.Local.Offsets()}
+	return assign.UserData{ProcessID: th.in.ProcessID, State: th.in.Local.Offsets(), Addr: th.in.AdvertisedAddr}
 }
 
 // markRebalance records that this member is about to send JoinGroup.
@@ -397,10 +397,15 @@ func (th *Thread) inRebalance() bool {
 // assignment arrives, before sarama revokes claims. It closes the queues
 // of partitions this member loses, so a claim goroutine blocked on a full
 // queue lets go and the revocation does not wait for the rebalance timeout.
-// The member's standbys go to the instance's standby runner.
-func (th *Thread) onAssignment(tasks, standbys []assign.TaskID, generation int32) {
+// The member's standbys go to the instance's standby runner, and the
+// group's hosts to the instance's Hosts.
+func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, generation int32) {
+	standbys := a.Standbys
 	if th.in.Standbys != nil {
 		th.in.Standbys.Set(th.idx, standbys)
+	}
+	if th.in.Hosts != nil {
+		th.in.Hosts.set(generation, a.Hosts)
 	}
 	keep := map[task.TP]bool{}
 	for _, id := range tasks {

@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/ktable"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// serveStores starts an HTTP server for app's stores on ln (ktable.Handler
+// at ktable.HandlerPath), closed when the test ends.
+func serveStores(t *testing.T, ln net.Listener, app *weir.App) {
+	mux := http.NewServeMux()
+	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// TestInteractiveQueriesAcrossInstances: two instances of a DSL count,
+// each serving its stores at its advertised address. Every key is read
+// through instance A's view with Lookup, the keys of B's partitions over
+// HTTP from B, and each answer is the exact committed count (A's local
+// Get cannot read B's keys, so the forwarding is what answers). Once B
+// stops, its handler answers a retryable 503 (never data from its closed
+// store), every Lookup meanwhile is either exact or a
+// *weir.StoreUnavailableError, and once A runs every task it answers every
+// key again.
+func TestInteractiveQueriesAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	c.CreateTopic(t, in, 4, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+
+	want := map[string]int64{}
+	var msgs []*sarama.ProducerMessage
+	for i := range 200 {
+		k := fmt.Sprintf("k%03d", i)
+		for range i%5 + 1 {
+			want[k]++
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
+		}
+	}
+	kafka.Produce(t, c, msgs...)
+
+	var insts [2]*instance
+	var addrs [2]string
+	for i := range insts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = ln.Addr().String()
+		cfg := baseConfig(c, app, t)
+		cfg.Guarantee = weir.ExactlyOnce
+		cfg.AdvertisedAddr = addrs[i]
+		insts[i] = start(t, b, cfg)
+		serveStores(t, ln, insts[i].app)
+	}
+	a := insts[0].app
+	view, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	remote := 0
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if len(insts[0].app.Tasks()) == 0 || len(insts[1].app.Tasks()) == 0 {
+			return false, "an instance has no tasks yet"
+		}
+		remote = 0
+		for k, w := range want {
+			n, found, err := view.Lookup(ctx, k)
+			if err != nil || !found || n != w {
+				return false, fmt.Sprintf("Lookup(%s) = %d, %v, %v; want %d", k, n, found, err, w)
+			}
+			r, err := a.StoreReader("counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := r.Owner([]byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Local {
+				if o.Active != addrs[1] {
+					return false, fmt.Sprintf("key %s: owner %+v, want instance B at %s", k, o, addrs[1])
+				}
+				// A cannot read it itself: the answer came from B.
+				if _, _, err := view.Get(k); !isUnavailable(err, weir.StoreNotHere) {
+					return false, fmt.Sprintf("A's local Get(%s) = %v, want %s", k, err, weir.StoreNotHere)
+				}
+				remote++
+			}
+		}
+		return remote > 0 && remote < len(want), fmt.Sprintf("%d of %d keys answered by B", remote, len(want))
+	})
+	t.Logf("%d of %d keys answered by instance B over HTTP", remote, len(want))
+
+	// Malformed requests and unknown stores get clear answers.
+	for path, status := range map[string]int{
+		ktable.HandlerPath + "nope/keys/" + base64.RawURLEncoding.EncodeToString([]byte("k")): http.StatusNotFound,
+		ktable.HandlerPath + "counts/keys/***":                                                http.StatusBadRequest,
+		ktable.HandlerPath + "counts":                                                         http.StatusBadRequest,
+	} {
+		resp, err := http.Get("http://" + addrs[0] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status {
+			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
+		}
+	}
+
+	// B stops; its handler still listens, and answers 503.
+	if err := insts[1].stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for k := range want {
+		resp, err := http.Get("http://" + addrs[1] + ktable.HandlerPath + "counts/keys/" + base64.RawURLEncoding.EncodeToString([]byte(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Found  bool   `json:"found"`
+			Reason string `json:"reason"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || body.Found || body.Reason != weir.StoreNotRunning || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("stopped B answered %s with HTTP %d %+v (%v), want a 503 %q with Retry-After", k, resp.StatusCode, body, err, weir.StoreNotRunning)
+		}
+		break // one key shows it: the App is not running
+	}
+	unavailable := 0
+	kafka.Eventually(t, 90*time.Second, 100*time.Millisecond, func() (bool, string) {
+		ok := 0
+		for k, w := range want {
+			n, found, err := view.Lookup(ctx, k)
+			var ue *weir.StoreUnavailableError
+			switch {
+			case errors.As(err, &ue):
+				unavailable++
+			case err != nil:
+				t.Fatalf("Lookup(%s) during the move: %v, want the count or a StoreUnavailableError", k, err)
+			case !found || n != w:
+				t.Fatalf("Lookup(%s) during the move = %d, %v; want %d: a stale or wrong answer", k, n, found, w)
+			default:
+				ok++
+			}
+		}
+		return ok == len(want), fmt.Sprintf("%d of %d keys answered", ok, len(want))
+	})
+	t.Logf("during the move %d lookups were refused as unavailable, none answered wrong", unavailable)
+	if n := len(a.Tasks()); n != 4 {
+		t.Errorf("A runs %d tasks after B stopped, want all 4", n)
+	}
+}
