@@ -6,7 +6,10 @@
 // With no flags it starts an embedded broker, produces a sample text,
 // counts it, prints the most frequent words and exits. With -brokers it
 // runs against that cluster until SIGINT or SIGTERM, creating the input and
-// output topics if they are missing.
+// output topics if they are missing. With -metrics-addr and
+// -advertised-addr every instance answers GET /words/<word> with the
+// word's committed count, asking the instance that counts it when that is
+// another one.
 //
 // Output records: key = the word (UTF-8), value = its running count as an
 // 8-byte big-endian int64 (Kafka's LongSerializer format).
@@ -14,6 +17,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -27,6 +32,8 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/examples/internal/kafkaio"
+	"github.com/weirstream/weir/ktable"
+	"github.com/weirstream/weir/serde"
 )
 
 func main() {
@@ -47,6 +54,7 @@ type options struct {
 	threads     int
 	guarantee   string
 	metricsAddr string
+	advertise   string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -61,8 +69,12 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.guarantee, "guarantee", "exactly_once", "processing guarantee: exactly_once or at_least_once")
 	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve /metrics, /healthz and /readyz on, such as :9090 (empty: off; with -brokers)")
+	fs.StringVar(&o.advertise, "advertised-addr", "", "host:port other instances reach this one's -metrics-addr at: serves GET /words/<word> (the word's committed count, from whichever instance counts it) and the store queries of other instances (empty: off; needs -metrics-addr)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.advertise != "" && o.metricsAddr == "" {
+		return o, errors.New("-advertised-addr needs -metrics-addr: the queries are served there")
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -81,11 +93,12 @@ func run() error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := weir.Config{
-		ApplicationID: o.appID,
-		StateDir:      o.stateDir,
-		Threads:       o.threads,
-		Guarantee:     guarantee,
-		Logger:        logger,
+		ApplicationID:  o.appID,
+		StateDir:       o.stateDir,
+		Threads:        o.threads,
+		Guarantee:      guarantee,
+		Logger:         logger,
+		AdvertisedAddr: o.advertise,
 	}
 	if o.describe {
 		return kafkaio.Describe(os.Stdout, Topology(o.input, o.output, nil), cfg)
@@ -114,7 +127,11 @@ func run() error {
 		return err
 	}
 	if o.metricsAddr != "" {
-		stop, err := serve(o.metricsAddr, app.Handler())
+		h, err := handler(app, o.advertise != "")
+		if err != nil {
+			return err
+		}
+		stop, err := serve(o.metricsAddr, h)
 		if err != nil {
 			return err
 		}
@@ -122,6 +139,36 @@ func run() error {
 	}
 	fmt.Fprintf(os.Stderr, "wordcount: counting words of %s into %s; Ctrl-C stops\n", o.input, o.output)
 	return app.Run(ctx)
+}
+
+// handler is what -metrics-addr serves: the App's /metrics, /healthz and
+// /readyz, and with queries the word counts (GET /words/<word>) and the
+// store queries of the other instances (ktable.HandlerPath).
+func handler(app *weir.App, queries bool) (http.Handler, error) {
+	if !queries {
+		return app.Handler(), nil
+	}
+	counts, err := ktable.KeyValue(app, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", app.Handler())
+	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
+	mux.HandleFunc("GET /words/{word}", func(w http.ResponseWriter, r *http.Request) {
+		word := r.PathValue("word")
+		n, _, err := counts.Lookup(r.Context(), word)
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			// Restoring, moving or unreachable: the client retries.
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"word": word, "error": err.Error()})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"word": word, "count": n})
+	})
+	return mux, nil
 }
 
 // serve serves h (metrics, /healthz, /readyz) on addr until stop is called.

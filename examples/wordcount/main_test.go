@@ -31,6 +31,12 @@ func TestFlagsKeepTheirContract(t *testing.T) {
 	if err != nil || o.brokers != "a:1,b:2" || o.threads != 3 || o.metricsAddr != ":9" || o.stateDir != "/s" {
 		t.Errorf("parseFlags = %+v, %v", o, err)
 	}
+	if o, err := parseFlags([]string{"-metrics-addr", ":9", "-advertised-addr", "h:9"}); err != nil || o.advertise != "h:9" {
+		t.Errorf("parseFlags(-advertised-addr) = %+v, %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-advertised-addr", "h:9"}); err == nil {
+		t.Error("-advertised-addr without -metrics-addr was accepted")
+	}
 }
 
 // TestEmbeddedRunCountsEveryWord runs the example as `make demo` does and

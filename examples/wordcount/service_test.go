@@ -11,6 +11,10 @@ package main
 //     failed when CI=true.
 
 import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -86,5 +90,76 @@ func TestCountsOnKafka(t *testing.T) {
 			last[string(m.Key)] = n
 		}
 		return last["to"] == 3 && last["be"] == 2 && last["human"] == 1
+	})
+}
+
+// Two instances with -advertised-addr answer GET /words/<word> for every
+// word, whichever of them counts it: the other's counts are asked of it
+// over HTTP.
+func TestWordQueriesAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out, id := c.Name(t, "lines"), c.Name(t, "counts"), c.Name(t, "wordcount")
+	c.CreateTopic(t, in, 4, nil)
+	c.CreateTopic(t, out, 4, nil)
+	var addrs []string
+	var apps []*weir.App
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		addrs = append(addrs, addr)
+		app, err := weir.New(Topology(in, out, nil), weir.Config{
+			ApplicationID:  id,
+			Brokers:        c.Brokers,
+			StateDir:       t.TempDir(),
+			AdvertisedAddr: addr,
+			Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := handler(app, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		kafka.Run(t, app)
+		apps = append(apps, app)
+	}
+	want := map[string]int64{}
+	var msgs []*sarama.ProducerMessage
+	for _, l := range sampleText() {
+		for _, w := range Words(l) {
+			want[w]++
+		}
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Value: sarama.StringEncoder(l)})
+	}
+	kafka.Produce(t, c, msgs...)
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		// Both instances count: half the words are the other one's.
+		if len(apps[0].Tasks()) == 0 || len(apps[1].Tasks()) == 0 {
+			return false, "an instance has no tasks yet"
+		}
+		for w, n := range want {
+			resp, err := http.Get("http://" + addrs[0] + "/words/" + w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Count int64  `json:"count"`
+				Error string `json:"error"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || body.Count != n {
+				return false, fmt.Sprintf("GET /words/%s = HTTP %d, %+v (%v); want count %d", w, resp.StatusCode, body, err, n)
+			}
+		}
+		return true, ""
 	})
 }
