@@ -411,6 +411,66 @@ func (a *App) Close() error {
 	return nil
 }
 
+// Leave stops the App as Close does, then removes its static members
+// (Config.StaticMembership or StaticMemberID) from the consumer group
+// (KIP-345's member removal), so that its tasks move to the other
+// instances at once instead of after Consumer.SessionTimeout: how to stop
+// an instance that is not coming back, as in a scale-down. Without static
+// membership it is Close: a dynamic member leaves the group as it stops.
+// ctx bounds the removal. A member the group no longer knows (it timed
+// out already) is not an error.
+func (a *App) Leave(ctx context.Context) error {
+	a.mu.Lock()
+	var ids []string
+	for _, th := range a.threads {
+		if id := th.InstanceID(); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	a.mu.Unlock()
+	if err := a.Close(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	cfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
+	done := make(chan error, 1)
+	go func() {
+		admin, err := sarama.NewClusterAdmin(a.cfg.Brokers, cfg)
+		if err != nil {
+			done <- fmt.Errorf("weir: leaving the group: %w", err)
+			return
+		}
+		defer admin.Close()
+		resp, err := admin.RemoveMemberFromConsumerGroup(a.cfg.ApplicationID, ids)
+		if err == nil {
+			for _, m := range resp.Members {
+				if m.Err != sarama.ErrNoError && m.Err != sarama.ErrUnknownMemberId {
+					id := m.MemberId
+					if m.GroupInstanceId != nil {
+						id = *m.GroupInstanceId
+					}
+					err = errors.Join(err, fmt.Errorf("member %s: %w", id, m.Err))
+				}
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("weir: removing members %v from group %s: %w", ids, a.cfg.ApplicationID, err)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			a.cfg.Logger.Info("left the group", "application", a.cfg.ApplicationID, "members", ids)
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("weir: removing members %v from group %s: %w", ids, a.cfg.ApplicationID, ctx.Err())
+	}
+}
+
 // processID returns the instance's process id for weir_build_info: ""
 // until Run has opened the state directory, which holds it.
 func (a *App) processID() string {

@@ -95,6 +95,23 @@ type Config struct {
 	// be unique per instance and stable across its restarts.
 	StaticMemberID string
 
+	// StaticMembership turns on static group membership with ids derived
+	// from the instance's process id, which the state directory keeps:
+	// thread i joins as "<process id>-<i>", so a restart on the same state
+	// directory is recognised without any configuration per instance.
+	// StaticMemberID, when set, names the members instead.
+	//
+	// It is off by default. A static member does not leave the group when
+	// it stops: its tasks stay assigned to it until it comes back or
+	// Consumer.SessionTimeout passes. That makes a rolling restart quiet
+	// (no rebalance, no task moves), and it makes a deliberate stop slow
+	// to hand over: stop an instance that is not coming back with
+	// App.Leave, which removes its members from the group at once (KIP-345).
+	// Without static membership a stopping instance leaves the group and
+	// its tasks move at once, which is the safer default when stops are
+	// not known to be restarts.
+	StaticMembership bool
+
 	// StandbyReplicas is how many standby copies of each stateful task's
 	// stores the group keeps, each on another instance than the task and
 	// than each other (default 0, none). A standby applies the stores'

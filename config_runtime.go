@@ -23,6 +23,7 @@ func (c *Config) clientOptions() *client.Options {
 		HeartbeatInterval: c.Consumer.HeartbeatInterval,
 		RebalanceTimeout:  c.Consumer.RebalanceTimeout,
 		StaticMemberID:    c.StaticMemberID,
+		StaticFromProcess: c.StaticMembership,
 	}
 	if c.Guarantee == ExactlyOnce {
 		o.TransactionTimeout = c.TransactionTimeout

@@ -35,8 +35,10 @@ type Options struct {
 
 	FetchMaxWait, SessionTimeout, HeartbeatInterval, RebalanceTimeout time.Duration
 	// StaticMemberID, when set, turns on static membership: thread i
-	// joins as "<StaticMemberID>-<i>".
-	StaticMemberID string
+	// joins as "<StaticMemberID>-<i>". StaticFromProcess does the same
+	// with the process id when StaticMemberID is empty.
+	StaticMemberID    string
+	StaticFromProcess bool
 	// TransactionTimeout > 0 makes thread producers transactional.
 	TransactionTimeout time.Duration
 }
@@ -86,8 +88,11 @@ func Thread(o *Options, processID string, thread int, strategy sarama.BalanceStr
 	sc.Consumer.Group.Heartbeat.Interval = o.HeartbeatInterval
 	sc.Consumer.Group.Rebalance.Timeout = o.RebalanceTimeout
 	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
-	if o.StaticMemberID != "" {
-		sc.Consumer.Group.InstanceId = o.StaticMemberID + "-" + strconv.Itoa(thread)
+	if id := o.StaticMemberID; id != "" || o.StaticFromProcess {
+		if id == "" {
+			id = processID
+		}
+		sc.Consumer.Group.InstanceId = id + "-" + strconv.Itoa(thread)
 	}
 	// Per-key order and no duplicates from retries: the idempotent
 	// producer with one request in flight per broker.

@@ -331,6 +331,10 @@ func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartiti
 	return p.Abort(wctx)
 }
 
+// InstanceID is the thread's group.instance.id under static membership,
+// "" without.
+func (th *Thread) InstanceID() string { return th.instance }
+
 // Abandon closes the clients of a thread that will not Run (another
 // thread of the instance failed to start).
 func (th *Thread) Abandon() {

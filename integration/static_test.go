@@ -1,0 +1,237 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// restoreCounter counts the records restored and the full restores.
+type restoreCounter struct {
+	records, full atomic.Int64
+}
+
+func (r *restoreCounter) OnRestoreStart(_ string, _ int32, _, _ int64, full bool) {
+	if full {
+		r.full.Add(1)
+	}
+}
+func (r *restoreCounter) OnBatchRestored(string, int32, int64, int) {}
+func (r *restoreCounter) OnRestoreEnd(_ string, _ int32, records int64, _ time.Duration) {
+	r.records.Add(records)
+}
+
+// TestRollingRestartWithStaticMembership restarts three exactly-once
+// instances with static membership (two with StaticMembership, ids from
+// their process ids, one with StaticMemberID) one after the other while input flows,
+// each stopped with Close and started again on its state directory within
+// the session timeout. The instances that keep running must receive no
+// new assignment (the group does not rebalance), a restarted instance
+// restores at most its stores' tails (never in full), and the committed
+// counts stay exact.
+func TestRollingRestartWithStaticMembership(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	const partitions, keys = 6, 300
+	c.CreateTopic(t, in, partitions, nil)
+	c.CreateTopic(t, out, partitions, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
+
+	type slot struct {
+		cfg  weir.Config
+		reg  *prometheus.Registry
+		inst *instance
+	}
+	restores := &restoreCounter{}
+	slots := make([]*slot, 3)
+	startSlot := func(s *slot) {
+		s.reg = prometheus.NewRegistry()
+		s.cfg.Metrics = s.reg
+		s.inst = start(t, b, s.cfg)
+	}
+	for i := range slots {
+		cfg := baseConfig(c, app, t)
+		cfg.Guarantee = weir.ExactlyOnce
+		cfg.CommitInterval = 100 * time.Millisecond
+		if i < 2 {
+			cfg.StaticMembership = true // ids from the process id
+		} else {
+			cfg.StaticMemberID = fmt.Sprintf("instance-%d", i)
+		}
+		cfg.Consumer = weir.ConsumerConfig{SessionTimeout: 30 * time.Second, HeartbeatInterval: time.Second}
+		cfg.State.RestoreListener = restores
+		slots[i] = &slot{cfg: cfg}
+		startSlot(slots[i])
+	}
+	running := func() bool {
+		n := 0
+		for _, s := range slots {
+			for _, ti := range s.inst.app.Tasks() {
+				if !ti.Restoring {
+					n++
+				}
+			}
+		}
+		return n == partitions
+	}
+	kafka.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		for _, s := range slots {
+			if len(s.inst.app.Tasks()) == 0 {
+				return false, "an instance has no tasks"
+			}
+		}
+		return running(), "not every task runs"
+	})
+
+	// Input flows throughout: key i%keys, so every key's count is known.
+	var sent atomic.Int64
+	ctx, stopInput := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		p := newChunkProducer(t, c)
+		for i := 0; ctx.Err() == nil; i += 50 {
+			var batch []*sarama.ProducerMessage
+			for j := i; j < i+50; j++ {
+				batch = append(batch, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", j%keys)), Value: sarama.StringEncoder("x")})
+			}
+			if err := p.send(batch); err != nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+			sent.Add(50)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	defer func() { stopInput(); wg.Wait() }()
+
+	rebalances := func(s *slot) float64 {
+		return counterSum(t, []*prometheus.Registry{s.reg}, "weir_rebalances_total", nil)
+	}
+	fullBefore := restores.full.Load()
+	for i, s := range slots {
+		others := map[int]float64{}
+		for j, o := range slots {
+			if j != i {
+				others[j] = rebalances(o)
+			}
+		}
+		if err := s.inst.stop(t); err != nil {
+			t.Fatalf("instance %d: Run: %v", i, err)
+		}
+		startSlot(s)
+		kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+			return len(s.inst.app.Tasks()) > 0 && running(), fmt.Sprintf("instance %d not back with its tasks", i)
+		})
+		for j, before := range others {
+			if after := rebalances(slots[j]); after != before {
+				t.Errorf("restarting instance %d gave instance %d %v new assignments: the group rebalanced", i, j, after-before)
+			}
+		}
+	}
+	stopInput()
+	wg.Wait()
+	if n := restores.full.Load() - fullBefore; n != 0 {
+		t.Errorf("%d full restores during the rolling restart, want none (each instance kept its state directory)", n)
+	}
+	t.Logf("the restarts restored %d records in all", restores.records.Load())
+
+	// Exact counts: every key's last committed count is its records.
+	total := sent.Load()
+	want := map[string]int64{}
+	for i := range total {
+		want[fmt.Sprintf("k%03d", i%keys)]++
+	}
+	got := map[string]int64{}
+	complete := 0
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
+		if len(recs) == 0 {
+			return false
+		}
+		m := recs[len(recs)-1]
+		k := string(m.Key)
+		n, err := serde.Int64().Deserialize(out, m.Value)
+		if err != nil {
+			t.Fatalf("output %s: %v", k, err)
+		}
+		if n > want[k] {
+			t.Fatalf("key %s counted %d, more than its %d records", k, n, want[k])
+		}
+		if got[k] == want[k] {
+			complete--
+		}
+		if n == want[k] {
+			complete++
+		}
+		got[k] = n
+		return complete == len(want)
+	})
+}
+
+// TestLeaveHandsTasksOverAtOnce: of two instances with static membership
+// and a 45 s session timeout, one stops with App.Leave; the other runs
+// every task long before the session timeout would have passed. A plain
+// Close keeps the static member's tasks assigned to it (checked first,
+// over a few seconds), which is why Leave exists.
+func TestLeaveHandsTasksOverAtOnce(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+	var insts []*instance
+	var cfgs []weir.Config
+	for range 2 {
+		cfg := baseConfig(c, app, t)
+		cfg.StaticMembership = true
+		cfg.Consumer = weir.ConsumerConfig{SessionTimeout: 45 * time.Second, HeartbeatInterval: time.Second}
+		cfgs = append(cfgs, cfg)
+		insts = append(insts, start(t, b, cfg))
+	}
+	kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+		a, b := len(insts[0].app.Tasks()), len(insts[1].app.Tasks())
+		return a > 0 && b > 0 && a+b == partitions, fmt.Sprintf("tasks %d and %d", a, b)
+	})
+	// Close: the member stays, its tasks with it.
+	if err := insts[1].stop(t); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := len(insts[0].app.Tasks()); n == partitions {
+			t.Fatalf("after a Close the other instance took every task at once: the static member left the group")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Back, then Leave: the tasks move at once.
+	insts[1] = start(t, b, cfgs[1])
+	kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+		a, b := len(insts[1].app.Tasks()), len(insts[0].app.Tasks())
+		return a > 0 && a+b == partitions, fmt.Sprintf("tasks %d and %d", b, a)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	left := time.Now()
+	if err := insts[1].app.Leave(ctx); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	kafka.Eventually(t, 20*time.Second, 100*time.Millisecond, func() (bool, string) {
+		n := len(insts[0].app.Tasks())
+		return n == partitions, fmt.Sprintf("the remaining instance runs %d of %d tasks", n, partitions)
+	})
+	t.Logf("the remaining instance ran every task %.1f s after Leave (session timeout 45 s)", time.Since(left).Seconds())
+}
