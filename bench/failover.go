@@ -58,6 +58,47 @@ type failoverChild struct {
 	Input    string
 	StateDir string
 	Standbys int
+	Static   bool // Config.StaticMembership
+}
+
+// failoverVariant is one way the workload fails an instance over.
+type failoverVariant struct {
+	standbys int
+	// restart starts the killed instance again at once on its state
+	// directory; static runs every instance with static membership.
+	restart, static bool
+}
+
+func (v failoverVariant) String() string {
+	switch {
+	case v.static:
+		return "static, restarted"
+	case v.restart:
+		return "restarted"
+	case v.standbys > 0:
+		return fmt.Sprintf("%d standby", v.standbys)
+	}
+	return "no standby"
+}
+
+// failoverVariants are the variants measured: without and with a standby
+// (the killed instance stays down), and the killed instance restarted at
+// once on its state directory, without and with static membership. With
+// WEIR_BENCH_FAILOVER_VARIANTS (a comma list of 0, 1, restart, static)
+// only those.
+func failoverVariants() []failoverVariant {
+	all := map[string]failoverVariant{"0": {}, "1": {standbys: 1}, "restart": {restart: true}, "static": {restart: true, static: true}}
+	v := os.Getenv("WEIR_BENCH_FAILOVER_VARIANTS")
+	if v == "" {
+		return []failoverVariant{all["0"], all["1"], all["restart"], all["static"]}
+	}
+	var out []failoverVariant
+	for f := range strings.SplitSeq(v, ",") {
+		if fv, ok := all[strings.TrimSpace(f)]; ok {
+			out = append(out, fv)
+		}
+	}
+	return out
 }
 
 // failoverReport is a line an instance prints: its tasks and its standby
@@ -79,9 +120,10 @@ type failoverRestore struct {
 
 // failoverResult is one measured failover.
 type failoverResult struct {
-	Keys     int64 `json:"keys"`
-	Standbys int   `json:"standbys"`
-	Round    int   `json:"round"`
+	Keys     int64  `json:"keys"`
+	Variant  string `json:"variant"`
+	Standbys int    `json:"standbys"`
+	Round    int    `json:"round"`
 	// Moved are the killed instance's tasks.
 	Moved []string `json:"moved"`
 	// ResumeSeconds is the longest time a moved partition made no
@@ -99,8 +141,8 @@ type failoverResult struct {
 }
 
 func (r *failoverResult) summary() string {
-	return fmt.Sprintf("failover of %v (%d keys, %d standbys, round %d): moved partitions resumed after %.2fs at worst; restored %d records (%d full) in %.2fs at worst; the other partitions paused %.2fs at worst",
-		r.Moved, r.Keys, r.Standbys, r.Round, r.ResumeSeconds, r.RestoredRecords, r.Full, r.RestoreSeconds, r.OthersPauseSeconds)
+	return fmt.Sprintf("failover of %v (%d keys, %s, round %d): moved partitions resumed after %.2fs at worst; restored %d records (%d full) in %.2fs at worst; the other partitions paused %.2fs at worst",
+		r.Moved, r.Keys, r.Variant, r.Round, r.ResumeSeconds, r.RestoredRecords, r.Full, r.RestoreSeconds, r.OthersPauseSeconds)
 }
 
 // failoverTopology is the instances' application: each input record is
@@ -134,14 +176,15 @@ func (p *putter) Close() error { return nil }
 // failoverConfig is an instance's configuration.
 func failoverConfig(fc failoverChild, logger *slog.Logger) weir.Config {
 	return weir.Config{
-		Logger:          logger,
-		ApplicationID:   fc.App,
-		Brokers:         fc.Brokers,
-		StateDir:        fc.StateDir,
-		Guarantee:       weir.ExactlyOnce,
-		CommitInterval:  100 * time.Millisecond,
-		Consumer:        weir.ConsumerConfig{SessionTimeout: failoverSessionTimeout, HeartbeatInterval: 500 * time.Millisecond},
-		StandbyReplicas: fc.Standbys,
+		Logger:           logger,
+		ApplicationID:    fc.App,
+		Brokers:          fc.Brokers,
+		StateDir:         fc.StateDir,
+		Guarantee:        weir.ExactlyOnce,
+		CommitInterval:   100 * time.Millisecond,
+		Consumer:         weir.ConsumerConfig{SessionTimeout: failoverSessionTimeout, HeartbeatInterval: 500 * time.Millisecond},
+		StandbyReplicas:  fc.Standbys,
+		StaticMembership: fc.Static,
 	}
 }
 
@@ -223,7 +266,25 @@ func runFailoverChild() int {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	if err := app.Run(ctx); err != nil {
+	errc := make(chan error, 1)
+	go func() { errc <- app.Run(context.Background()) }()
+	select {
+	case <-ctx.Done():
+		// Stopped by the bench: a static instance leaves the group, so
+		// that the group can be deleted at the end.
+		if fc.Static {
+			lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := app.Leave(lctx); err != nil {
+				fmt.Fprintln(os.Stderr, "failover instance: Leave:", err)
+			}
+		} else {
+			_ = app.Close()
+		}
+	case err := <-errc:
+		errc <- err // Run ended by itself
+	}
+	if err := <-errc; err != nil {
 		fmt.Fprintln(os.Stderr, "failover instance:", err)
 		return 1
 	}
@@ -310,28 +371,12 @@ func (p *failoverProcess) stop() {
 	}
 }
 
-// failoverStandbys are the StandbyReplicas values measured: 0 and 1, or
-// those of WEIR_BENCH_FAILOVER_STANDBYS (a comma list), to look at one.
-func failoverStandbys() []int {
-	v := os.Getenv("WEIR_BENCH_FAILOVER_STANDBYS")
-	if v == "" {
-		return []int{0, 1}
-	}
-	var out []int
-	for f := range strings.SplitSeq(v, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n >= 0 {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // runFailovers runs the failover workload: for each round, without and
 // with one standby.
 func runFailovers(ctx context.Context, o *options, c *cluster, prefix string, rep *report, progress func(string, ...any)) error {
 	for round := 1; round <= o.rounds; round++ {
-		for _, standbys := range failoverStandbys() {
-			res, err := runFailover(ctx, o, c, fmt.Sprintf("%s-failover-s%d-r%d", prefix, standbys, round), standbys, round, progress)
+		for i, v := range failoverVariants() {
+			res, err := runFailover(ctx, o, c, fmt.Sprintf("%s-failover-v%d-r%d", prefix, i, round), v, round, progress)
 			if err != nil {
 				return err
 			}
@@ -342,8 +387,9 @@ func runFailovers(ctx context.Context, o *options, c *cluster, prefix string, re
 	return nil
 }
 
-func runFailover(ctx context.Context, o *options, c *cluster, app string, standbys, round int, progress func(string, ...any)) (*failoverResult, error) {
-	res := &failoverResult{Keys: o.failoverKeys, Standbys: standbys, Round: round}
+func runFailover(ctx context.Context, o *options, c *cluster, app string, v failoverVariant, round int, progress func(string, ...any)) (*failoverResult, error) {
+	standbys := v.standbys
+	res := &failoverResult{Keys: o.failoverKeys, Variant: v.String(), Standbys: standbys, Round: round}
 	input := app + "-in"
 	changelog := app + "-" + restoreStore.Name() + "-changelog"
 	if err := c.createTopicConfig(ctx, changelog, o.partitions, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
@@ -368,6 +414,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		progress("failover: the instances log to %s", logs.Name())
 	}
 	procs := make([]*failoverProcess, failoverInstances)
+	dirs := make([]string, failoverInstances)
 	defer func() {
 		for _, p := range procs {
 			if p != nil {
@@ -380,7 +427,8 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		if err != nil {
 			return nil, err
 		}
-		if procs[i], err = startFailoverProcess(failoverChild{Brokers: o.brokers, App: app, Input: input, StateDir: dir, Standbys: standbys}, logs); err != nil {
+		dirs[i] = dir
+		if procs[i], err = startFailoverProcess(failoverChild{Brokers: o.brokers, App: app, Input: input, StateDir: dir, Standbys: standbys, Static: v.static}, logs); err != nil {
 			return nil, err
 		}
 	}
@@ -404,7 +452,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 
 	// Every task restored and running, and every standby within a
 	// second's input.
-	progress("failover (%d standbys): waiting for the %d instances to restore %d keys", standbys, failoverInstances, o.failoverKeys)
+	progress("failover (%s): waiting for the %d instances to restore %d keys", v, failoverInstances, o.failoverKeys)
 	err = poll(ctx, "failover: waiting for every task and standby", time.Now(), o.timeout, func() (bool, string, error) {
 		if err := failed(); err != nil {
 			return false, "", err
@@ -481,6 +529,13 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 		return nil, err
 	}
 	<-procs[victim].done
+	if v.restart {
+		// Started again at once, as a supervisor would, on its state.
+		if procs[victim], err = startFailoverProcess(failoverChild{Brokers: o.brokers, App: app, Input: input, StateDir: dirs[victim], Standbys: standbys, Static: v.static}, logs); err != nil {
+			return nil, err
+		}
+		before[victim] = 0
+	}
 	resumed := map[int32]time.Duration{}
 	var othersPause time.Duration
 	err = poll(ctx, "failover: waiting for every partition to commit again", killed, o.timeout, func() (bool, string, error) {
@@ -511,7 +566,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, standb
 	}
 	res.OthersPauseSeconds = othersPause.Seconds()
 	for i, p := range procs {
-		if i == victim {
+		if i == victim && !v.restart {
 			continue
 		}
 		_, rs := p.report()
@@ -576,15 +631,15 @@ func logTail(path string, n int) string {
 func (r *report) writeFailoverTable(w io.Writer) error {
 	fmt.Fprintf(w, "\nfailovers (%d instances, exactly once, session timeout %v, %d input records/s; the instance running task 0_0 killed with SIGKILL):\n", failoverInstances, failoverSessionTimeout, failoverTrickle)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "keys\tstandbys\tround\tmoved tasks\tresume s\trestored records\tfull restores\trestore s\tothers' pause s\t\n")
+	fmt.Fprintf(tw, "keys\tvariant\tround\tmoved tasks\tresume s\trestored records\tfull restores\trestore s\tothers' pause s\t\n")
 	for _, f := range r.Failovers {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.2f\t%d\t%d\t%.2f\t%.2f\t\n", f.Keys, f.Standbys, f.Round, strings.Join(f.Moved, " "),
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.2f\t%d\t%d\t%.2f\t%.2f\t\n", f.Keys, f.Variant, f.Round, strings.Join(f.Moved, " "),
 			f.ResumeSeconds, f.RestoredRecords, f.Full, f.RestoreSeconds, f.OthersPauseSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
-	_, err := fmt.Fprintln(w, "\nresume s = the longest time a moved partition's committed offset did not move after the kill (session timeout, rebalance, restore, first commit); restored records, full restores and restore s = the new owners' restores of the moved tasks (restore s the longest); others' pause s = the longest time a partition that did not move went without a commit, until every moved one had resumed.")
+	_, err := fmt.Fprintln(w, "\nvariant: no standby, 1 standby = the killed instance stays down; restarted = started again at once on its state directory; static = with Config.StaticMembership on every instance. resume s = the longest time a moved partition's committed offset did not move after the kill (session timeout, rebalance, restore, first commit); restored records, full restores and restore s = the new owners' restores of the moved tasks (restore s the longest); others' pause s = the longest time a partition that did not move went without a commit, until every moved one had resumed.")
 	if err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
