@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,4 +235,211 @@ func TestLeaveHandsTasksOverAtOnce(t *testing.T) {
 		return n == partitions, fmt.Sprintf("the remaining instance runs %d of %d tasks", n, partitions)
 	})
 	t.Logf("the remaining instance ran every task %.1f s after Leave (session timeout 45 s)", time.Since(left).Seconds())
+}
+
+// TestRollingDeployWithoutStaticMembership replaces three exactly-once
+// instances one after the other (each stopped with Close and a new one
+// started on its state directory) while input flows, with dynamic
+// membership and one standby per task. It reports the rebalances the
+// deploy caused and the longest time each partition went without a
+// commit, and checks that no store was restored in full (a stopped
+// instance's tasks move to their standbys, and come back to the
+// replacement, which has their state) and that the committed counts stay
+// exact.
+func TestRollingDeployWithoutStaticMembership(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	const partitions, keys = 6, 300
+	c.CreateTopic(t, in, partitions, nil)
+	c.CreateTopic(t, out, partitions, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
+
+	restores := &restoreCounter{}
+	var regs []*prometheus.Registry
+	cfgs := make([]weir.Config, 3)
+	insts := make([]*instance, 3)
+	startSlot := func(i int) {
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		cfg := cfgs[i]
+		cfg.Metrics = reg
+		insts[i] = start(t, b, cfg)
+	}
+	for i := range cfgs {
+		cfgs[i] = baseConfig(c, app, t)
+		cfgs[i].Guarantee = weir.ExactlyOnce
+		cfgs[i].CommitInterval = 100 * time.Millisecond
+		cfgs[i].State.RestoreListener = restores
+		cfgs[i].StandbyReplicas = 1
+		startSlot(i)
+	}
+	running := func() bool {
+		n := 0
+		for _, in := range insts {
+			for _, ti := range in.app.Tasks() {
+				if !ti.Restoring {
+					n++
+				}
+			}
+		}
+		return n == partitions
+	}
+	standbysCaughtUp := func() (bool, string) {
+		n := 0
+		for _, reg := range regs[len(regs)-3:] {
+			fams, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fams {
+				if f.GetName() != "weir_standby_lag_records" {
+					continue
+				}
+				for _, m := range f.GetMetric() {
+					if m.GetGauge().GetValue() > 1000 {
+						return false, "a standby is behind"
+					}
+					n++
+				}
+			}
+		}
+		return n == partitions, fmt.Sprintf("%d standbys caught up, want %d", n, partitions)
+	}
+	kafka.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		for _, in := range insts {
+			if len(in.app.Tasks()) == 0 {
+				return false, "an instance has no tasks"
+			}
+		}
+		if !running() {
+			return false, "not every task runs"
+		}
+		return standbysCaughtUp()
+	})
+	fullBefore := restores.full.Load()
+
+	var sent atomic.Int64
+	ctx, stopInput := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		p := newChunkProducer(t, c)
+		for i := 0; ctx.Err() == nil; i += 50 {
+			var batch []*sarama.ProducerMessage
+			for j := i; j < i+50; j++ {
+				batch = append(batch, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", j%keys)), Value: sarama.StringEncoder("x")})
+			}
+			if err := p.send(batch); err != nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+			sent.Add(50)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	defer func() { stopInput(); wg.Wait() }()
+
+	// The committed offset of every partition, polled: the longest time
+	// each went without moving is its pause.
+	admin := c.Admin(t)
+	pauses := make([]time.Duration, partitions)
+	var pmu sync.Mutex
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	var pwg sync.WaitGroup
+	pwg.Go(func() {
+		last := map[int32]int64{}
+		moved := map[int32]time.Time{}
+		start := time.Now()
+		for pollCtx.Err() == nil {
+			got, err := groupCommitted(admin, app, in, partitions)
+			now := time.Now()
+			if err == nil {
+				pmu.Lock()
+				for p := range int32(partitions) {
+					if _, ok := moved[p]; !ok {
+						moved[p] = start
+					}
+					if got[p] != last[p] {
+						last[p], moved[p] = got[p], now
+					}
+					pauses[p] = max(pauses[p], now.Sub(moved[p]))
+				}
+				pmu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	rebalancesBefore := counterSum(t, regs, "weir_rebalances_total", nil)
+	deployStart := time.Now()
+	for i := range insts {
+		if err := insts[i].stop(t); err != nil {
+			t.Fatalf("instance %d: Run: %v", i, err)
+		}
+		startSlot(i)
+		kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+			if len(insts[i].app.Tasks()) == 0 || !running() {
+				return false, fmt.Sprintf("instance %d's replacement not running its share", i)
+			}
+			// The next instance stops only once every task has its
+			// standby again, as a deploy waits for readiness.
+			return standbysCaughtUp()
+		})
+	}
+	deploy := time.Since(deployStart)
+	stopPoll()
+	pwg.Wait()
+	stopInput()
+	wg.Wait()
+	// Each thread counts the assignments it received: one group
+	// rebalance gives every member one (a cooperative hand-over, two).
+	assignments := counterSum(t, regs, "weir_rebalances_total", nil) - rebalancesBefore
+	pmu.Lock()
+	longest := slices.Max(pauses)
+	t.Logf("rolling deploy of 3 instances in %.1f s: %v assignments received by the members in all; longest pause per partition %v (longest %.2f s)",
+		deploy.Seconds(), assignments, roundAll(pauses), longest.Seconds())
+	pmu.Unlock()
+	if n := restores.full.Load() - fullBefore; n != 0 {
+		t.Errorf("%d full restores during the deploy, want none: every moved task had a standby, every replacement its state directory", n)
+	}
+	t.Logf("the deploy restored %d records in all (tails only)", restores.records.Load())
+
+	total := sent.Load()
+	want := map[string]int64{}
+	for i := range total {
+		want[fmt.Sprintf("k%03d", i%keys)]++
+	}
+	got := map[string]int64{}
+	complete := 0
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
+		if len(recs) == 0 {
+			return false
+		}
+		m := recs[len(recs)-1]
+		k := string(m.Key)
+		n, err := serde.Int64().Deserialize(out, m.Value)
+		if err != nil {
+			t.Fatalf("output %s: %v", k, err)
+		}
+		if n > want[k] {
+			t.Fatalf("key %s counted %d, more than its %d records", k, n, want[k])
+		}
+		if got[k] == want[k] {
+			complete--
+		}
+		if n == want[k] {
+			complete++
+		}
+		got[k] = n
+		return complete == len(want)
+	})
+}
+
+// roundAll rounds durations to 10 ms, for logs.
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(10 * time.Millisecond)
+	}
+	return out
 }
