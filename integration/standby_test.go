@@ -353,31 +353,5 @@ func TestStandbyFailoverAfterKill9(t *testing.T) {
 			want[key(i)] = 2
 		}
 	}
-	got := map[string]int64{}
-	complete := 0 // keys at their final count
-	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
-		if len(recs) == 0 {
-			return false
-		}
-		m := recs[len(recs)-1]
-		k := string(m.Key)
-		n, err := serde.Int64().Deserialize(out, m.Value)
-		if err != nil {
-			t.Fatalf("output %s: %v", k, err)
-		}
-		if n > want[k] {
-			t.Fatalf("key %s counted %d, more than its %d records: a duplicate", k, n, want[k])
-		}
-		if got[k] == want[k] {
-			complete--
-		}
-		if n == want[k] {
-			complete++
-		}
-		got[k] = n
-		return complete == keys
-	})
-	if len(got) != keys {
-		t.Errorf("%d keys in the output, want %d", len(got), keys)
-	}
+	readExactCounts(t, c, out, want)
 }

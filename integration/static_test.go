@@ -98,25 +98,8 @@ func TestRollingRestartWithStaticMembership(t *testing.T) {
 	})
 
 	// Input flows throughout: key i%keys, so every key's count is known.
-	var sent atomic.Int64
-	ctx, stopInput := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		p := newChunkProducer(t, c)
-		for i := 0; ctx.Err() == nil; i += 50 {
-			var batch []*sarama.ProducerMessage
-			for j := i; j < i+50; j++ {
-				batch = append(batch, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", j%keys)), Value: sarama.StringEncoder("x")})
-			}
-			if err := p.send(batch); err != nil {
-				t.Errorf("producing: %v", err)
-				return
-			}
-			sent.Add(50)
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	defer func() { stopInput(); wg.Wait() }()
+	sent, stopInput := feedKeys(t, c, in, keys)
+	defer stopInput()
 
 	rebalances := func(s *slot) float64 {
 		return counterSum(t, []*prometheus.Registry{s.reg}, "weir_rebalances_total", nil)
@@ -143,42 +126,18 @@ func TestRollingRestartWithStaticMembership(t *testing.T) {
 		}
 	}
 	stopInput()
-	wg.Wait()
 	if n := restores.full.Load() - fullBefore; n != 0 {
 		t.Errorf("%d full restores during the rolling restart, want none (each instance kept its state directory)", n)
 	}
 	t.Logf("the restarts restored %d records in all", restores.records.Load())
 
 	// Exact counts: every key's last committed count is its records.
-	total := sent.Load()
+	total := sent()
 	want := map[string]int64{}
 	for i := range total {
 		want[fmt.Sprintf("k%03d", i%keys)]++
 	}
-	got := map[string]int64{}
-	complete := 0
-	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
-		if len(recs) == 0 {
-			return false
-		}
-		m := recs[len(recs)-1]
-		k := string(m.Key)
-		n, err := serde.Int64().Deserialize(out, m.Value)
-		if err != nil {
-			t.Fatalf("output %s: %v", k, err)
-		}
-		if n > want[k] {
-			t.Fatalf("key %s counted %d, more than its %d records", k, n, want[k])
-		}
-		if got[k] == want[k] {
-			complete--
-		}
-		if n == want[k] {
-			complete++
-		}
-		got[k] = n
-		return complete == len(want)
-	})
+	readExactCounts(t, c, out, want)
 }
 
 // TestLeaveHandsTasksOverAtOnce: of two instances with static membership
@@ -320,25 +279,8 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	})
 	fullBefore := restores.full.Load()
 
-	var sent atomic.Int64
-	ctx, stopInput := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		p := newChunkProducer(t, c)
-		for i := 0; ctx.Err() == nil; i += 50 {
-			var batch []*sarama.ProducerMessage
-			for j := i; j < i+50; j++ {
-				batch = append(batch, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", j%keys)), Value: sarama.StringEncoder("x")})
-			}
-			if err := p.send(batch); err != nil {
-				t.Errorf("producing: %v", err)
-				return
-			}
-			sent.Add(50)
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	defer func() { stopInput(); wg.Wait() }()
+	sent, stopInput := feedKeys(t, c, in, keys)
+	defer stopInput()
 
 	// The committed offset of every partition, polled: the longest time
 	// each went without moving is its pause.
@@ -390,7 +332,6 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	stopPoll()
 	pwg.Wait()
 	stopInput()
-	wg.Wait()
 	// Each thread counts the assignments it received: one group
 	// rebalance gives every member one (a cooperative hand-over, two).
 	assignments := counterSum(t, regs, "weir_rebalances_total", nil) - rebalancesBefore
@@ -404,11 +345,53 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	}
 	t.Logf("the deploy restored %d records in all (tails only)", restores.records.Load())
 
-	total := sent.Load()
+	total := sent()
 	want := map[string]int64{}
 	for i := range total {
 		want[fmt.Sprintf("k%03d", i%keys)]++
 	}
+	readExactCounts(t, c, out, want)
+}
+
+// roundAll rounds durations to 10 ms, for logs.
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(10 * time.Millisecond)
+	}
+	return out
+}
+
+// feedKeys produces records to in while the test runs, in batches of 50
+// every 20 ms, key i%keys for the i-th record. sent returns how many were
+// produced; stop ends the feed and waits for it (safe to call twice).
+func feedKeys(t *testing.T, c *kafka.Env, in string, keys int) (sent func() int64, stop func()) {
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		p := newChunkProducer(t, c)
+		for i := 0; ctx.Err() == nil; i += 50 {
+			var batch []*sarama.ProducerMessage
+			for j := i; j < i+50; j++ {
+				batch = append(batch, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", j%keys)), Value: sarama.StringEncoder("x")})
+			}
+			if err := p.send(batch); err != nil {
+				t.Errorf("producing: %v", err)
+				return
+			}
+			n.Add(50)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return n.Load, func() { cancel(); wg.Wait() }
+}
+
+// readExactCounts reads a count topic (read_committed) until every key of
+// want has its count, failing at once on a count above it (a duplicate)
+// or a value that is not an int64.
+func readExactCounts(t *testing.T, c *kafka.Env, out string, want map[string]int64) {
+	t.Helper()
 	got := map[string]int64{}
 	complete := 0
 	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
@@ -422,7 +405,7 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 			t.Fatalf("output %s: %v", k, err)
 		}
 		if n > want[k] {
-			t.Fatalf("key %s counted %d, more than its %d records", k, n, want[k])
+			t.Fatalf("key %s counted %d, more than its %d records: a duplicate", k, n, want[k])
 		}
 		if got[k] == want[k] {
 			complete--
@@ -433,13 +416,4 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		got[k] = n
 		return complete == len(want)
 	})
-}
-
-// roundAll rounds durations to 10 ms, for logs.
-func roundAll(ds []time.Duration) []time.Duration {
-	out := make([]time.Duration, len(ds))
-	for i, d := range ds {
-		out[i] = d.Round(10 * time.Millisecond)
-	}
-	return out
 }
