@@ -18,14 +18,21 @@ import (
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
-// restoreCounter counts the records restored and the full restores.
+// restoreCounter counts the records restored and the full restores that
+// had records to read: a full restore of a changelog still empty (a task
+// moved before its first commit) costs nothing, and is not counted.
 type restoreCounter struct {
 	records, full atomic.Int64
+	mu            sync.Mutex
+	fulls         []string // when and which, for the failure message
 }
 
-func (r *restoreCounter) OnRestoreStart(_ string, _ int32, _, _ int64, full bool) {
-	if full {
+func (r *restoreCounter) OnRestoreStart(_ string, p int32, from, end int64, full bool) {
+	if full && end > from {
 		r.full.Add(1)
+		r.mu.Lock()
+		r.fulls = append(r.fulls, fmt.Sprintf("partition %d from %d to %d at %s", p, from, end, time.Now().Format("15:04:05.000")))
+		r.mu.Unlock()
 	}
 }
 func (r *restoreCounter) OnBatchRestored(string, int32, int64, int) {}
@@ -88,13 +95,17 @@ func TestRollingRestartWithStaticMembership(t *testing.T) {
 		}
 		return n == partitions
 	}
+	quiet := settled(t, c, app, in, partitions)
 	kafka.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
 		for _, s := range slots {
 			if len(s.inst.app.Tasks()) == 0 {
 				return false, "an instance has no tasks"
 			}
 		}
-		return running(), "not every task runs"
+		if !running() {
+			return false, "not every task runs"
+		}
+		return quiet()
 	})
 
 	// Input flows throughout: key i%keys, so every key's count is known.
@@ -266,6 +277,11 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		}
 		return n == partitions, fmt.Sprintf("%d standbys caught up, want %d", n, partitions)
 	}
+	// Input flows from before the deploy, so that every changelog holds
+	// records and every standby a checkpoint of them.
+	sent, stopInput := feedKeys(t, c, in, keys)
+	defer stopInput()
+	quiet := settled(t, c, app, in, partitions)
 	kafka.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
 		for _, in := range insts {
 			if len(in.app.Tasks()) == 0 {
@@ -275,12 +291,12 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		if !running() {
 			return false, "not every task runs"
 		}
-		return standbysCaughtUp()
+		if ok, why := standbysCaughtUp(); !ok {
+			return false, why
+		}
+		return quiet()
 	})
 	fullBefore := restores.full.Load()
-
-	sent, stopInput := feedKeys(t, c, in, keys)
-	defer stopInput()
 
 	// The committed offset of every partition, polled: the longest time
 	// each went without moving is its pause.
@@ -324,8 +340,12 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 				return false, fmt.Sprintf("instance %d's replacement not running its share", i)
 			}
 			// The next instance stops only once every task has its
-			// standby again, as a deploy waits for readiness.
-			return standbysCaughtUp()
+			// standby again and the group has settled, as a deploy
+			// waits for readiness.
+			if ok, why := standbysCaughtUp(); !ok {
+				return false, why
+			}
+			return quiet()
 		})
 	}
 	deploy := time.Since(deployStart)
@@ -341,7 +361,10 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		deploy.Seconds(), assignments, roundAll(pauses), longest.Seconds())
 	pmu.Unlock()
 	if n := restores.full.Load() - fullBefore; n != 0 {
-		t.Errorf("%d full restores during the deploy, want none: every moved task had a standby, every replacement its state directory", n)
+		restores.mu.Lock()
+		t.Errorf("%d full restores during the deploy (started %s), want none: every moved task had a standby, every replacement its state directory; full restores: %v",
+			n, deployStart.Format("15:04:05.000"), restores.fulls)
+		restores.mu.Unlock()
 	}
 	t.Logf("the deploy restored %d records in all (tails only)", restores.records.Load())
 
@@ -416,4 +439,34 @@ func readExactCounts(t *testing.T, c *kafka.Env, out string, want map[string]int
 		got[k] = n
 		return complete == len(want)
 	})
+}
+
+// settled returns a condition that holds once the group is Stable and its
+// members' assignments hold every partition of topic: no rebalance is
+// under way, and no task is withheld between the two rounds of a
+// cooperative hand-over (its partitions are then in nobody's assignment,
+// while the member giving it up may still report it running).
+func settled(t *testing.T, c *kafka.Env, group, topic string, partitions int) func() (bool, string) {
+	admin := c.Admin(t)
+	return func() (bool, string) {
+		gs, err := admin.DescribeConsumerGroups([]string{group})
+		if err != nil || len(gs) != 1 {
+			return false, fmt.Sprintf("describing group %s: %v", group, err)
+		}
+		g := gs[0]
+		if g.State != "Stable" {
+			return false, "group " + g.State
+		}
+		n := 0
+		for _, m := range g.Members {
+			a, err := m.GetMemberAssignment()
+			if err != nil {
+				return false, fmt.Sprintf("member %s's assignment: %v", m.MemberId, err)
+			}
+			if a != nil {
+				n += len(a.Topics[topic])
+			}
+		}
+		return n == partitions, fmt.Sprintf("%d of %d partitions of %s assigned", n, partitions, topic)
+	}
 }

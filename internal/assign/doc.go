@@ -20,8 +20,10 @@
 //
 //  1. Sticky. Every member keeps up to q of the tasks it owns; the r extra
 //     slots go to members owning more than q, most owned first. A member
-//     that must give tasks up keeps those no other process is better
-//     placed to run. This keeps the most tasks in place that any balanced
+//     that must give tasks up gives up first those whose state a member
+//     with room holds (most caught up first), and keeps those that would
+//     restore in full wherever they went (a standby on a full member does
+//     not count). This keeps the most tasks in place that any balanced
 //     assignment can, and because only r members may reach q+1, sticky
 //     members never starve the others.
 //  2. State. Every unassigned task whose state some process holds goes to

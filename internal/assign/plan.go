@@ -203,15 +203,17 @@ func (p *planner) keepOwned() {
 		owned[best] = append(owned[best], ti)
 	}
 	var over []int
+	receiver := func(o int) bool { return len(owned[o]) < p.quota }
 	for m, ts := range owned {
 		if len(ts) == 0 {
 			continue
 		}
 		keys := make(map[int]int, len(ts))
 		for _, ti := range ts {
-			keys[ti] = p.shedRank(ti, m)
+			keys[ti] = p.shedRank(ti, m, receiver)
 		}
-		// Keep the tasks no other process is better placed to run.
+		// Shed first the tasks a member that will take tasks has the
+		// state of; keep those it would restore in full.
 		slices.SortFunc(ts, func(a, b int) int {
 			if c := cmp.Compare(keys[a], keys[b]); c != 0 {
 				return c
@@ -249,23 +251,27 @@ func (p *planner) stateCmp(ti, a, b int) int {
 	return cmp.Compare(oa, ob)
 }
 
-// shedRank ranks a task owned by member m for shedding, lowest kept first:
-// 0 when no other process holds its state, 1 when m's process is at least
-// as caught up as any other, 2 when another process is more caught up (so
-// moving it there costs the least restoring).
-func (p *planner) shedRank(ti, m int) int {
+// shedRank ranks a task owned by member m for shedding, lowest kept first,
+// by what moving it would cost the members that will take tasks
+// (receiver reports those, the members owning fewer than the quota): 0
+// when no receiver's process holds its state (it would restore in full
+// there), 1 when one holds it less caught up than m's process, 2 when one
+// holds it at least as caught up (moving it costs the least restoring).
+// Processes without room do not count: a task shed goes to a receiver, so
+// a standby or an old copy on a full member would not save its restore.
+func (p *planner) shedRank(ti, m int, receiver func(int) bool) int {
 	t := p.tasks[ti]
 	mine, hasMine := p.state[m][t]
 	rank := 0
 	for o := range p.members {
-		if p.proc[o] == p.proc[m] {
+		if p.proc[o] == p.proc[m] || !receiver(o) {
 			continue
 		}
 		off, ok := p.state[o][t]
 		if !ok {
 			continue
 		}
-		if !hasMine || off > mine {
+		if !hasMine || off >= mine {
 			return 2
 		}
 		rank = 1

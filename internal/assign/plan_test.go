@@ -566,3 +566,31 @@ func TestPlanEdgeCases(t *testing.T) {
 		t.Errorf("Plan modified its input: %v, was %v", members, snapshot)
 	}
 }
+
+// A replacement instance comes back after its tasks moved to the others:
+// the members over their share give it back the tasks whose state it
+// holds, not ones a full member holds standbys of, which it would have to
+// restore in full.
+func TestPlanGivesBackTasksToTheMemberWithTheirState(t *testing.T) {
+	subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
+	parts := map[string]int32{"in": 6}
+	st := func(kv ...int64) map[TaskID]int64 {
+		m := map[TaskID]int64{}
+		for i := 0; i < len(kv); i += 2 {
+			m[TaskID{0, int32(kv[i])}] = kv[i+1]
+		}
+		return m
+	}
+	members := []Member{
+		{ID: "a", ProcessID: "A", Owned: []TaskID{{0, 0}, {0, 1}, {0, 4}}, State: st(0, 100, 1, 100, 4, 100, 5, 100)},
+		{ID: "b", ProcessID: "B", Owned: []TaskID{{0, 2}, {0, 3}, {0, 5}}, State: st(2, 100, 3, 100, 5, 100, 4, 100)},
+		{ID: "c", ProcessID: "C", State: st(0, 90, 3, 90)}, // back, with its old tasks' state
+	}
+	plan, err := Plan(subs, parts, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := plan["c"], []TaskID{{0, 0}, {0, 3}}; !slices.Equal(got, want) {
+		t.Errorf("the returning member got %v, want its own %v back (plan %v)", got, want, plan)
+	}
+}

@@ -16,14 +16,17 @@ import (
 //  1. a standby never goes to the process running its task, and a process
 //     holds at most one copy of a task; so a task gets min(replicas,
 //     processes-1) standbys;
-//  2. a process that holds the task's state already, highest offset sum
-//     first (it has the least to catch up);
-//  3. otherwise the process with the fewest standbys of tasks active on
-//     the same process as this one: the standbys of one process's tasks
-//     spread over the others, so that when it fails its tasks can fail
-//     over to their standbys without unbalancing the group (the active
-//     plan keeps task counts within one of each other, so a survivor
-//     has room for about one share of the failed process's tasks);
+//  2. the process with the fewest standbys of tasks active on the same
+//     process as this one: the standbys of one process's tasks spread
+//     over the others, so that when it fails its tasks can fail over to
+//     their standbys without unbalancing the group (the active plan keeps
+//     task counts within one of each other, so a survivor has room for
+//     about one share of the failed process's tasks). This comes before
+//     state: a standby placed where it has no state yet costs a copy in
+//     the background, two standbys of one process's tasks on one process
+//     cost a full restore in the foreground when that process fails;
+//  3. then a process that holds the task's state already, highest offset
+//     sum first (it has the least to catch up);
 //  4. then the process with the fewest standbys so far, then the fewest
 //     active tasks;
 //  5. within the process, its member with the fewest standbys, then the
@@ -147,6 +150,9 @@ type candidate struct {
 // betterStandbyProcess reports whether process c is a better home for a
 // standby of t than best (PlanStandbys' rules 2 to 4); ties keep best.
 func betterStandbyProcess(t TaskID, c, best candidate) bool {
+	if c.sameActive != best.sameActive {
+		return c.sameActive < best.sameActive
+	}
 	off, has := c.state[t]
 	bestOff, bestHas := best.state[t]
 	if has != bestHas {
@@ -154,9 +160,6 @@ func betterStandbyProcess(t TaskID, c, best candidate) bool {
 	}
 	if has && off != bestOff {
 		return off > bestOff
-	}
-	if c.sameActive != best.sameActive {
-		return c.sameActive < best.sameActive
 	}
 	if c.standbys != best.standbys {
 		return c.standbys < best.standbys

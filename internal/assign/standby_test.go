@@ -215,38 +215,48 @@ func TestStrategyHandsOutStandbys(t *testing.T) {
 // The standbys of one process's tasks go to different processes, so that
 // its failover fits the balance: every survivor has room for one of them.
 func TestPlanStandbysSpreadAProcesssTasks(t *testing.T) {
-	for procs := 3; procs <= 5; procs++ {
-		for tasks := int32(procs); tasks <= int32(3*procs); tasks++ {
-			subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
-			parts := map[string]int32{"in": tasks}
-			var members []Member
-			for i := range procs {
-				members = append(members, Member{ID: fmt.Sprintf("m%d", i), ProcessID: fmt.Sprintf("P%d", i)})
-			}
-			active, err := Plan(subs, parts, members)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb, err := PlanStandbys(subs, parts, members, active, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, failed := range members {
-				hosts := map[string]int{}
-				for _, tk := range active[failed.ID] {
-					for id, ts := range sb {
-						if slices.Contains(ts, tk) {
-							hosts[id]++
-						}
+	for _, withState := range []bool{false, true} {
+		for procs := 3; procs <= 5; procs++ {
+			for tasks := int32(procs); tasks <= int32(3*procs); tasks++ {
+				subs := []Subtopology{{ID: 0, Topics: []string{"in"}, Stateful: true}}
+				parts := map[string]int32{"in": tasks}
+				var members []Member
+				for i := range procs {
+					members = append(members, Member{ID: fmt.Sprintf("m%d", i), ProcessID: fmt.Sprintf("P%d", i)})
+				}
+				if withState {
+					// P1 holds state of every task (it ran their standbys):
+					// spreading still comes first.
+					members[1].State = map[TaskID]int64{}
+					for p := range tasks {
+						members[1].State[TaskID{0, p}] = 100
 					}
 				}
-				// Its k tasks over the procs-1 others: at most ceil(k/(procs-1)) each.
-				k := len(active[failed.ID])
-				limit := (k + procs - 2) / (procs - 1)
-				for id, n := range hosts {
-					if n > limit {
-						t.Errorf("%d processes, %d tasks: %s holds the standbys of %d of %s's tasks %v (standbys %v), more than %d",
-							procs, tasks, id, n, failed.ID, active[failed.ID], sb, limit)
+				active, err := Plan(subs, parts, members)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb, err := PlanStandbys(subs, parts, members, active, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, failed := range members {
+					hosts := map[string]int{}
+					for _, tk := range active[failed.ID] {
+						for id, ts := range sb {
+							if slices.Contains(ts, tk) {
+								hosts[id]++
+							}
+						}
+					}
+					// Its k tasks over the procs-1 others: at most ceil(k/(procs-1)) each.
+					k := len(active[failed.ID])
+					limit := (k + procs - 2) / (procs - 1)
+					for id, n := range hosts {
+						if n > limit {
+							t.Errorf("%d processes, %d tasks, state on P1 %v: %s holds the standbys of %d of %s's tasks %v (standbys %v), more than %d",
+								procs, tasks, withState, id, n, failed.ID, active[failed.ID], sb, limit)
+						}
 					}
 				}
 			}
