@@ -314,6 +314,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		Admin:     admin,
 		OnPublish: a.noteReady,
 		Hosts:     &stream.Hosts{},
+		Members:   dir,
 	}
 	a.mu.Lock()
 	a.hosts = in.Hosts

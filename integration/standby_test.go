@@ -37,6 +37,8 @@ type standbyChildConfig struct {
 	In, Out  string
 	StateDir string
 	Standbys int
+	// SessionTimeout is Consumer.SessionTimeout; 0 is 6 s.
+	SessionTimeout time.Duration
 }
 
 // standbyReport is a line a standby child prints on stdout: its tasks and
@@ -91,6 +93,10 @@ func runStandbyChild() int {
 	var out sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	reg := prometheus.NewRegistry()
+	session := 6 * time.Second
+	if cc.SessionTimeout > 0 {
+		session = cc.SessionTimeout
+	}
 	app, err := weir.New(b, weir.Config{
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		ApplicationID:   cc.App,
@@ -98,7 +104,7 @@ func runStandbyChild() int {
 		StateDir:        cc.StateDir,
 		Guarantee:       weir.ExactlyOnce,
 		CommitInterval:  100 * time.Millisecond,
-		Consumer:        weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
+		Consumer:        weir.ConsumerConfig{SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond},
 		StandbyReplicas: cc.Standbys,
 		Metrics:         reg,
 		State:           weir.StateConfig{RestoreListener: &restorePrinter{enc: enc, start: map[int32]restoreReport{}}},
@@ -354,4 +360,51 @@ func TestStandbyFailoverAfterKill9(t *testing.T) {
 		}
 	}
 	readExactCounts(t, c, out, want)
+}
+
+// TestRestartAfterKill9RemovesItsPredecessor: of two instances with a 45 s
+// session timeout (dynamic membership), one is killed with SIGKILL and
+// started again at once on its state directory. Its threads remove the
+// members their previous incarnation left in the group, so the rebalance
+// its join starts does not wait for their sessions to expire: both
+// instances run tasks again long before the session timeout.
+func TestRestartAfterKill9RemovesItsPredecessor(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions, nil)
+	c.CreateTopic(t, out, partitions, nil)
+	dir := t.TempDir()
+	cfg := func(i int) standbyChildConfig {
+		return standbyChildConfig{Brokers: c.Brokers, App: app, In: in, Out: out, StateDir: filepath.Join(dir, "state-"+strconv.Itoa(i)), SessionTimeout: 45 * time.Second}
+	}
+	logs := []string{filepath.Join(dir, "instance-0.log"), filepath.Join(dir, "instance-1.log")}
+	children := []*standbyChild{startStandbyChild(t, cfg(0), logs[0]), startStandbyChild(t, cfg(1), logs[1])}
+	bothRun := func() (bool, string) {
+		var n []int
+		for _, ch := range children {
+			r, _ := ch.report()
+			n = append(n, len(r.Tasks))
+		}
+		return n[0] > 0 && n[1] > 0 && n[0]+n[1] == partitions, fmt.Sprintf("tasks per instance %v", n)
+	}
+	kafka.Eventually(t, time.Minute, 100*time.Millisecond, bothRun)
+	if err := children[1].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-children[1].done
+	killed := time.Now()
+	children[1] = startStandbyChild(t, cfg(1), logs[1]+".2")
+	// 20 s: well below the 45 s a rebalance would wait for the dead
+	// members.
+	kafka.Eventually(t, 20*time.Second, 100*time.Millisecond, bothRun)
+	t.Logf("both instances ran tasks again %.1f s after the kill (session timeout 45 s)", time.Since(killed).Seconds())
+	b, err := os.ReadFile(logs[1] + ".2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "removed the previous incarnation's member from the group") {
+		t.Errorf("the restarted instance did not log removing its predecessor's member:\n%s", logTail(logs[1]+".2", 20))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -106,4 +107,46 @@ func validID(id string) bool {
 	}
 	_, err := hex.DecodeString(id)
 	return err == nil
+}
+
+// maxMemberIDBytes bounds a recorded member id (Kafka makes them from the
+// client id and a UUID).
+const maxMemberIDBytes = 512
+
+// memberFile is where thread's last group member id is kept.
+func (d *Dir) memberFile(thread int) string {
+	return filepath.Join(d.Path, "member-"+strconv.Itoa(thread))
+}
+
+// MemberID returns the consumer group member id thread last joined with,
+// as SetMemberID recorded it, or "" when none is recorded (or the file is
+// not one SetMemberID wrote).
+func (d *Dir) MemberID(thread int) string {
+	b, err := os.ReadFile(d.memberFile(thread))
+	if err != nil || len(b) > maxMemberIDBytes+1 {
+		return ""
+	}
+	id := strings.TrimSuffix(string(b), "\n")
+	if id == "" || strings.ContainsAny(id, "\n\r") {
+		return ""
+	}
+	return id
+}
+
+// SetMemberID records the member id thread joined the group with, so that
+// its next incarnation can remove it from the group (see
+// stream.Thread's leavePredecessor).
+func (d *Dir) SetMemberID(thread int, id string) error {
+	if id == "" || len(id) > maxMemberIDBytes || strings.ContainsAny(id, "\n\r") {
+		return fmt.Errorf("weir: member id of %d bytes not recorded", len(id))
+	}
+	file := d.memberFile(thread)
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("weir: recording member id: %w", err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return fmt.Errorf("weir: recording member id: %w", err)
+	}
+	return nil
 }

@@ -147,6 +147,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	th.mu.Lock()
 	th.sess = sess
 	th.mu.Unlock()
+	th.recordMember(sess.MemberID())
 	th.Wake() // a commit waiting for the new generation may go
 	return nil
 }

@@ -57,6 +57,15 @@ type Instance struct {
 	// Hosts is where the group's tasks run, as of the newest assignment
 	// any thread of the instance received; nil: not kept.
 	Hosts *Hosts
+	// Members keeps each thread's last group member id across restarts
+	// (the state directory); nil: not kept.
+	Members Members
+}
+
+// Members keeps the group member id each thread last joined with.
+type Members interface {
+	MemberID(thread int) string
+	SetMemberID(thread int, id string) error
 }
 
 // Hosts is the group's hosts (assign.Assignment.Hosts) of the newest

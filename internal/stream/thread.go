@@ -51,6 +51,7 @@ type Thread struct {
 	maxBytes        int // the producer's MaxMessageBytes
 	strategy        *assign.Strategy
 	instance        string // group.instance.id, "" without static membership
+	recorded        string // the member id last recorded (recordMember), sarama's goroutine only
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
@@ -331,6 +332,78 @@ func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartiti
 	return p.Abort(wctx)
 }
 
+// leavePredecessorTimeout bounds the removal of the previous
+// incarnation's member at start.
+const leavePredecessorTimeout = 5 * time.Second
+
+// leavePredecessor removes from the group the member this thread's
+// previous incarnation joined as (recorded in the state directory), when
+// it is dynamic. A process killed with kill -9 leaves its member in the
+// group until its session times out; a rebalance started meanwhile, such
+// as the one the restarted instance's own join starts, waits for it, and
+// no member of the group commits until it is over. Removing it first lets
+// the rebalance complete at once. A member the group no longer knows is
+// the usual case after a clean stop, and not an error; any failure is
+// logged and only costs that wait. Static members are left alone: they
+// take their place back by their instance id.
+func (th *Thread) leavePredecessor() {
+	if th.instance != "" || th.in.Members == nil {
+		return
+	}
+	old := th.in.Members.MemberID(th.idx)
+	if old == "" {
+		return
+	}
+	done := make(chan error, 1)
+	go func() {
+		b, err := th.client.Coordinator(th.in.ApplicationID)
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := b.LeaveGroup(&sarama.LeaveGroupRequest{Version: 3, GroupId: th.in.ApplicationID, Members: []sarama.MemberIdentity{{MemberId: old}}})
+		if err == nil && resp.Err != sarama.ErrNoError {
+			err = resp.Err
+		}
+		if err == nil {
+			for _, m := range resp.Members {
+				if m.Err != sarama.ErrNoError {
+					err = m.Err
+				}
+			}
+		}
+		done <- err
+	}()
+	timer := time.NewTimer(leavePredecessorTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			th.log.Info("removed the previous incarnation's member from the group", "member", old)
+		case errors.Is(err, sarama.ErrUnknownMemberId):
+			th.log.Debug("the previous incarnation's member has left the group already", "member", old)
+		default:
+			th.log.Warn("could not remove the previous incarnation's member from the group; a rebalance may wait for its session to time out", "member", old, "error", err)
+		}
+	case <-timer.C:
+		th.log.Warn("removing the previous incarnation's member from the group timed out", "member", old, "after", leavePredecessorTimeout)
+	}
+}
+
+// recordMember keeps the thread's member id in the state directory for
+// its next incarnation (see leavePredecessor); it runs in Setup.
+func (th *Thread) recordMember(id string) {
+	if th.instance != "" || th.in.Members == nil || id == "" || id == th.recorded {
+		return
+	}
+	if err := th.in.Members.SetMemberID(th.idx, id); err != nil {
+		th.log.Warn("could not record the group member id", "error", err)
+		return
+	}
+	th.recorded = id
+}
+
 // InstanceID is the thread's group.instance.id under static membership,
 // "" without.
 func (th *Thread) InstanceID() string { return th.instance }
@@ -445,7 +518,10 @@ func (th *Thread) Wake() {
 func (th *Thread) Run() error {
 	consumeCtx, stopConsume := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { th.consume(consumeCtx) })
+	wg.Go(func() {
+		th.leavePredecessor()
+		th.consume(consumeCtx)
+	})
 	wg.Go(func() {
 		for err := range th.group.Errors() {
 			th.log.Warn("consumer group", "error", err)
