@@ -118,9 +118,11 @@ type Config struct {
 	// changelogs as they are written (read_committed), so when its task
 	// fails over to its instance the restore replays only what the
 	// standby had not applied yet (weir_standby_lag_records), not the
-	// whole changelog. The group leader places them, preferring the
-	// instances holding the task's state already, and the failover goes
-	// to the instance most caught up. A task gets fewer copies when the
+	// whole changelog. The group leader places them, spreading the
+	// standbys of one instance's tasks over the other instances (so that
+	// each survivor of a failure has room for the tasks it holds copies
+	// of), then preferring instances that hold the task's state already;
+	// the failover goes to the instance most caught up. A task gets fewer copies when the
 	// group has fewer other instances. All instances of an application
 	// should use the same value: the leader's counts.
 	//
