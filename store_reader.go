@@ -197,11 +197,11 @@ func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
 // assignment this instance received. It fails with a
 // *StoreUnavailableError while the App is not running.
 func (r *StoreReader) Owner(key []byte) (KeyOwner, error) {
-	p, err := r.PartitionOf(key)
+	sub, n, _, _, err := r.placement()
 	if err != nil {
 		return KeyOwner{}, err
 	}
-	sub, _, _, _, err := r.placement()
+	p, err := r.keys.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
 	if err != nil {
 		return KeyOwner{}, err
 	}

@@ -236,7 +236,9 @@ func runFailoverChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	go func() {
-		for ctx.Err() == nil {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for ; ctx.Err() == nil; <-tick.C {
 			r := failoverReport{Tasks: []string{}, Lags: map[string]int64{}}
 			for _, ti := range app.Tasks() {
 				r.Tasks = append(r.Tasks, ti.ID)
@@ -263,7 +265,6 @@ func runFailoverChild() int {
 			mu.Lock()
 			_ = enc.Encode(r)
 			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	errc := make(chan error, 1)

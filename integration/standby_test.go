@@ -116,33 +116,18 @@ func runStandbyChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	go func() {
-		for ctx.Err() == nil {
+		for {
 			rep := standbyReport{Tasks: []string{}, Lags: map[string]int64{}}
 			for _, ti := range app.Tasks() {
 				rep.Tasks = append(rep.Tasks, ti.ID)
 			}
-			mfs, _ := reg.Gather()
-			for _, mf := range mfs {
-				if mf.GetName() != "weir_standby_lag_records" {
-					continue
-				}
-				for _, m := range mf.GetMetric() {
-					var store, part string
-					for _, l := range m.GetLabel() {
-						switch l.GetName() {
-						case "store":
-							store = l.GetValue()
-						case "partition":
-							part = l.GetValue()
-						}
-					}
-					rep.Lags[store+"/"+part] = int64(m.GetGauge().GetValue())
-				}
-			}
+			rep.Lags, _ = standbyLags(reg)
 			out.Lock()
 			_ = enc.Encode(rep)
 			out.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			if !pause(ctx, 100*time.Millisecond) {
+				return
+			}
 		}
 	}()
 	if err := app.Run(ctx); err != nil {
@@ -150,6 +135,46 @@ func runStandbyChild() int {
 		return 1
 	}
 	return 0
+}
+
+// standbyLags returns weir_standby_lag_records of reg by "store/partition".
+func standbyLags(reg *prometheus.Registry) (map[string]int64, error) {
+	fams, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	lags := map[string]int64{}
+	for _, f := range fams {
+		if f.GetName() != "weir_standby_lag_records" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var store, part string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "store":
+					store = l.GetValue()
+				case "partition":
+					part = l.GetValue()
+				}
+			}
+			lags[store+"/"+part] = int64(m.GetGauge().GetValue())
+		}
+	}
+	return lags, nil
+}
+
+// pause waits d, or less if ctx ends first; it reports whether ctx is
+// still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // standbyChild is one instance process of TestStandbyFailoverAfterKill9.

@@ -181,12 +181,13 @@ func TestLeaveHandsTasksOverAtOnce(t *testing.T) {
 	if err := insts[1].stop(t); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	// What must not happen is watched for a while: 3 s of a 45 s session.
+	watch, stopWatch := context.WithTimeout(context.Background(), 3*time.Second)
+	defer stopWatch()
+	for pause(watch, 100*time.Millisecond) {
 		if n := len(insts[0].app.Tasks()); n == partitions {
 			t.Fatalf("after a Close the other instance took every task at once: the static member left the group")
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	// Back, then Leave: the tasks move at once.
 	insts[1] = start(t, b, cfgs[1])
@@ -259,20 +260,15 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	standbysCaughtUp := func() (bool, string) {
 		n := 0
 		for _, reg := range regs[len(regs)-3:] {
-			fams, err := reg.Gather()
+			lags, err := standbyLags(reg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range fams {
-				if f.GetName() != "weir_standby_lag_records" {
-					continue
+			for _, lag := range lags {
+				if lag > 1000 {
+					return false, "a standby is behind"
 				}
-				for _, m := range f.GetMetric() {
-					if m.GetGauge().GetValue() > 1000 {
-						return false, "a standby is behind"
-					}
-					n++
-				}
+				n++
 			}
 		}
 		return n == partitions, fmt.Sprintf("%d standbys caught up, want %d", n, partitions)
@@ -309,7 +305,7 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		last := map[int32]int64{}
 		moved := map[int32]time.Time{}
 		start := time.Now()
-		for pollCtx.Err() == nil {
+		for pause(pollCtx, 50*time.Millisecond) {
 			got, err := groupCommitted(admin, app, in, partitions)
 			now := time.Now()
 			if err == nil {
@@ -325,7 +321,6 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 				}
 				pmu.Unlock()
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	})
 	rebalancesBefore := counterSum(t, regs, "weir_rebalances_total", nil)
@@ -404,7 +399,9 @@ func feedKeys(t *testing.T, c *kafka.Env, in string, keys int) (sent func() int6
 				return
 			}
 			n.Add(50)
-			time.Sleep(20 * time.Millisecond)
+			if !pause(ctx, 20*time.Millisecond) {
+				return
+			}
 		}
 	})
 	return n.Load, func() { cancel(); wg.Wait() }
