@@ -8,10 +8,16 @@ import (
 )
 
 // Assignment is what the group leader tells each member besides its
-// partitions: its standby tasks and where every task of the group runs.
+// partitions: its standby and warm-up tasks and where every task of the
+// group runs.
 type Assignment struct {
 	// Standbys are the member's standby tasks, sorted.
 	Standbys []TaskID
+	// Warmups are the member's warm-up tasks ([KeepCaughtUp]), sorted: kept
+	// current like standbys, and once one is caught up the member's
+	// instance asks for a probing rebalance, which moves the task to it.
+	// A task may be in both lists.
+	Warmups []TaskID
 	// Hosts are the processes of the group that advertise an address
 	// (UserData.Addr), sorted by it, with their tasks: what queries of a
 	// store partition are sent to. Processes without one are left out.
@@ -23,19 +29,24 @@ type Host struct {
 	Addr string
 	// Active are the tasks it runs as of this assignment: a task being
 	// handed over under the cooperative protocol is in no host's Active
-	// until its new owner gets it. Standby are its standby tasks. Both
-	// sorted.
+	// until its new owner gets it. Standby are its standby and warm-up
+	// tasks. Both sorted.
 	Active, Standby []TaskID
 }
 
 // assignmentVersion is the first byte of the assignment user data the
 // leader sends each member; a change of format takes a new version.
-const assignmentVersion = 1
+// Version 2 added the warm-up tasks at the end. A member running a weir
+// from before it cannot read a version 2 assignment: it logs that and
+// runs without standbys and hosts until the leader is of its version
+// again, which a rolling upgrade meets for a while.
+const assignmentVersion = 2
 
 // encodeAssignment encodes a as the version byte, the standby task set
 // (see encodeSubscription for task sets), the uvarint number of hosts,
 // and per host its address (uvarint length, bytes), active task set and
-// standby task set. The tasks must be sorted and distinct.
+// standby task set; version 2 appends the warm-up task set. The tasks
+// must be sorted and distinct.
 func encodeAssignment(a Assignment) []byte {
 	b := []byte{assignmentVersion}
 	b = appendTaskSet(b, a.Standbys, nil)
@@ -46,11 +57,11 @@ func encodeAssignment(a Assignment) []byte {
 		b = appendTaskSet(b, h.Active, nil)
 		b = appendTaskSet(b, h.Standby, nil)
 	}
-	return b
+	return appendTaskSet(b, a.Warmups, nil)
 }
 
-// decodeAssignment decodes what encodeAssignment wrote. Empty input is
-// the zero Assignment (a leader that placed no standbys and knows no
+// decodeAssignment decodes what encodeAssignment wrote, of this version or
+// version 1 (no warm-ups). Empty input is the zero Assignment (a leader that placed no standbys and knows no
 // addresses sends none); anything else that is not a valid encoding is an
 // error wrapping errUserData.
 func decodeAssignment(b []byte) (Assignment, error) {
@@ -58,8 +69,9 @@ func decodeAssignment(b []byte) (Assignment, error) {
 	if len(b) == 0 {
 		return a, nil
 	}
-	if b[0] != assignmentVersion {
-		return a, fmt.Errorf("%w: unknown assignment version %d (this weir reads version %d)", errUserData, b[0], assignmentVersion)
+	version := b[0]
+	if version < 1 || version > assignmentVersion {
+		return a, fmt.Errorf("%w: unknown assignment version %d (this weir reads versions 1 to %d)", errUserData, b[0], assignmentVersion)
 	}
 	d := decoder{b: b[1:]}
 	d.taskSet("standby tasks", func(t TaskID) { a.Standbys = append(a.Standbys, t) })
@@ -73,6 +85,9 @@ func decodeAssignment(b []byte) (Assignment, error) {
 		d.taskSet("host active tasks", func(t TaskID) { h.Active = append(h.Active, t) })
 		d.taskSet("host standby tasks", func(t TaskID) { h.Standby = append(h.Standby, t) })
 		a.Hosts = append(a.Hosts, h)
+	}
+	if version >= 2 {
+		d.taskSet("warm-up tasks", func(t TaskID) { a.Warmups = append(a.Warmups, t) })
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))

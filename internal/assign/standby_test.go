@@ -134,6 +134,8 @@ func TestAssignmentEncoding(t *testing.T) {
 			{Addr: "b:2", Active: []TaskID{{0, 0}, {3, 2}}, Standby: []TaskID{{0, 1}}},
 			{Addr: "c:3"},
 		}},
+		{Warmups: []TaskID{{0, 2}, {1, 0}}},
+		{Standbys: []TaskID{{0, 1}}, Warmups: []TaskID{{0, 1}, {0, 3}}, Hosts: []Host{{Addr: "a:1", Standby: []TaskID{{0, 1}, {0, 3}}}}},
 	} {
 		got, err := decodeAssignment(encodeAssignment(a))
 		if err != nil || !reflect.DeepEqual(got, a) {
@@ -143,7 +145,11 @@ func TestAssignmentEncoding(t *testing.T) {
 	if got, err := decodeAssignment(nil); err != nil || !reflect.DeepEqual(got, Assignment{}) {
 		t.Errorf("no user data = %+v, %v; want nothing", got, err)
 	}
-	for _, bad := range [][]byte{{2, 0, 0}, {1, 1, 0, 1}, {1, 0, 7}, {1, 0, 1, 9, 'a'}, {1, 0, 0, 0}} {
+	// Version 1, from a leader of an older weir: no warm-ups.
+	if got, err := decodeAssignment([]byte{1, 1, 0, 1, 2, 0}); err != nil || !reflect.DeepEqual(got, Assignment{Standbys: []TaskID{{0, 2}}}) {
+		t.Errorf("version 1 = %+v, %v; want standby 0_2", got, err)
+	}
+	for _, bad := range [][]byte{{3, 0, 0, 0}, {0, 0, 0}, {2, 0, 0}, {1, 1, 0, 1}, {1, 0, 7}, {1, 0, 1, 9, 'a'}, {1, 0, 0, 0}, {2, 0, 0, 0, 0}} {
 		if _, err := decodeAssignment(bad); err == nil {
 			t.Errorf("decodeAssignment(%v) accepted it", bad)
 		}

@@ -37,10 +37,12 @@ type Strategy struct {
 	prev       []TaskID
 	logger     *slog.Logger
 	replicas   int
-	// planned are the standbys of the last Plan, per member, and hosts
-	// its hosts, which AssignmentData hands out (sarama calls it right
-	// after Plan).
+	warmups    Warmups
+	// planned are the standbys of the last Plan, per member, warm its
+	// warm-ups and hosts its hosts, which AssignmentData hands out
+	// (sarama calls it right after Plan).
 	planned map[string][]TaskID
+	warm    map[string][]TaskID
 	hosts   []Host
 }
 
@@ -70,8 +72,9 @@ func NewStrategy(subs []Subtopology, local func() UserData, onAssign func(tasks 
 }
 
 // WithLogger makes s log, at warn level, what it ignores when it plans as
-// group leader: subscriptions it cannot decode and stale ownership. By
-// default it logs nothing. It returns s.
+// group leader (subscriptions it cannot decode, stale ownership) and, at
+// info level, the warm-ups it places. By default it logs nothing. It
+// returns s.
 func (s *Strategy) WithLogger(l *slog.Logger) *Strategy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,6 +92,17 @@ func (s *Strategy) WithStandbys(n int) *Strategy {
 	return s
 }
 
+// WithWarmups makes s, as group leader, keep tasks with their caught-up
+// owners and place warm-ups where the balanced plan would move them
+// ([KeepCaughtUp]). By default (the zero Warmups) it places none, and
+// every task moves where the balanced plan puts it. It returns s.
+func (s *Strategy) WithWarmups(w Warmups) *Strategy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warmups = w
+	return s
+}
+
 // Name returns [StrategyName].
 func (s *Strategy) Name() string { return StrategyName }
 
@@ -100,13 +114,13 @@ func (s *Strategy) SupportedProtocols() []sarama.RebalanceProtocol {
 }
 
 // AssignmentData returns the member's [Assignment] of the last Plan (its
-// standby tasks and the group's hosts), encoded, or nil when it has
-// neither.
+// standby and warm-up tasks and the group's hosts), encoded, or nil when
+// it has none of them.
 func (s *Strategy) AssignmentData(member string, _ map[string][]int32, _ int32) ([]byte, error) {
 	s.mu.Lock()
-	a := Assignment{Standbys: s.planned[member], Hosts: s.hosts}
+	a := Assignment{Standbys: s.planned[member], Warmups: s.warm[member], Hosts: s.hosts}
 	s.mu.Unlock()
-	if len(a.Standbys) == 0 && len(a.Hosts) == 0 {
+	if len(a.Standbys) == 0 && len(a.Warmups) == 0 && len(a.Hosts) == 0 {
 		return nil, nil
 	}
 	return encodeAssignment(a), nil
@@ -199,12 +213,22 @@ type topicPartition struct {
 // it whole. So no partition is ever assigned while another member still
 // holds it. Under the eager protocol nobody reports owned partitions and
 // nothing is withheld.
+//
+// With warm-ups on ([Strategy.WithWarmups]), the balanced plan goes
+// through [KeepCaughtUp] before the hand-over, and standbys are placed
+// for the tasks where they are then. Probes ([ProbeUserData]) get
+// nothing and count for nothing.
 func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
 	counts := make(map[string]int32, len(topics))
 	for t, ps := range topics {
 		counts[t] = int32(len(ps))
 	}
-	ids := slices.Sorted(maps.Keys(members))
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		if !isProbe(members[id].UserData) {
+			ids = append(ids, id)
+		}
+	}
 	input := make([]Member, len(ids))
 	gens := make([]int32, len(ids))
 	maxGen := int32(noGeneration)
@@ -245,13 +269,14 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		}
 	}
 
-	assignment, err := Plan(s.subs, counts, input)
+	balanced, err := Plan(s.subs, counts, input)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	replicas := s.replicas
+	replicas, warmups := s.replicas, s.warmups
 	s.mu.Unlock()
+	assignment, warm := KeepCaughtUp(s.subs, input, balanced, warmups)
 	// Standbys go where the active plan puts tasks, not where this round's
 	// cooperative hand-over lets them start: a task withheld for one
 	// round is in nobody's standbys on its target process meanwhile.
@@ -293,10 +318,20 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	for _, id := range ids {
 		sent[id] = completeTasks(s.subs, plan[id])
 	}
+	copies := make(map[string][]TaskID, len(standbys)+len(warm))
+	for _, m := range [](map[string][]TaskID){standbys, warm} {
+		for id, ts := range m {
+			copies[id] = append(copies[id], ts...)
+		}
+	}
 	s.mu.Lock()
 	s.planned = standbys
-	s.hosts = hostsOf(input, sent, standbys)
+	s.warm = warm
+	s.hosts = hostsOf(input, sent, copies)
 	s.mu.Unlock()
+	if len(warm) > 0 {
+		s.info("keeping tasks with their caught-up owners while warm-ups catch up", "warmups", warm)
+	}
 	return plan, nil
 }
 
@@ -319,6 +354,15 @@ func (s *Strategy) ownedTasks(owned []*sarama.OwnedPartition) []TaskID {
 	}
 	slices.SortFunc(tasks, TaskID.Compare)
 	return slices.Compact(tasks)
+}
+
+func (s *Strategy) info(msg string, args ...any) {
+	s.mu.Lock()
+	l := s.logger
+	s.mu.Unlock()
+	if l != nil {
+		l.Info("weir: assign: "+msg, args...)
+	}
 }
 
 func (s *Strategy) warn(msg string, args ...any) {

@@ -219,7 +219,7 @@ func TestStrategyUndecodableUserData(t *testing.T) {
 	var logged strings.Builder
 	s := NewStrategy(subs, nil, nil).WithLogger(newTestLogger(&logged))
 	good := metadata(t, subscription{UserData: UserData{ProcessID: "p", State: state("0_2", 1)}, Generation: 2}, nil, -1)
-	for _, bad := range [][]byte{{9, 1, 2}, {0xff}, []byte("not weir")} {
+	for _, bad := range [][]byte{{9, 1, 2}, {0xfe}, []byte("not weir")} {
 		garbage := good
 		garbage.UserData = bad
 		plan, err := s.Plan(map[string]sarama.ConsumerGroupMemberMetadata{"a": garbage, "b": good}, topics)

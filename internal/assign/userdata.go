@@ -37,6 +37,22 @@ type UserData struct {
 // upgrade meets once.
 const userDataVersion = 2
 
+// probeVersion is the first and only byte of a probe's subscription user
+// data ([ProbeUserData]). No subscription version will ever take it.
+const probeVersion = 0xff
+
+// ProbeUserData returns the subscription user data of a probe: a member
+// that joins the group only to start a rebalance (a probing rebalance,
+// see [KeepCaughtUp]) and leaves it again before the rebalance completes.
+// The leader gives such a member nothing, should it still be in the group
+// when the leader plans. A leader of a weir from before probes treats it
+// as a member without user data and may give it tasks, which move on when
+// its session times out.
+func ProbeUserData() []byte { return []byte{probeVersion} }
+
+// isProbe reports whether b is a probe's subscription user data.
+func isProbe(b []byte) bool { return len(b) == 1 && b[0] == probeVersion }
+
 // subscription is the encoded subscription user data: the runtime's
 // UserData plus what the strategy itself carries across rebalances.
 type subscription struct {
