@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/global"
 	"github.com/weirstream/weir/internal/graph"
@@ -319,11 +321,14 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Lock()
 	a.hosts = in.Hosts
 	a.mu.Unlock()
-	if a.cfg.StandbyReplicas > 0 {
+	stateful := slices.ContainsFunc(lay.AssignSubtopologies(a.graph.Stores), func(s assign.Subtopology) bool { return s.Stateful })
+	if a.cfg.StandbyReplicas > 0 || in.Warmups.Enabled() && stateful {
 		// The runner stops before the local state and the database close
 		// (deferred above), and after the threads: a thread's task
 		// restoring meanwhile may still ask it to yield.
-		in.Standbys = stream.NewStandbys(in.Shared, a.cfg.Logger)
+		prober := &stream.Prober{Client: in.Client, Admin: admin, Group: a.cfg.ApplicationID, ProcessID: dir.ProcessID}
+		in.Standbys = stream.NewStandbys(in.Shared, a.cfg.Logger, stream.WarmupProbes{
+			AcceptableLag: a.cfg.AcceptableRecoveryLag, Interval: a.cfg.ProbingRebalanceInterval, Probe: prober.Probe})
 		in.Shared.YieldStandby = in.Standbys.Yield
 		var runner sync.WaitGroup
 		standbyCtx, stopStandbys := context.WithCancel(ctx)

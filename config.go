@@ -133,6 +133,42 @@ type Config struct {
 	// moved away, dropped after State.CleanupDelay like a task's.
 	StandbyReplicas int
 
+	// MaxWarmups bounds the warm-up tasks one instance holds at a time
+	// (default 2; negative: no warm-ups). When the group's balanced plan
+	// would move a stateful task from an instance running it to one whose
+	// state of it is more than AcceptableRecoveryLag records behind (a
+	// new instance, typically), the group leader keeps the task where it
+	// runs, beyond balance, and gives the target a warm-up of it
+	// instead: a standby that copies the task's stores in the background.
+	// Once the warm-up is within AcceptableRecoveryLag, its instance
+	// starts a probing rebalance, and the task moves to it and restores
+	// only the tail. So scaling out never stops a task for a full
+	// restore; the group is balanced once its warm-ups have caught up.
+	// A task whose instance failed, and stateless tasks, move at once.
+	// Kafka Streams' max.warmup.replicas (KIP-441) bounds the warm-ups of
+	// the whole group instead; bounding them per instance bounds what
+	// each instance copies at a time, whatever the group's size. All
+	// instances of an application should use the same values: the
+	// leader's count.
+	//
+	// Without warm-ups, a task moves where the balanced plan puts it and
+	// restores there before it processes again.
+	MaxWarmups int
+
+	// AcceptableRecoveryLag is how far behind, in changelog records, an
+	// instance's state of a task may be for the task to move to it at
+	// once; further behind, it gets a warm-up (MaxWarmups). Default
+	// 10,000, as Kafka Streams'. It is compared with the offsets the
+	// owner and the target checkpointed, summed over the task's stores.
+	AcceptableRecoveryLag int64
+
+	// ProbingRebalanceInterval is how often an instance holding warm-ups
+	// starts a probing rebalance although none of them has caught up
+	// (default 10 minutes): a backstop, since a warm-up that catches up
+	// starts one at once. Probes of one instance are at least a second
+	// apart.
+	ProbingRebalanceInterval time.Duration
+
 	// AdvertisedAddr is the "host:port" at which this instance serves
 	// queries of its stores over HTTP: ktable.Handler, mounted by the
 	// application at ktable.HandlerPath next to its metrics. Every
@@ -369,6 +405,9 @@ const (
 	defaultDialTimeout        = 30 * time.Second
 	defaultRequestTimeout     = 30 * time.Second
 	defaultMaxAborts          = 10
+	defaultMaxWarmups         = 2
+	defaultAcceptableLag      = 10_000
+	defaultProbingInterval    = 10 * time.Minute
 )
 
 // Validate reports every problem of c at once, each naming its field.
@@ -445,6 +484,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StandbyReplicas < 0 {
 		bad("StandbyReplicas", "%d: must be 0 (no standbys) or more", c.StandbyReplicas)
+	}
+	if c.AcceptableRecoveryLag < 0 {
+		bad("AcceptableRecoveryLag", "%d: must be 0 (the default) or more", c.AcceptableRecoveryLag)
+	}
+	if c.ProbingRebalanceInterval < 0 {
+		bad("ProbingRebalanceInterval", "%s: must be 0 (the default) or more", c.ProbingRebalanceInterval)
 	}
 	if c.StaticMemberID != "" && !legalName(c.StaticMemberID) {
 		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)
@@ -584,6 +629,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConsecutiveAborts == 0 {
 		c.MaxConsecutiveAborts = defaultMaxAborts
+	}
+	if c.MaxWarmups == 0 {
+		c.MaxWarmups = defaultMaxWarmups
+	}
+	if c.AcceptableRecoveryLag == 0 {
+		c.AcceptableRecoveryLag = defaultAcceptableLag
+	}
+	if c.ProbingRebalanceInterval == 0 {
+		c.ProbingRebalanceInterval = defaultProbingInterval
 	}
 	if c.Net.RequestTimeout == 0 {
 		c.Net.RequestTimeout = defaultRequestTimeout

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/stream"
@@ -67,20 +68,22 @@ func (c *Config) taskConfig() task.Config {
 // streamConfig returns what stream threads need of c.
 func (c *Config) streamConfig() stream.Config {
 	return stream.Config{
-		Brokers:              c.Brokers,
-		Client:               c.clientOptions(),
-		ExactlyOnce:          c.Guarantee == ExactlyOnce,
-		CommitInterval:       c.CommitInterval,
-		MaxCommitInterval:    c.MaxCommitInterval,
-		TransactionTimeout:   c.TransactionTimeout,
-		RebalanceTimeout:     c.Consumer.RebalanceTimeout,
-		PurgeInterval:        c.Topics.PurgeInterval,
-		MaxBufferBytes:       c.State.MaxBufferBytes,
-		QueueRecords:         c.Queue.MaxRecords,
-		QueueBytes:           c.Queue.MaxBytes,
-		MaxConsecutiveAborts: c.MaxConsecutiveAborts,
-		StandbyReplicas:      c.StandbyReplicas,
-		AdvertisedAddr:       c.AdvertisedAddr,
-		Logger:               c.Logger,
+		Brokers:                  c.Brokers,
+		Client:                   c.clientOptions(),
+		ExactlyOnce:              c.Guarantee == ExactlyOnce,
+		CommitInterval:           c.CommitInterval,
+		MaxCommitInterval:        c.MaxCommitInterval,
+		TransactionTimeout:       c.TransactionTimeout,
+		RebalanceTimeout:         c.Consumer.RebalanceTimeout,
+		PurgeInterval:            c.Topics.PurgeInterval,
+		MaxBufferBytes:           c.State.MaxBufferBytes,
+		QueueRecords:             c.Queue.MaxRecords,
+		QueueBytes:               c.Queue.MaxBytes,
+		MaxConsecutiveAborts:     c.MaxConsecutiveAborts,
+		StandbyReplicas:          c.StandbyReplicas,
+		Warmups:                  assign.Warmups{AcceptableLag: c.AcceptableRecoveryLag, PerProcess: max(c.MaxWarmups, 0)},
+		ProbingRebalanceInterval: c.ProbingRebalanceInterval,
+		AdvertisedAddr:           c.AdvertisedAddr,
+		Logger:                   c.Logger,
 	}
 }

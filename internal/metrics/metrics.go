@@ -49,6 +49,9 @@ type Metrics struct {
 	// knows the log end it last saw.
 	StandbyRecords *prometheus.CounterVec // store, partition
 	StandbyLag     *prometheus.GaugeVec   // store, partition
+	// Probes counts the probing rebalances the instance started, per
+	// reason = caught_up|interval and result = started|failed.
+	Probes *prometheus.CounterVec
 }
 
 // Source gives the state the scrape-time gauges are computed from.
@@ -163,11 +166,14 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		StandbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_standby_lag_records", ConstLabels: constLabels,
 			Help: "Records of each standby store partition's changelog not yet applied, as of the standby's last look at the log end (it looks every 250 ms while caught up): what a failover to this instance would restore. Present only while the instance keeps the standby."},
 			[]string{"store", "partition"}),
+		Probes: counter("probing_rebalances_total",
+			"Probing rebalances this instance started (Config.MaxWarmups), per reason (caught_up: one of its warm-up tasks caught up with its owner; interval: Config.ProbingRebalanceInterval passed while it held warm-ups) and result (started, failed).",
+			"reason", "result"),
 	}
 	cs := []prometheus.Collector{
 		m.RecordsProcessed, m.BytesProcessed, m.Punctuations, m.RecordsSkipped, m.RecordsDropped, m.LateRecords, m.DeadLettered, m.RecordsWritten, m.NodeFailures,
 		m.EndToEndLatency, m.CommitDuration, m.Transactions, m.ProducerEvents, m.Rebalances, m.Rewinds, m.LastCommit, m.CommitInterval, m.RecordsLost,
-		m.RestoredRecords, m.RestoreDuration, m.FullRestores, m.StandbyRecords, m.StandbyLag, newCollector(app, src),
+		m.RestoredRecords, m.RestoreDuration, m.FullRestores, m.StandbyRecords, m.StandbyLag, m.Probes, newCollector(app, src),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -35,6 +35,13 @@ type Config struct {
 	// StandbyReplicas is how many standby copies of each stateful task
 	// the group leader places (Config.StandbyReplicas).
 	StandbyReplicas int
+	// Warmups is how the group leader keeps tasks with their caught-up
+	// owners while warm-ups catch up (Config.MaxWarmups,
+	// Config.AcceptableRecoveryLag); the zero value places none.
+	Warmups assign.Warmups
+	// ProbingRebalanceInterval is how often an instance holding warm-ups
+	// starts a probing rebalance even though none caught up.
+	ProbingRebalanceInterval time.Duration
 	// AdvertisedAddr is where the instance serves queries of its stores
 	// (Config.AdvertisedAddr), sent to the group leader; "" for none.
 	AdvertisedAddr string
@@ -52,7 +59,8 @@ type Instance struct {
 	Admin     sarama.ClusterAdmin
 	// OnPublish is called after a thread published a change of its tasks.
 	OnPublish func()
-	// Standbys runs the instance's standby tasks; nil without standbys.
+	// Standbys runs the instance's standby and warm-up tasks; nil without
+	// either.
 	Standbys *Standbys
 	// Hosts is where the group's tasks run, as of the newest assignment
 	// any thread of the instance received; nil: not kept.

@@ -46,10 +46,20 @@ const (
 type Standbys struct {
 	sh  *task.Shared
 	log *slog.Logger
+	w   WarmupProbes
 
 	mu      sync.Mutex
 	wanted  map[int][]assign.TaskID // per thread, from its last assignment
+	warm    map[int][]assign.TaskID // warm-ups per thread, also in wanted
 	running map[assign.TaskID]*standbyRun
+	// probedAt is when a caught-up warm-up last asked for a probing
+	// rebalance; lastProbe when the last probe started; probeDue the
+	// reason of a probe asked for and not started yet ("" none), and
+	// probing is set while one runs.
+	probedAt  map[assign.TaskID]time.Time
+	lastProbe time.Time
+	probeDue  string
+	probing   bool
 	// current is the standby being updated now, and cancel ends its
 	// update; done is closed when that update returns.
 	current assign.TaskID
@@ -65,19 +75,97 @@ type standbyRun struct {
 	failures int
 }
 
-// NewStandbys returns the standby runner of the instance whose tasks share
-// sh. Run runs it.
-func NewStandbys(sh *task.Shared, log *slog.Logger) *Standbys {
-	return &Standbys{sh: sh, log: log, wanted: map[int][]assign.TaskID{}, running: map[assign.TaskID]*standbyRun{}, wake: make(chan struct{}, 1)}
+// WarmupProbes is what the runner needs to move warm-up tasks: when a
+// warm-up's lag is at most AcceptableLag it calls Probe, which starts a
+// probing rebalance (Prober.Probe); while it holds warm-ups, it also
+// probes every Interval. Probe nil: no probes.
+type WarmupProbes struct {
+	AcceptableLag int64
+	Interval      time.Duration
+	Probe         func(ctx context.Context) error
 }
 
-// Set records the standbys the group leader assigned thread. It returns at
-// once; the runner starts and stops standbys on its own goroutine.
-func (s *Standbys) Set(thread int, tasks []assign.TaskID) {
+// Probe pacing: the least time between two probes of one instance (the
+// warm-ups that catch up together share one rebalance), and how long a
+// caught-up warm-up that is still a warm-up after its probe waits before
+// it asks again (the leader saw it behind: its lag is compared with the
+// owner's state as of the rebalance).
+const (
+	probeGap   = time.Second
+	probeRetry = 30 * time.Second
+)
+
+// NewStandbys returns the standby runner of the instance whose tasks share
+// sh, moving warm-ups as w says. Run runs it.
+func NewStandbys(sh *task.Shared, log *slog.Logger, w WarmupProbes) *Standbys {
+	return &Standbys{sh: sh, log: log, w: w, wanted: map[int][]assign.TaskID{}, warm: map[int][]assign.TaskID{},
+		running: map[assign.TaskID]*standbyRun{}, probedAt: map[assign.TaskID]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// Set records the standbys and warm-ups the group leader assigned thread.
+// It returns at once; the runner starts and stops standbys on its own
+// goroutine. A warm-up is kept like a standby.
+func (s *Standbys) Set(thread int, standbys, warmups []assign.TaskID) {
 	s.mu.Lock()
-	s.wanted[thread] = slices.Clone(tasks)
+	s.wanted[thread] = append(slices.Clone(standbys), warmups...)
+	s.warm[thread] = slices.Clone(warmups)
 	s.mu.Unlock()
 	s.poke()
+}
+
+// askProbe records that a probe is due for reason, unless one is.
+// s.mu is held.
+func (s *Standbys) askProbe(reason string) {
+	if s.w.Probe != nil && s.probeDue == "" {
+		s.probeDue = reason
+	}
+}
+
+// maybeProbe starts the probe asked for, on a goroutine of its own,
+// unless one runs or the last started less than probeGap ago. While the
+// instance holds warm-ups, one is asked for every w.Interval.
+func (s *Standbys) maybeProbe(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.lastProbe.IsZero() {
+		s.lastProbe = now // the interval counts from the start
+	}
+	if s.w.Interval > 0 && len(s.warmSet()) > 0 && now.Sub(s.lastProbe) >= s.w.Interval {
+		s.askProbe("interval")
+	}
+	if s.probeDue == "" || s.probing || now.Sub(s.lastProbe) < probeGap {
+		return
+	}
+	reason := s.probeDue
+	s.probeDue, s.probing, s.lastProbe = "", true, now
+	go func() {
+		err := s.w.Probe(ctx)
+		s.mu.Lock()
+		s.probing = false
+		s.mu.Unlock()
+		result := "started"
+		if err != nil {
+			result = "failed"
+			if ctx.Err() == nil {
+				s.log.Warn("probing rebalance failed", "reason", reason, "error", err)
+			}
+		} else {
+			s.log.Info("probing rebalance started", "reason", reason)
+		}
+		s.sh.Metrics.Probes.WithLabelValues(reason, result).Inc()
+	}()
+}
+
+// warmSet returns the warm-up tasks of every thread. s.mu is held.
+func (s *Standbys) warmSet() map[assign.TaskID]bool {
+	set := map[assign.TaskID]bool{}
+	for _, ts := range s.warm {
+		for _, id := range ts {
+			set[id] = true
+		}
+	}
+	return set
 }
 
 func (s *Standbys) poke() {
@@ -134,6 +222,7 @@ func (s *Standbys) Run(ctx context.Context) {
 			}
 			behind = s.update(ctx, id) || behind
 		}
+		s.maybeProbe(ctx)
 		if behind {
 			continue // more arrived while updating the others
 		}
@@ -158,6 +247,12 @@ func (s *Standbys) reconcile() {
 			if int(id.Subtopology) < len(s.sh.Layout.Subs) && !s.sh.Local.HeldByThread(id) {
 				want[id] = true
 			}
+		}
+	}
+	warm := s.warmSet()
+	for id := range s.probedAt {
+		if !warm[id] {
+			delete(s.probedAt, id)
 		}
 	}
 	for id, r := range s.running {
@@ -210,8 +305,18 @@ func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
 		return false
 	}
 	r.failures = 0
+	var total int64
 	for _, lag := range lags {
 		behind = behind || lag >= standbyBehind
+		total += lag
 	}
+	// A warm-up caught up: time to move its task here.
+	s.mu.Lock()
+	if total <= s.w.AcceptableLag && s.warmSet()[id] && time.Since(s.probedAt[id]) >= probeRetry {
+		s.probedAt[id] = time.Now()
+		s.log.Info("warm-up caught up; asking for a probing rebalance", "warmup", id.String(), "lag", total)
+		s.askProbe("caught_up")
+	}
+	s.mu.Unlock()
 	return behind
 }

@@ -140,7 +140,8 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		isolate:    map[string]bool{},
 	}
 	th.committer = committerFor(th)
-	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(in.Graph.Stores), th.userData, th.onAssignment).WithStandbys(in.StandbyReplicas)
+	th.strategy = assign.NewStrategy(in.Layout.AssignSubtopologies(in.Graph.Stores), th.userData, th.onAssignment).
+		WithStandbys(in.StandbyReplicas).WithWarmups(in.Warmups).WithLogger(th.log)
 	sc := client.Thread(in.Client, in.ProcessID, idx, th.strategy)
 	th.instance = sc.Consumer.Group.InstanceId
 	kc, err := sarama.NewClient(in.Brokers, sc)
@@ -479,7 +480,7 @@ func (th *Thread) inRebalance() bool {
 func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, generation int32) {
 	standbys := a.Standbys
 	if th.in.Standbys != nil {
-		th.in.Standbys.Set(th.idx, standbys)
+		th.in.Standbys.Set(th.idx, standbys, a.Warmups)
 	}
 	if th.in.Hosts != nil {
 		th.in.Hosts.set(generation, a.Hosts)
@@ -501,7 +502,7 @@ func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, gener
 	th.assignedTasks.Store(int32(len(tasks)))
 	th.assignedGen.Store(generation)
 	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
-	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys))
+	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys), "warmups", len(a.Warmups))
 }
 
 // Wake tells the loop something arrived for it (task.Host).
