@@ -70,6 +70,10 @@ func Base(o *Options, clientID string) *sarama.Config {
 	return sc
 }
 
+// RebalanceRetryBackoff is how long a group member waits before it joins
+// again after a JoinGroup or SyncGroup failed with a retriable error.
+const RebalanceRetryBackoff = 200 * time.Millisecond
+
 // Thread configures one stream thread's group member and producer. Under exactly once the producer is transactional with id
 // "<application id>-<process id>-<thread>": stable across restarts, so a
 // restarted instance fences its earlier incarnation at once.
@@ -88,6 +92,13 @@ func Thread(o *Options, processID string, thread int, strategy sarama.BalanceStr
 	sc.Consumer.Group.Heartbeat.Interval = o.HeartbeatInterval
 	sc.Consumer.Group.Rebalance.Timeout = o.RebalanceTimeout
 	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
+	// A SyncGroup that meets the next rebalance (a member joined while
+	// the leader was planning) is retried after the backoff, and no
+	// member commits meanwhile: sarama's 2 s default stalls the group for
+	// that long. As many retries over the same 8 s keep sarama's
+	// tolerance of a coordinator moving.
+	sc.Consumer.Group.Rebalance.Retry.Backoff = RebalanceRetryBackoff
+	sc.Consumer.Group.Rebalance.Retry.Max = int(8 * time.Second / RebalanceRetryBackoff)
 	if id := o.StaticMemberID; id != "" || o.StaticFromProcess {
 		if id == "" {
 			id = processID

@@ -52,6 +52,16 @@ type Prober struct {
 // takes to start the rebalance; it does not wait for the rebalance to
 // complete.
 func (p *Prober) Probe(ctx context.Context) error {
+	// A member joining while the leader plans (CompletingRebalance) makes
+	// the leader's SyncGroup fail, and the group waits for every member to
+	// join again: only a Stable group is probed. A rebalance under way
+	// holds subscriptions from before the warm-up caught up, so the probe
+	// is only put off (ErrGroupBusy).
+	if state, err := p.state(); err != nil {
+		return err
+	} else if state != "Stable" {
+		return fmt.Errorf("%w (%s)", ErrGroupBusy, state)
+	}
 	coord, err := p.Admin.Coordinator(p.Group)
 	if err != nil {
 		return fmt.Errorf("weir: probing rebalance: finding the group coordinator: %w", err)
@@ -135,6 +145,22 @@ func (p *Prober) Probe(ctx context.Context) error {
 		return fmt.Errorf("weir: probing rebalance: removing the probe from the group (it leaves when its session times out, after %s): %w", probeSessionTimeout, err)
 	}
 	return nil
+}
+
+// ErrGroupBusy is returned by Prober.Probe when the group is not Stable:
+// a rebalance is under way, and the probe is to be tried again after it.
+var ErrGroupBusy = errors.New("weir: probing rebalance put off: the group is rebalancing")
+
+// state returns the group's state ("Stable", "PreparingRebalance", ...).
+func (p *Prober) state() (string, error) {
+	groups, err := p.Admin.DescribeConsumerGroups([]string{p.Group})
+	if err != nil {
+		return "", fmt.Errorf("weir: probing rebalance: describing the group: %w", err)
+	}
+	if len(groups) != 1 {
+		return "", fmt.Errorf("weir: probing rebalance: describing the group: %d answers", len(groups))
+	}
+	return groups[0].State, nil
 }
 
 // joined reports whether the group lists a member with client id id.

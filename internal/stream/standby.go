@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -143,6 +144,12 @@ func (s *Standbys) maybeProbe(ctx context.Context) {
 		err := s.w.Probe(ctx)
 		s.mu.Lock()
 		s.probing = false
+		if errors.Is(err, ErrGroupBusy) {
+			// Again once the rebalance is over (after probeGap).
+			s.askProbe(reason)
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
 		result := "started"
 		if err != nil {
