@@ -67,7 +67,8 @@ type App struct {
 	restoreClient sarama.Client
 	layout        *topics.Layout
 	local         *local.State
-	hosts         *stream.Hosts // where the group's tasks run (AdvertisedAddr)
+	hosts         *stream.Hosts    // where the group's tasks run (AdvertisedAddr)
+	standbys      *stream.Standbys // the instance's standby copies; nil without
 }
 
 // New validates the topology and the configuration and returns an App
@@ -329,6 +330,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		prober := &stream.Prober{Client: in.Client, Admin: admin, Group: a.cfg.ApplicationID, ProcessID: dir.ProcessID}
 		in.Standbys = stream.NewStandbys(in.Shared, a.cfg.Logger, stream.WarmupProbes{
 			AcceptableLag: a.cfg.AcceptableRecoveryLag, Interval: a.cfg.ProbingRebalanceInterval, Probe: prober.Probe})
+		a.mu.Lock()
+		a.standbys = in.Standbys
+		a.mu.Unlock()
 		in.Shared.YieldStandby = in.Standbys.Yield
 		var runner sync.WaitGroup
 		standbyCtx, stopStandbys := context.WithCancel(ctx)

@@ -34,6 +34,10 @@ const (
 	// StoreUnreachable: the instance running the partition's task did not
 	// answer (ktable.View.Lookup); Instance names it.
 	StoreUnreachable = "instance unreachable"
+	// StoreStandbyBehind: a reader with standby reads
+	// (StoreReader.WithStandbyReads) found this instance's standby copy of
+	// the partition further behind than it allows.
+	StoreStandbyBehind = "standby too far behind"
 )
 
 // StoreUnavailableError reports a read of a store partition that cannot
@@ -45,8 +49,8 @@ type StoreUnavailableError struct {
 	Store     string
 	Partition int32
 	Task      string // "<sub-topology>_<partition>"; "" when the App is not running
-	// Reason is StoreNotRunning, StoreNotHere, StoreRestoring, StoreMoving
-	// or StoreUnreachable.
+	// Reason is StoreNotRunning, StoreNotHere, StoreRestoring, StoreMoving,
+	// StoreUnreachable or StoreStandbyBehind.
 	Reason string
 	// Instance is the advertised address of the instance that answered
 	// (or did not) when the read was forwarded; "" for a local read.
@@ -114,6 +118,9 @@ type StoreReader struct {
 	// than the hash: PartitionOf shares one, which for non-nil keys keeps
 	// no state.
 	keys sarama.Partitioner
+	// maxLag is the most records a standby copy read instead of the task
+	// may be behind; -1: no standby reads.
+	maxLag int64
 }
 
 // StoreReader returns a reader of the store name: a key-value store (as
@@ -130,8 +137,29 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 	if st.Kind != graph.KeyValueStore && st.Kind != graph.WindowStore {
 		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value and window stores", name, st.Kind)
 	}
-	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner("")}, nil
+	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner(""), maxLag: -1}, nil
 }
+
+// WithStandbyReads returns a reader of the same store that also answers
+// for partitions whose task does not run here from this instance's
+// standby copy of them (Config.StandbyReplicas, or a warm-up), when that
+// copy is at most maxLag records behind its changelog (as of its last
+// look at the log end, every 250 ms while caught up, or what is left of
+// an update under way; weir_standby_lag_records). Such an answer is
+// committed state, but older than the task's: up to maxLag changelog
+// records are missing from it. A copy further behind is a
+// *StoreUnavailableError with Reason StoreStandbyBehind; a copy copying
+// its store in full counts as behind by the whole changelog. maxLag < 0
+// turns standby reads off (the default).
+func (r *StoreReader) WithStandbyReads(maxLag int64) *StoreReader {
+	c := *r
+	c.maxLag = max(maxLag, -1)
+	return &c
+}
+
+// MaxStandbyLag returns the reader's bound on standby reads; -1 when it
+// reads no standbys (see WithStandbyReads).
+func (r *StoreReader) MaxStandbyLag() int64 { return r.maxLag }
 
 // Name returns the store's name.
 func (r *StoreReader) Name() string { return r.name }
@@ -244,6 +272,22 @@ func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
 	tasks := r.a.Tasks()
 	i := slices.IndexFunc(tasks, func(t TaskInfo) bool { return t.ID == id })
 	switch {
+	case i < 0 && r.maxLag >= 0:
+		r.a.mu.Lock()
+		sbs := r.a.standbys
+		r.a.mu.Unlock()
+		var lag int64
+		ok := false
+		if sbs != nil {
+			lag, ok = sbs.StoreLag(assign.TaskID{Subtopology: sub, Partition: p}, r.name)
+		}
+		switch {
+		case !ok:
+			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotHere}
+		case lag > r.maxLag:
+			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreStandbyBehind,
+				Err: fmt.Errorf("the standby is %d records behind, more than the %d allowed", lag, r.maxLag)}
+		}
 	case i < 0:
 		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotHere}
 	case tasks[i].Restoring:

@@ -20,13 +20,15 @@ import (
 )
 
 // serveStores starts an HTTP server for app's stores on ln (ktable.Handler
-// at ktable.HandlerPath), closed when the test ends.
-func serveStores(t *testing.T, ln net.Listener, app *weir.App) {
+// at ktable.HandlerPath), closed when the test ends, or before when the
+// function it returns is called.
+func serveStores(t *testing.T, ln net.Listener, app *weir.App) (closeServer func()) {
 	mux := http.NewServeMux()
 	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return func() { _ = srv.Close() }
 }
 
 // TestInteractiveQueriesAcrossInstances: two instances of a DSL count,
@@ -169,5 +171,144 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 	t.Logf("during the move %d lookups were refused as unavailable, none answered wrong", unavailable)
 	if n := len(a.Tasks()); n != 4 {
 		t.Errorf("A runs %d tasks after B stopped, want all 4", n)
+	}
+}
+
+// TestLookupFromStandbys: two instances of a DSL count with one standby
+// per task, each serving its stores. Instance B's server goes away while
+// B still runs its tasks (as when B hangs or is cut off, before the group
+// notices): a Lookup of B's keys through A's view is then
+// StoreUnreachable, and with standby reads (WithStandbyReads) it answers
+// every key exactly from A's standby copies of B's partitions. A's
+// handler answers the same with max_lag, and a 503 without.
+func TestLookupFromStandbys(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	c.CreateTopic(t, in, 4, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+	want := map[string]int64{}
+	var msgs []*sarama.ProducerMessage
+	for i := range 200 {
+		k := fmt.Sprintf("k%03d", i)
+		for range i%3 + 1 {
+			want[k]++
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
+		}
+	}
+	kafka.Produce(t, c, msgs...)
+
+	var insts [2]*instance
+	var addrs [2]string
+	var closeB func()
+	for i := range insts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = ln.Addr().String()
+		cfg := baseConfig(c, app, t)
+		cfg.Guarantee = weir.ExactlyOnce
+		cfg.AdvertisedAddr = addrs[i]
+		cfg.StandbyReplicas = 1
+		insts[i] = start(t, b, cfg)
+		closeServer := serveStores(t, ln, insts[i].app)
+		if i == 1 {
+			closeB = closeServer
+		}
+	}
+	a := insts[0].app
+	view, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StoreReader("counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	// Every key answered exactly, some by B, and A's standbys of B's
+	// partitions caught up.
+	var onB []string
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		onB = onB[:0]
+		for k, w := range want {
+			n, found, err := view.Lookup(ctx, k)
+			if err != nil || !found || n != w {
+				return false, fmt.Sprintf("Lookup(%s) = %d, %v, %v; want %d", k, n, found, err, w)
+			}
+			o, err := r.Owner([]byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Local {
+				if len(o.Standbys) != 1 || o.Standbys[0] != addrs[0] {
+					return false, fmt.Sprintf("key %s: owner %+v, want its standby on A", k, o)
+				}
+				onB = append(onB, k)
+			}
+		}
+		if len(onB) == 0 || len(onB) == len(want) {
+			return false, fmt.Sprintf("%d of %d keys on B", len(onB), len(want))
+		}
+		for _, k := range onB {
+			n, found, err := r.WithStandbyReads(0).Get([]byte(k))
+			if err != nil || !found {
+				return false, fmt.Sprintf("A's standby read of %s: %v, %v", k, found, err)
+			}
+			if got, _ := serde.Int64().Deserialize("counts", n); got != want[k] {
+				return false, fmt.Sprintf("A's standby has %s = %d, want %d", k, got, want[k])
+			}
+		}
+		return true, ""
+	})
+
+	closeB()
+	for _, k := range onB {
+		if _, _, err := view.Lookup(ctx, k); !isUnavailable(err, weir.StoreUnreachable) {
+			t.Fatalf("Lookup(%s) with B unreachable = %v, want %s", k, err, weir.StoreUnreachable)
+		}
+		break
+	}
+	view.WithStandbyReads(100)
+	for _, k := range onB {
+		n, found, err := view.Lookup(ctx, k)
+		if err != nil || !found || n != want[k] {
+			t.Fatalf("Lookup(%s) from the standby = %d, %v, %v; want %d", k, n, found, err, want[k])
+		}
+		if _, _, err := view.WithStandbyReads(-1).Get(k); !isUnavailable(err, weir.StoreNotHere) {
+			t.Fatalf("A's Get(%s) without standby reads = %v, want %s", k, err, weir.StoreNotHere)
+		}
+		view.WithStandbyReads(100)
+	}
+	t.Logf("%d keys of B's partitions answered from A's standbys while B was unreachable", len(onB))
+
+	// A's handler: with max_lag from its standby, without a 503.
+	k := onB[0]
+	u := "http://" + addrs[0] + ktable.HandlerPath + "counts/keys/" + base64.RawURLEncoding.EncodeToString([]byte(k))
+	for _, c := range []struct {
+		query  string
+		status int
+	}{{"", http.StatusServiceUnavailable}, {"?max_lag=10", http.StatusOK}, {"?max_lag=-1", http.StatusBadRequest}, {"?max_lag=x", http.StatusBadRequest}} {
+		resp, err := http.Get(u + c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Found bool   `json:"found"`
+			Value []byte `json:"value"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || err != nil {
+			t.Errorf("GET %s%s = HTTP %d (%v), want %d", k, c.query, resp.StatusCode, err, c.status)
+			continue
+		}
+		if c.status == http.StatusOK {
+			if n, err := serde.Int64().Deserialize("counts", body.Value); err != nil || !body.Found || n != want[k] {
+				t.Errorf("GET %s%s = %+v, want %d", k, c.query, body, want[k])
+			}
+		}
 	}
 }

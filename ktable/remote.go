@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +58,12 @@ type answer struct {
 // task does not run here, or still restores, is a 503 naming the reason,
 // never data from a store that is closing or was left behind.
 //
+// With the query parameter max_lag=N it also answers from this
+// instance's standby copy of the partition when that copy is at most N
+// records behind (weir.StoreReader.WithStandbyReads), which is how a view
+// with standby reads asks the standbys of a partition whose task cannot
+// answer.
+//
 // Answers are JSON: 200 {"found": true, "value": "<base64>"} or
 // {"found": false}; 503 {"reason", "task", "partition", "error"} with
 // Retry-After: 1; 404 for an unknown store; 400 for a malformed request.
@@ -95,6 +103,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		reply(w, http.StatusNotFound, answer{Error: err.Error()})
 		return
+	}
+	if ml := req.URL.Query().Get("max_lag"); ml != "" {
+		n, err := strconv.ParseInt(ml, 10, 64)
+		if err != nil || n < 0 {
+			reply(w, http.StatusBadRequest, answer{Error: "max_lag must be a number of records, 0 or more"})
+			return
+		}
+		r = r.WithStandbyReads(n)
 	}
 	value, found, err := r.Get(key)
 	var su *weir.StoreUnavailableError
@@ -140,6 +156,21 @@ func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 	return v
 }
 
+// WithStandbyReads lets v read standby copies of a partition (kept by
+// Config.StandbyReplicas, or warm-ups) at most maxLag records behind
+// their changelog: Get, All, Range and Prefix then also answer from this
+// instance's standby copies, and Lookup, when the instance running the
+// partition cannot answer (it is unreachable, or the partition is moving
+// or restoring), asks the instances holding its standbys, this one first.
+// Such answers are committed state but older than the task's (see
+// weir.StoreReader.WithStandbyReads); what a failover makes unreadable
+// for seconds stays readable. maxLag < 0 turns standby reads off (the
+// default). It returns v.
+func (v *View[K, V]) WithStandbyReads(maxLag int64) *View[K, V] {
+	v.r = v.r.WithStandbyReads(maxLag)
+	return v
+}
+
 // Lookup returns the committed value of key wherever its partition runs:
 // here, as Get does, or on the instance the group's newest assignment
 // gives it to, asked over HTTP at its Config.AdvertisedAddr through its
@@ -151,7 +182,9 @@ func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 // from an instance it just left), or its instance did not answer
 // (StoreUnreachable, with the cause). Lookup never returns data from a
 // store its instance no longer runs. Without advertised addresses it
-// reads only locally, as Get does.
+// reads only locally, as Get does. With standby reads (WithStandbyReads)
+// it then tries the partition's standbys, and returns the active's error
+// only when none of them answers within the lag bound either.
 func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, err error) {
 	kb, err := v.keys.Serialize(v.r.Name(), key)
 	if err != nil {
@@ -164,26 +197,62 @@ func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, er
 	if o.Local || v.r.Advertised() == "" {
 		return v.Get(key)
 	}
+	var vb []byte
+	from := o.Active
 	if o.Active == "" {
-		return value, false, &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreMoving}
+		err = &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreMoving}
+	} else {
+		vb, found, err = v.fetch(ctx, o, o.Active, kb, -1)
 	}
-	vb, found, err := v.fetch(ctx, o, kb)
+	var su *weir.StoreUnavailableError
+	if errors.As(err, &su) && v.r.MaxStandbyLag() >= 0 && ctx.Err() == nil {
+		if vb, found, from, err = v.fromStandbys(ctx, o, kb, err); err != nil {
+			return value, false, err
+		}
+	}
 	if err != nil || !found {
 		return value, false, err
 	}
 	value, err = v.values.Deserialize(v.r.Name(), vb)
 	if err != nil {
-		return value, false, fmt.Errorf("ktable: %s: deserialize value from %s: %w", v.r.Name(), o.Active, err)
+		return value, false, fmt.Errorf("ktable: %s: deserialize value from %s: %w", v.r.Name(), from, err)
 	}
 	return value, true, nil
 }
 
-// fetch asks o.Active's Handler for key.
-func (v *View[K, V]) fetch(ctx context.Context, o weir.KeyOwner, key []byte) ([]byte, bool, error) {
-	unreachable := func(err error) error {
-		return &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreUnreachable, Instance: o.Active, Err: err}
+// fromStandbys reads key from this instance's standby copy, or else from
+// the first of o's standbys that answers within the lag bound; it
+// returns activeErr when none does.
+func (v *View[K, V]) fromStandbys(ctx context.Context, o weir.KeyOwner, key []byte, activeErr error) (value []byte, found bool, from string, err error) {
+	self := v.r.Advertised()
+	if slices.Contains(o.Standbys, self) {
+		value, found, err := v.r.Get(key)
+		if err == nil {
+			return value, found, self, nil
+		}
 	}
-	u := "http://" + o.Active + HandlerPath + url.PathEscape(o.Store) + "/keys/" + base64.RawURLEncoding.EncodeToString(key)
+	for _, addr := range o.Standbys {
+		if addr == self || ctx.Err() != nil {
+			continue
+		}
+		value, found, err := v.fetch(ctx, o, addr, key, v.r.MaxStandbyLag())
+		if err == nil {
+			return value, found, addr, nil
+		}
+	}
+	return nil, false, "", activeErr
+}
+
+// fetch asks the Handler at addr for key; maxLag >= 0 lets it answer
+// from its standby copy within that many records.
+func (v *View[K, V]) fetch(ctx context.Context, o weir.KeyOwner, addr string, key []byte, maxLag int64) ([]byte, bool, error) {
+	unreachable := func(err error) error {
+		return &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreUnreachable, Instance: addr, Err: err}
+	}
+	u := "http://" + addr + HandlerPath + url.PathEscape(o.Store) + "/keys/" + base64.RawURLEncoding.EncodeToString(key)
+	if maxLag >= 0 {
+		u += "?max_lag=" + strconv.FormatInt(maxLag, 10)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("ktable: %s: %w", o.Store, err)
@@ -198,7 +267,7 @@ func (v *View[K, V]) fetch(ctx context.Context, o weir.KeyOwner, key []byte) ([]
 		return nil, false, unreachable(err)
 	}
 	if len(body) > maxAnswerBytes {
-		return nil, false, fmt.Errorf("ktable: %s: the answer of %s is over %d bytes", o.Store, o.Active, maxAnswerBytes)
+		return nil, false, fmt.Errorf("ktable: %s: the answer of %s is over %d bytes", o.Store, addr, maxAnswerBytes)
 	}
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
@@ -209,8 +278,8 @@ func (v *View[K, V]) fetch(ctx context.Context, o weir.KeyOwner, key []byte) ([]
 	case http.StatusOK:
 		return a.Value, a.Found, nil
 	case http.StatusServiceUnavailable:
-		return nil, false, &weir.StoreUnavailableError{Store: o.Store, Partition: a.Partition, Task: a.Task, Reason: a.Reason, Instance: o.Active}
+		return nil, false, &weir.StoreUnavailableError{Store: o.Store, Partition: a.Partition, Task: a.Task, Reason: a.Reason, Instance: addr}
 	default:
-		return nil, false, fmt.Errorf("ktable: %s: instance %s answered HTTP %d: %s", o.Store, o.Active, resp.StatusCode, a.Error)
+		return nil, false, fmt.Errorf("ktable: %s: instance %s answered HTTP %d: %s", o.Store, addr, resp.StatusCode, a.Error)
 	}
 }

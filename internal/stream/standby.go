@@ -28,9 +28,12 @@ const (
 	standbyBehind  = 10_000
 )
 
-// Standbys runs the standby tasks of one instance (Config.StandbyReplicas):
-// the union of what the group leader assigned its threads, less the tasks
-// a thread of the instance runs itself. One goroutine updates them in
+// Standbys runs the standby and warm-up tasks of one instance
+// (Config.StandbyReplicas, Config.MaxWarmups): the union of what the group
+// leader assigned its threads, less the tasks a thread of the instance
+// runs itself. When a warm-up is caught up (within WarmupProbes'
+// AcceptableLag), it starts a probing rebalance, which moves the task
+// here. One goroutine updates them in
 // turn, so a standby costs the instance at most two restore batches of
 // memory at a time, whatever their number; a standby copying a large
 // store in full holds the others back meanwhile.
@@ -74,6 +77,7 @@ type standbyRun struct {
 	sb       *task.Standby
 	retryAt  time.Time // after a failure: not before then
 	failures int
+	updated  bool // an update has completed: Lag means something
 }
 
 // WarmupProbes is what the runner needs to move warm-up tasks: when a
@@ -142,25 +146,24 @@ func (s *Standbys) maybeProbe(ctx context.Context) {
 	s.probeDue, s.probing, s.lastProbe = "", true, now
 	go func() {
 		err := s.w.Probe(ctx)
-		s.mu.Lock()
-		s.probing = false
-		if errors.Is(err, ErrGroupBusy) {
-			// Again once the rebalance is over (after probeGap).
-			s.askProbe(reason)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		result := "started"
-		if err != nil {
-			result = "failed"
+		busy := errors.Is(err, ErrGroupBusy)
+		switch {
+		case busy:
+		case err != nil:
 			if ctx.Err() == nil {
 				s.log.Warn("probing rebalance failed", "reason", reason, "error", err)
 			}
-		} else {
+			s.sh.Metrics.Probes.WithLabelValues(reason, "failed").Inc()
+		default:
 			s.log.Info("probing rebalance started", "reason", reason)
+			s.sh.Metrics.Probes.WithLabelValues(reason, "started").Inc()
 		}
-		s.sh.Metrics.Probes.WithLabelValues(reason, result).Inc()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.probing = false
+		if busy {
+			s.askProbe(reason) // again once the rebalance is over
+		}
 	}()
 }
 
@@ -200,6 +203,21 @@ func (s *Standbys) Yield(ctx context.Context, id assign.TaskID) {
 		}
 	}
 	s.poke() // the runner drops the standby: a thread holds the task now
+}
+
+// StoreLag returns how far behind its changelog this instance's standby
+// (or warm-up) copy of store's partition of task id is, in records (see
+// task.Standby.Lag); false when the instance keeps no such copy that it
+// has brought up to date at least once, or a thread of the instance holds
+// the task now (the copy is then the task's, restoring or running).
+func (s *Standbys) StoreLag(id assign.TaskID, store string) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.running[id]
+	if r == nil || !r.updated || s.sh.Local.HeldByThread(id) {
+		return 0, false
+	}
+	return r.sb.Lag(store)
 }
 
 // Tasks returns the tasks whose standbys the runner keeps, sorted.
@@ -312,6 +330,9 @@ func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
 		return false
 	}
 	r.failures = 0
+	s.mu.Lock()
+	r.updated = true
+	s.mu.Unlock()
 	var total int64
 	for _, lag := range lags {
 		behind = behind || lag >= standbyBehind

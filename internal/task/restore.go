@@ -165,6 +165,9 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	}
 	full := reason != ""
 	if full {
+		// Before the drop: a standby read (StoreReader.WithStandbyReads)
+		// must see the store as behind from the moment it empties.
+		st.remaining.Store(max(end, 1))
 		if err := st.space.Drop(); err != nil {
 			return 0, err
 		}

@@ -67,6 +67,19 @@ func (s *Standby) Update(ctx context.Context) (map[string]int64, error) {
 	return lags, nil
 }
 
+// Lag returns how many records the standby's copy of store is behind, as
+// of its last look at the changelog's end, and during an update what is
+// left of it; false for a store the task does not have. A standby that
+// starts copying a store in full is behind by the whole changelog from
+// the moment it empties the store. Safe to call from any goroutine.
+func (s *Standby) Lag(store string) (int64, bool) {
+	st := s.t.stores[store]
+	if st == nil {
+		return 0, false
+	}
+	return st.remaining.Load(), true
+}
+
 // Close drops the standby's lag gauges. Its state stays on disk, where the
 // local state's cleaner drops it unless a task or standby takes it again
 // (Config.State.CleanupDelay).
