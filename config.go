@@ -159,7 +159,10 @@ type Config struct {
 	// instance's state of a task may be for the task to move to it at
 	// once; further behind, it gets a warm-up (MaxWarmups). Default
 	// 10,000, as Kafka Streams'. It is compared with the offsets the
-	// owner and the target checkpointed, summed over the task's stores.
+	// owner and the target checkpointed, summed over the task's stores;
+	// an instance without state of the task is behind by the owner's
+	// whole sum, so a task whose changelogs hold fewer records moves at
+	// once (its restore is short).
 	AcceptableRecoveryLag int64
 
 	// ProbingRebalanceInterval is how often an instance holding warm-ups

@@ -93,6 +93,12 @@ type KeyOwner struct {
 	// Local reports that this instance runs the task now (its assignment
 	// may be newer than the hosts': a thread's own tasks are the truth).
 	Local bool
+	// StandbyLag is how many records this instance's standby copy of the
+	// partition is behind its changelog (weir_standby_lag_records, what a
+	// standby read would miss), -1 when this instance holds no such copy.
+	// The lags of other instances' standbys are theirs to tell: a lookup
+	// with a lag bound asks them (ktable.View.WithStandbyReads).
+	StandbyLag int64
 	// Generation is the group generation of the assignment the addresses
 	// come from; 0 before the first.
 	Generation int32
@@ -234,11 +240,16 @@ func (r *StoreReader) Owner(key []byte) (KeyOwner, error) {
 		return KeyOwner{}, err
 	}
 	id := assign.TaskID{Subtopology: sub, Partition: p}
-	o := KeyOwner{Store: r.name, Partition: p, Task: id.String()}
+	o := KeyOwner{Store: r.name, Partition: p, Task: id.String(), StandbyLag: -1}
 	o.Local = slices.ContainsFunc(r.a.Tasks(), func(t TaskInfo) bool { return t.ID == o.Task })
 	r.a.mu.Lock()
-	hosts := r.a.hosts
+	hosts, sbs := r.a.hosts, r.a.standbys
 	r.a.mu.Unlock()
+	if sbs != nil {
+		if lag, ok := sbs.StoreLag(id, r.name); ok {
+			o.StandbyLag = lag
+		}
+	}
 	if hosts == nil {
 		return o, nil
 	}

@@ -243,7 +243,7 @@ func TestLookupFromStandbys(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !o.Local {
-				if len(o.Standbys) != 1 || o.Standbys[0] != addrs[0] {
+				if len(o.Standbys) != 1 || o.Standbys[0] != addrs[0] || o.StandbyLag != 0 {
 					return false, fmt.Sprintf("key %s: owner %+v, want its standby on A", k, o)
 				}
 				onB = append(onB, k)

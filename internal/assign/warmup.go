@@ -27,8 +27,9 @@ func (w Warmups) Enabled() bool { return w.PerProcess > 0 }
 // same members) into the assignment to send and the warm-up tasks to
 // place, in the spirit of Kafka Streams' KIP-441: a stateful task that
 // the plan moves away from a live owner to a process whose state of it is
-// more than w.AcceptableLag records behind the owner's (or which holds
-// none) stays with its owner, beyond balance, and the target member gets
+// more than w.AcceptableLag records behind the owner's (a process without
+// state of it is behind by the owner's whole offset sum, as in Kafka
+// Streams: a small store moves at once) stays with its owner, beyond balance, and the target member gets
 // a warm-up copy of it instead, at most w.PerProcess per process (tasks
 // in task order; a task over the bound stays and waits for a later
 // round). A warm-up is a standby that exists to take the task over: once
@@ -133,7 +134,9 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 		if !ownerHas {
 			continue // nothing to keep: the target restores nothing more
 		}
-		if off, ok := state[targetKey][t]; ok && ownerOff-off <= w.AcceptableLag {
+		// A process without state of the task is behind by all of it:
+		// the owner's offset sum bounds what a restore reads.
+		if ownerOff-state[targetKey][t] <= w.AcceptableLag {
 			continue // caught up: move at once
 		}
 		// Keep the task with its owner.

@@ -109,6 +109,13 @@ func TestKeepCaughtUpMovesCaughtUpAtOnce(t *testing.T) {
 	if !reflect.DeepEqual(active, target) || len(warm) != 0 {
 		t.Errorf("caught-up target: got %v with warm-ups %v, want the balanced plan %v", active, warm, target)
 	}
+	// Without state, a store within the acceptable lag moves at once too.
+	members[0].State = stateOf(10_000, 0, 1, 2, 3, 4, 5)
+	members[1].State = nil
+	if active, warm := KeepCaughtUp(warmSubs, members, target, w); !reflect.DeepEqual(active, target) || len(warm) != 0 {
+		t.Errorf("a small store: got %v with warm-ups %v, want the balanced plan %v", active, warm, target)
+	}
+	members[0].State = stateOf(100_000, 0, 1, 2, 3, 4, 5)
 	// One record more behind: no longer acceptable.
 	members[1].State = stateOf(89_999, 0, 1, 2, 3, 4, 5)
 	active, warm = KeepCaughtUp(warmSubs, members, target, w)
