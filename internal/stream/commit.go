@@ -74,11 +74,34 @@ func (th *Thread) commitDue() (done bool, err error) {
 }
 
 // commit commits whatever the rebalance state (a revocation, the last
-// commit of a stopping thread), holding the commit gate.
+// commit of a stopping thread), holding the commit gate. A revocation's
+// commit comes right after the new assignment, which sarama hands over
+// before it stores the new generation in the session; it first waits for
+// that generation (awaitAssigned), or it would carry the old one and
+// abort with ILLEGAL_GENERATION.
 func (th *Thread) commit() (outcome, error) {
+	th.awaitAssigned()
 	th.committing <- struct{}{}
 	defer func() { <-th.committing }()
 	return th.commitLocked()
+}
+
+// awaitAssigned waits until the group session runs in the generation of
+// this member's newest assignment, when one arrived (onAssignment) and
+// the session does not yet; at most half the transaction timeout, as long
+// as the rebalance window is trusted (inRebalance). sarama stores the
+// generation right after the assignment, without waiting for anything
+// of the thread's, so the wait is short.
+func (th *Thread) awaitAssigned() {
+	deadline := time.Now().Add(th.in.TransactionTimeout / 2)
+	for {
+		gen := th.assignedGen.Load()
+		sess := th.session()
+		if gen == 0 || sess == nil || sess.GenerationID() >= gen || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // commitLocked is the one place where a thread commits; the caller holds

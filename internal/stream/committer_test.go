@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,6 +300,62 @@ func TestCommitWindowClosesWithTheNewGeneration(t *testing.T) {
 	}
 	if done, err := th.commitDue(); !done || err != nil {
 		t.Fatalf("commitDue in the new generation = %v, %v; want a commit", done, err)
+	}
+}
+
+// liveSession is a group session whose generation another goroutine
+// changes, as sarama's does.
+type liveSession struct {
+	sarama.ConsumerGroupSession
+	gen atomic.Int32
+}
+
+func (s *liveSession) GenerationID() int32 { return s.gen.Load() }
+func (s *liveSession) MemberID() string    { return "member-1" }
+
+// TestRevocationCommitWaitsForTheNewGeneration: the commit before a
+// revocation runs right after the new assignment arrives, which sarama
+// hands over before it stores the new generation in the session. The
+// commit must wait for the new generation, or it carries the old one and
+// the group refuses it (ILLEGAL_GENERATION, an aborted transaction,
+// seen in TestCommitsDoNotRaceRebalances). The wait is bounded.
+func TestRevocationCommitWaitsForTheNewGeneration(t *testing.T) {
+	t.Parallel()
+	th := committerThread(t, Config{TransactionTimeout: 10 * time.Second}, txntest.New(true))
+	sess := &liveSession{}
+	sess.gen.Store(4)
+	th.sess = sess
+	th.markRebalance()
+	th.onAssignment(nil, assign.Assignment{}, 5)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // sarama storing the generation
+		sess.gen.Store(5)
+	}()
+	th.awaitAssigned()
+	if got := sess.GenerationID(); got != 5 {
+		t.Fatalf("awaitAssigned returned with the session in generation %d, want 5", got)
+	}
+	// No assignment pending (a new JoinGroup went out, or the session
+	// runs it already): no wait.
+	start := time.Now()
+	th.awaitAssigned()
+	th.markRebalance()
+	th.awaitAssigned()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("awaitAssigned waited %s with no assignment pending", d)
+	}
+	// Bounded by half the transaction timeout.
+	th.in.TransactionTimeout = 100 * time.Millisecond
+	th.onAssignment(nil, assign.Assignment{}, 6)
+	done := make(chan struct{})
+	go func() {
+		th.awaitAssigned()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("awaitAssigned waits on 30 s after half the transaction timeout")
 	}
 }
 

@@ -107,7 +107,8 @@ func (p *Prober) Probe(ctx context.Context) error {
 	}()
 
 	// Wait until the group knows the probe (or its join failed), then
-	// remove it.
+	// remove it: also after the wait ran out, in case the join lands.
+	var late error
 	deadline := time.Now().Add(probeJoinWait)
 	for in := false; !in; {
 		select {
@@ -126,7 +127,8 @@ func (p *Prober) Probe(ctx context.Context) error {
 			}
 		}
 		if !in && time.Now().After(deadline) {
-			return fmt.Errorf("weir: probing rebalance: the probe's join did not reach the group within %s", probeJoinWait)
+			late = fmt.Errorf("weir: probing rebalance: the probe's join did not reach the group within %s", probeJoinWait)
+			break
 		}
 	}
 	resp, err := p.Admin.RemoveMemberFromConsumerGroup(p.Group, []string{id})
@@ -142,9 +144,9 @@ func (p *Prober) Probe(ctx context.Context) error {
 		}
 	}
 	if err != nil && !errors.Is(err, sarama.ErrUnknownMemberId) {
-		return fmt.Errorf("weir: probing rebalance: removing the probe from the group (it leaves when its session times out, after %s): %w", probeSessionTimeout, err)
+		return errors.Join(late, fmt.Errorf("weir: probing rebalance: removing the probe from the group (it leaves when its session times out, after %s): %w", probeSessionTimeout, err))
 	}
-	return nil
+	return late
 }
 
 // ErrGroupBusy is returned by Prober.Probe when the group is not Stable:

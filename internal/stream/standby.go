@@ -31,12 +31,12 @@ const (
 // Standbys runs the standby and warm-up tasks of one instance
 // (Config.StandbyReplicas, Config.MaxWarmups): the union of what the group
 // leader assigned its threads, less the tasks a thread of the instance
-// runs itself. When a warm-up is caught up (within WarmupProbes'
-// AcceptableLag), it starts a probing rebalance, which moves the task
-// here. One goroutine updates them in
-// turn, so a standby costs the instance at most two restore batches of
-// memory at a time, whatever their number; a standby copying a large
-// store in full holds the others back meanwhile.
+// runs itself. One goroutine updates them in turn, so a standby costs the
+// instance at most two restore batches of memory at a time, whatever
+// their number; a standby copying a large store in full holds the others
+// back meanwhile. When a warm-up is caught up (within WarmupProbes'
+// AcceptableLag), the runner starts a probing rebalance, which moves its
+// task here.
 //
 // A task and its standby never write the same store partition at once:
 // a standby starts only while no thread holds its task (local.State),
@@ -64,6 +64,7 @@ type Standbys struct {
 	lastProbe time.Time
 	probeDue  string
 	probing   bool
+	probeDone chan struct{} // closed when the probe running ends
 	// current is the standby being updated now, and cancel ends its
 	// update; done is closed when that update returns.
 	current assign.TaskID
@@ -144,7 +145,10 @@ func (s *Standbys) maybeProbe(ctx context.Context) {
 	}
 	reason := s.probeDue
 	s.probeDue, s.probing, s.lastProbe = "", true, now
+	done := make(chan struct{})
+	s.probeDone = done
 	go func() {
+		defer close(done)
 		err := s.w.Probe(ctx)
 		busy := errors.Is(err, ErrGroupBusy)
 		switch {
@@ -231,6 +235,17 @@ func (s *Standbys) Tasks() []assign.TaskID {
 // stays on disk.
 func (s *Standbys) Run(ctx context.Context) {
 	defer func() {
+		// A probe under way ends with ctx; it uses the instance's admin
+		// client, which closes after the runner.
+		s.mu.Lock()
+		probe := s.probeDone
+		s.mu.Unlock()
+		if probe != nil {
+			select {
+			case <-probe:
+			case <-time.After(probeJoinWait):
+			}
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, r := range s.running {
@@ -329,17 +344,14 @@ func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
 		s.log.Warn("standby update failed; trying again later", "standby", id.String(), "failures", r.failures, "retry_in", standbyBackoff, "error", err)
 		return false
 	}
-	r.failures = 0
-	s.mu.Lock()
-	r.updated = true
-	s.mu.Unlock()
 	var total int64
 	for _, lag := range lags {
 		behind = behind || lag >= standbyBehind
 		total += lag
 	}
-	// A warm-up caught up: time to move its task here.
 	s.mu.Lock()
+	r.failures, r.updated = 0, true
+	// A warm-up caught up: time to move its task here.
 	if total <= s.w.AcceptableLag && s.warmSet()[id] && time.Since(s.probedAt[id]) >= probeRetry {
 		s.probedAt[id] = time.Now()
 		s.log.Info("warm-up caught up; asking for a probing rebalance", "warmup", id.String(), "lag", total)
