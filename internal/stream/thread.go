@@ -162,14 +162,24 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	}
 	th.maxBytes = pc.Producer.MaxMessageBytes
 	th.newProducer = func() (*txn.Producer, error) {
-		p, err := txn.New(th.pclient)
-		if err == nil {
-			err = th.checkDangling(p, false)
+		for attempt := 1; ; attempt++ {
+			p, err := txn.New(th.pclient)
 			if err != nil {
-				p.Close()
+				return nil, err
 			}
+			err = th.checkDangling(p, false)
+			if err == nil {
+				return p, nil
+			}
+			p.Close()
+			// Fenced while ending records a broker left open (a
+			// coordinator just restarted may fence the epoch it gave):
+			// a new producer epoch tries again.
+			if !errors.Is(err, txn.ErrFenced) || attempt >= producerInitAttempts || th.ctx.Err() != nil {
+				return nil, err
+			}
+			th.log.Warn("producer fenced while ending records left open; initialising it again", "attempt", attempt, "error", err)
 		}
-		return p, err
 	}
 	if th.producer, err = th.newProducer(); err != nil {
 		th.group.Close()
@@ -298,6 +308,11 @@ func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
 // danglingCallTimeout bounds one check; a broker answers it in
 // milliseconds.
 const danglingCallTimeout = 3 * time.Second
+
+// producerInitAttempts is how many times a thread initialises its
+// producer when it is fenced while ending records left open
+// (checkDangling).
+const producerInitAttempts = 3
 
 // danglingAttempts is how many aborts checkDangling makes over open
 // records before it gives up: the broker that left them open (just
