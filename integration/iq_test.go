@@ -31,6 +31,26 @@ func serveStores(t *testing.T, ln net.Listener, app *weir.App) (closeServer func
 	return func() { _ = srv.Close() }
 }
 
+// startServing starts two exactly-once instances of top with standbys
+// standby replicas, each serving its stores at its advertised address;
+// closers[i] stops instance i's server early.
+func startServing(t *testing.T, c *kafka.Env, app string, top weir.Topology, standbys int) (insts [2]*instance, addrs [2]string, closers [2]func()) {
+	for i := range insts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = ln.Addr().String()
+		cfg := baseConfig(c, app, t)
+		cfg.Guarantee = weir.ExactlyOnce
+		cfg.AdvertisedAddr = addrs[i]
+		cfg.StandbyReplicas = standbys
+		insts[i] = start(t, top, cfg)
+		closers[i] = serveStores(t, ln, insts[i].app)
+	}
+	return insts, addrs, closers
+}
+
 // TestInteractiveQueriesAcrossInstances: two instances of a DSL count,
 // each serving its stores at its advertised address. Every key is read
 // through instance A's view with Lookup, the keys of B's partitions over
@@ -59,20 +79,7 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 	}
 	kafka.Produce(t, c, msgs...)
 
-	var insts [2]*instance
-	var addrs [2]string
-	for i := range insts {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = ln.Addr().String()
-		cfg := baseConfig(c, app, t)
-		cfg.Guarantee = weir.ExactlyOnce
-		cfg.AdvertisedAddr = addrs[i]
-		insts[i] = start(t, b, cfg)
-		serveStores(t, ln, insts[i].app)
-	}
+	insts, addrs, _ := startServing(t, c, app, b, 0)
 	a := insts[0].app
 	view, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
 	if err != nil {
@@ -199,25 +206,8 @@ func TestLookupFromStandbys(t *testing.T) {
 	}
 	kafka.Produce(t, c, msgs...)
 
-	var insts [2]*instance
-	var addrs [2]string
-	var closeB func()
-	for i := range insts {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = ln.Addr().String()
-		cfg := baseConfig(c, app, t)
-		cfg.Guarantee = weir.ExactlyOnce
-		cfg.AdvertisedAddr = addrs[i]
-		cfg.StandbyReplicas = 1
-		insts[i] = start(t, b, cfg)
-		closeServer := serveStores(t, ln, insts[i].app)
-		if i == 1 {
-			closeB = closeServer
-		}
-	}
+	insts, addrs, closers := startServing(t, c, app, b, 1)
+	closeB := closers[1]
 	a := insts[0].app
 	view, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
 	if err != nil {

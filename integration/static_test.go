@@ -294,35 +294,9 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	})
 	fullBefore := restores.full.Load()
 
-	// The committed offset of every partition, polled: the longest time
-	// each went without moving is its pause.
 	admin := c.Admin(t)
-	pauses := make([]time.Duration, partitions)
-	var pmu sync.Mutex
-	pollCtx, stopPoll := context.WithCancel(context.Background())
-	var pwg sync.WaitGroup
-	pwg.Go(func() {
-		last := map[int32]int64{}
-		moved := map[int32]time.Time{}
-		start := time.Now()
-		for pause(pollCtx, 50*time.Millisecond) {
-			got, err := groupCommitted(admin, app, in, partitions)
-			now := time.Now()
-			if err == nil {
-				pmu.Lock()
-				for p := range int32(partitions) {
-					if _, ok := moved[p]; !ok {
-						moved[p] = start
-					}
-					if got[p] != last[p] {
-						last[p], moved[p] = got[p], now
-					}
-					pauses[p] = max(pauses[p], now.Sub(moved[p]))
-				}
-				pmu.Unlock()
-			}
-		}
-	})
+	watch := watchCommits(admin, app, in, partitions)
+	defer watch.stop()
 	rebalancesBefore := counterSum(t, regs, "weir_rebalances_total", nil)
 	deployStart := time.Now()
 	for i := range insts {
@@ -344,17 +318,14 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		})
 	}
 	deploy := time.Since(deployStart)
-	stopPoll()
-	pwg.Wait()
+	watch.stop()
 	stopInput()
 	// Each thread counts the assignments it received: one group
 	// rebalance gives every member one (a cooperative hand-over, two).
 	assignments := counterSum(t, regs, "weir_rebalances_total", nil) - rebalancesBefore
-	pmu.Lock()
-	longest := slices.Max(pauses)
+	pauses := watch.pauses()
 	t.Logf("rolling deploy of 3 instances in %.1f s: %v assignments received by the members in all; longest pause per partition %v (longest %.2f s)",
-		deploy.Seconds(), assignments, roundAll(pauses), longest.Seconds())
-	pmu.Unlock()
+		deploy.Seconds(), assignments, roundAll(pauses), slices.Max(pauses).Seconds())
 	if n := restores.full.Load() - fullBefore; n != 0 {
 		restores.mu.Lock()
 		t.Errorf("%d full restores during the deploy (started %s), want none: every moved task had a standby, every replacement its state directory; full restores: %v",
@@ -369,6 +340,60 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		want[fmt.Sprintf("k%03d", i%keys)]++
 	}
 	readExactCounts(t, c, out, want)
+}
+
+// commitWatch polls a group's committed offsets of one topic every 50 ms
+// while a test runs: the longest time each partition's offset went
+// without moving is its pause.
+type commitWatch struct {
+	mu   sync.Mutex
+	max  []time.Duration
+	stop func() // ends the polling and waits for it (safe to call twice)
+}
+
+func watchCommits(admin sarama.ClusterAdmin, group, topic string, partitions int) *commitWatch {
+	w := &commitWatch{max: make([]time.Duration, partitions)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		last := map[int32]int64{}
+		moved := map[int32]time.Time{}
+		begin := time.Now()
+		for pause(ctx, 50*time.Millisecond) {
+			got, err := groupCommitted(admin, group, topic, int32(partitions))
+			now := time.Now()
+			if err != nil {
+				continue
+			}
+			w.mu.Lock()
+			for p := range int32(partitions) {
+				if _, ok := moved[p]; !ok {
+					moved[p] = begin
+				}
+				if got[p] != last[p] {
+					last[p], moved[p] = got[p], now
+				}
+				w.max[p] = max(w.max[p], now.Sub(moved[p]))
+			}
+			w.mu.Unlock()
+		}
+	})
+	w.stop = func() { cancel(); wg.Wait() }
+	return w
+}
+
+// pauses returns each partition's longest pause so far.
+func (w *commitWatch) pauses() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.max)
+}
+
+// reset forgets the pauses so far (not when each partition last moved).
+func (w *commitWatch) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.max)
 }
 
 // roundAll rounds durations to 10 ms, for logs.

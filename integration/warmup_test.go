@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,36 +66,8 @@ func TestScaleOutWithWarmups(t *testing.T) {
 	sent, stopInput := feedKeys(t, c, in, keys)
 	defer stopInput()
 
-	// The committed offset of every partition, polled: the longest time
-	// each went without moving is its pause.
-	pauses := make([]time.Duration, partitions)
-	var pmu sync.Mutex
-	pollCtx, stopPoll := context.WithCancel(context.Background())
-	defer stopPoll()
-	var pwg sync.WaitGroup
-	pwg.Go(func() {
-		last := map[int32]int64{}
-		moved := map[int32]time.Time{}
-		begin := time.Now()
-		for pause(pollCtx, 50*time.Millisecond) {
-			got, err := groupCommitted(admin, app, in, partitions)
-			now := time.Now()
-			if err != nil {
-				continue
-			}
-			pmu.Lock()
-			for p := range int32(partitions) {
-				if _, ok := moved[p]; !ok {
-					moved[p] = begin
-				}
-				if got[p] != last[p] {
-					last[p], moved[p] = got[p], now
-				}
-				pauses[p] = max(pauses[p], now.Sub(moved[p]))
-			}
-			pmu.Unlock()
-		}
-	})
+	watch := watchCommits(admin, app, in, partitions)
+	defer watch.stop()
 
 	// Scale out in two steps: to two instances, where only a probing
 	// rebalance can move a task once its warm-up has caught up (nothing
@@ -107,9 +77,7 @@ func TestScaleOutWithWarmups(t *testing.T) {
 	}{{1, 3}, {2, 2}} {
 		scaled := time.Now()
 		probesBefore := counterSum(t, regs[:step.add], "weir_probing_rebalances_total", map[string]string{"result": "started"})
-		pmu.Lock()
-		clear(pauses)
-		pmu.Unlock()
+		watch.reset()
 		startSlot(step.add)
 		n := step.add + 1
 		quiet := settled(t, c, app, in, partitions)
@@ -142,10 +110,8 @@ func TestScaleOutWithWarmups(t *testing.T) {
 		})
 		balanced := time.Since(scaled)
 		probes := counterSum(t, regs[:n], "weir_probing_rebalances_total", map[string]string{"result": "started"}) - probesBefore
-		pmu.Lock()
 		t.Logf("scaled to %d instances: balanced after %.1f s, %v probing rebalances, up to %d warm-ups at once; longest pause per partition %v",
-			n, balanced.Seconds(), probes, warmupsSeen, roundAll(pauses))
-		pmu.Unlock()
+			n, balanced.Seconds(), probes, warmupsSeen, roundAll(watch.pauses()))
 		if warmupsSeen == 0 {
 			t.Errorf("scaling to %d instances: the new instance never held a warm-up", n)
 		}
@@ -163,8 +129,7 @@ func TestScaleOutWithWarmups(t *testing.T) {
 			t.Errorf("new instance %d restored %d records, more than its warm-ups could have been behind", step.add, got)
 		}
 	}
-	stopPoll()
-	pwg.Wait()
+	watch.stop()
 	stopInput()
 
 	want := map[string]int64{}

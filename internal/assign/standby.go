@@ -1,7 +1,6 @@
 package assign
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -46,12 +45,8 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 	if err != nil {
 		return nil, err
 	}
-	stateful := map[int]bool{}
-	for _, s := range subs {
-		stateful[s.ID] = s.Stateful
-	}
-	ms := slices.Clone(members)
-	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	stateful := statefulSubs(subs)
+	ms := sortedMembers(members)
 
 	// Group the members into processes, in the order of their first
 	// (smallest) member id; a member without a process id is one alone.
@@ -68,10 +63,7 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 	var procs []*process
 	byID := map[string]*process{}
 	for i, m := range ms {
-		key := "process:" + m.ProcessID
-		if m.ProcessID == "" {
-			key = "member:" + m.ID
-		}
+		key := processKey(m)
 		p := byID[key]
 		if p == nil {
 			p = &process{state: map[TaskID]int64{}, runs: map[TaskID]bool{}, from: map[*process]int{}}
@@ -79,11 +71,7 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 			procs = append(procs, p)
 		}
 		p.members = append(p.members, i)
-		for t, off := range m.State {
-			if old, ok := p.state[t]; !ok || off > old {
-				p.state[t] = off
-			}
-		}
+		mergeState(p.state, m.State)
 	}
 	if len(procs) < 2 {
 		return out, nil

@@ -171,3 +171,39 @@ func subtopologyTasks(subs []Subtopology, partitions map[string]int32) ([]TaskID
 	slices.SortFunc(tasks, TaskID.Compare)
 	return tasks, nil
 }
+
+// processKey names the process of member m for grouping: members with the
+// same ProcessID share one, and a member without one is a process of its
+// own.
+func processKey(m Member) string {
+	if m.ProcessID == "" {
+		return "member:" + m.ID
+	}
+	return "process:" + m.ProcessID
+}
+
+// mergeState adds the offset sums of from to into, keeping the highest
+// per task: a process's state is the best any of its members reports.
+func mergeState(into, from map[TaskID]int64) {
+	for t, off := range from {
+		if old, ok := into[t]; !ok || off > old {
+			into[t] = off
+		}
+	}
+}
+
+// statefulSubs reports, per sub-topology id, whether it is stateful.
+func statefulSubs(subs []Subtopology) map[int]bool {
+	m := make(map[int]bool, len(subs))
+	for _, s := range subs {
+		m[s.ID] = s.Stateful
+	}
+	return m
+}
+
+// sortedMembers returns members sorted by id, for deterministic loops.
+func sortedMembers(members []Member) []Member {
+	ms := slices.Clone(members)
+	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return ms
+}

@@ -1,7 +1,6 @@
 package assign
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 )
@@ -64,34 +63,17 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 	if !w.Enabled() || len(members) == 0 {
 		return out, warm
 	}
-	stateful := map[int]bool{}
-	for _, s := range subs {
-		stateful[s.ID] = s.Stateful
-	}
-	ms := slices.Clone(members)
-	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	stateful := statefulSubs(subs)
+	ms := sortedMembers(members)
 	index := make(map[string]int, len(ms))
+	state := map[string]map[TaskID]int64{} // per process
 	for i, m := range ms {
 		index[m.ID] = i
-	}
-	// A process's state is the best any of its members reports.
-	procKey := func(m Member) string {
-		if m.ProcessID == "" {
-			return "member:" + m.ID
-		}
-		return "process:" + m.ProcessID
-	}
-	state := map[string]map[TaskID]int64{}
-	for _, m := range ms {
-		k := procKey(m)
+		k := processKey(m)
 		if state[k] == nil {
 			state[k] = map[TaskID]int64{}
 		}
-		for t, off := range m.State {
-			if old, ok := state[k][t]; !ok || off > old {
-				state[k][t] = off
-			}
-		}
+		mergeState(state[k], m.State)
 	}
 	// The live owner of each task.
 	owner := map[TaskID]int{}
@@ -102,8 +84,8 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 				owner[t] = i
 				continue
 			}
-			mine, hasMine := state[procKey(m)][t]
-			theirs, hasTheirs := state[procKey(ms[o])][t]
+			mine, hasMine := state[processKey(m)][t]
+			theirs, hasTheirs := state[processKey(ms[o])][t]
 			if hasMine && (!hasTheirs || mine > theirs) {
 				owner[t] = i
 			}
@@ -126,7 +108,7 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 		if !stateful[t.Subtopology] || !owned || o == m {
 			continue
 		}
-		ownerKey, targetKey := procKey(ms[o]), procKey(ms[m])
+		ownerKey, targetKey := processKey(ms[o]), processKey(ms[m])
 		if ownerKey == targetKey {
 			continue
 		}
