@@ -31,6 +31,26 @@ func serveStores(t *testing.T, ln net.Listener, app *weir.App) (closeServer func
 	return func() { _ = srv.Close() }
 }
 
+// countedKeys creates in (4 partitions), produces to it keys k000 to
+// k199, key i (i%mod)+1 times, and returns a DSL count of in into store
+// "counts" and the counts it must reach.
+func countedKeys(t *testing.T, c *kafka.Env, in string, mod int) (*kstream.Builder, map[string]int64) {
+	c.CreateTopic(t, in, 4, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+	want := map[string]int64{}
+	var msgs []*sarama.ProducerMessage
+	for i := range 200 {
+		k := fmt.Sprintf("k%03d", i)
+		for range i%mod + 1 {
+			want[k]++
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
+		}
+	}
+	kafka.Produce(t, c, msgs...)
+	return b, want
+}
+
 // startServing starts two exactly-once instances of top with standbys
 // standby replicas, each serving its stores at its advertised address;
 // closers[i] stops instance i's server early.
@@ -64,20 +84,7 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
 	in, app := c.Name(t, "in"), c.Name(t, "app")
-	c.CreateTopic(t, in, 4, nil)
-	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
-
-	want := map[string]int64{}
-	var msgs []*sarama.ProducerMessage
-	for i := range 200 {
-		k := fmt.Sprintf("k%03d", i)
-		for range i%5 + 1 {
-			want[k]++
-			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
-		}
-	}
-	kafka.Produce(t, c, msgs...)
+	b, want := countedKeys(t, c, in, 5)
 
 	insts, addrs, _ := startServing(t, c, app, b, 0)
 	a := insts[0].app
@@ -192,19 +199,7 @@ func TestLookupFromStandbys(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
 	in, app := c.Name(t, "in"), c.Name(t, "app")
-	c.CreateTopic(t, in, 4, nil)
-	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
-	want := map[string]int64{}
-	var msgs []*sarama.ProducerMessage
-	for i := range 200 {
-		k := fmt.Sprintf("k%03d", i)
-		for range i%3 + 1 {
-			want[k]++
-			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
-		}
-	}
-	kafka.Produce(t, c, msgs...)
+	b, want := countedKeys(t, c, in, 3)
 
 	insts, addrs, closers := startServing(t, c, app, b, 1)
 	closeB := closers[1]
