@@ -165,7 +165,8 @@ func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 // Such answers are committed state but older than the task's (see
 // weir.StoreReader.WithStandbyReads); what a failover makes unreadable
 // for seconds stays readable. maxLag < 0 turns standby reads off (the
-// default). It returns v.
+// default). Like WithClient, call it before the view is shared between
+// goroutines. It returns v.
 func (v *View[K, V]) WithStandbyReads(maxLag int64) *View[K, V] {
 	v.r = v.r.WithStandbyReads(maxLag)
 	return v
