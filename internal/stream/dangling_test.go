@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -13,28 +14,65 @@ import (
 // TestAbortOverEndsEveryPartition: the transaction that ends records a
 // broker left open writes one record to each of their partitions, there
 // and nowhere else (the partitioner must keep the partition), and aborts;
-// nothing is committed.
+// nothing is committed. The broker refuses records in __consumer_offsets:
+// its partition joins the transaction through the group's offsets
+// (addGroup), after the records, and a spare partition carries the
+// transaction's record when it is the only one.
 func TestAbortOverEndsEveryPartition(t *testing.T) {
+	t.Parallel()
+	spare := task.TP{Topic: "agg-out", Partition: 0}
+	for _, c := range []struct {
+		parts     []txn.DanglingPartition
+		records   []task.TP
+		addsGroup bool
+	}{
+		{[]txn.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1}}, false},
+		{[]txn.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}}, true},
+		{[]txn.DanglingPartition{{Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{spare}, true},
+	} {
+		fake := txntest.New(true)
+		p := txn.Wrap(fake)
+		added := 0
+		addGroup := func() error {
+			if len(fake.Sent()) != len(c.records) {
+				t.Errorf("the group's offsets joined the transaction before its records were sent")
+			}
+			added++
+			return nil
+		}
+		if err := abortOver(context.Background(), p, c.parts, spare, addGroup); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		if fake.Aborted != 1 || fake.Committed != 0 {
+			t.Fatalf("%v: aborted %d, committed %d times; want 1 and 0", c.parts, fake.Aborted, fake.Committed)
+		}
+		if (added == 1) != c.addsGroup || added > 1 {
+			t.Errorf("%v: the group's offsets added %d times, want %v", c.parts, added, c.addsGroup)
+		}
+		sent := fake.Sent()
+		if len(sent) != len(c.records) {
+			t.Fatalf("%v: sent %d records, want %d", c.parts, len(sent), len(c.records))
+		}
+		for i, m := range sent {
+			o, ok := m.Metadata.(*client.Origin)
+			if m.Topic != c.records[i].Topic || m.Partition != c.records[i].Partition || !ok || !o.Explicit || m.Key == nil {
+				t.Fatalf("record %d: %s/%d, origin %+v, key %v; want %s/%d with an explicit partition and a key", i, m.Topic, m.Partition, m.Metadata, m.Key, c.records[i].Topic, c.records[i].Partition)
+			}
+		}
+	}
+}
+
+// TestAbortOverFailsWhenTheGroupCannotJoin: when the group's offsets
+// partition cannot be added, the attempt fails after aborting.
+func TestAbortOverFailsWhenTheGroupCannotJoin(t *testing.T) {
 	t.Parallel()
 	fake := txntest.New(true)
 	p := txn.Wrap(fake)
 	defer p.Close()
-	parts := []txn.DanglingPartition{{Topic: "agg-out", Partition: 2, StartOffset: 0}, {Topic: "__consumer_offsets", Partition: 7, StartOffset: 10}}
-	if err := abortOver(context.Background(), p, parts); err != nil {
-		t.Fatal(err)
-	}
-	if fake.Aborted != 1 || fake.Committed != 0 {
-		t.Fatalf("aborted %d, committed %d times; want 1 and 0", fake.Aborted, fake.Committed)
-	}
-	sent := fake.Sent()
-	if len(sent) != len(parts) {
-		t.Fatalf("sent %d records, want one per partition (%d)", len(sent), len(parts))
-	}
-	for i, m := range sent {
-		o, ok := m.Metadata.(*client.Origin)
-		if m.Topic != parts[i].Topic || m.Partition != parts[i].Partition || !ok || !o.Explicit || m.Key == nil {
-			t.Fatalf("record %d: %s/%d, origin %+v, key %v; want %s/%d with an explicit partition and a key", i, m.Topic, m.Partition, m.Metadata, m.Key, parts[i].Topic, parts[i].Partition)
-		}
+	err := abortOver(context.Background(), p, []txn.DanglingPartition{{Topic: offsetsTopic, Partition: 3}}, task.TP{Topic: "out"}, func() error { return errors.New("coordinator moved") })
+	if err == nil || fake.Aborted != 1 || fake.Committed != 0 {
+		t.Fatalf("abortOver = %v, aborted %d, committed %d; want an error after one abort", err, fake.Aborted, fake.Committed)
 	}
 }
 
@@ -46,7 +84,7 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 	fake.SendErr = errors.New("topic deleted")
 	p := txn.Wrap(fake)
 	defer p.Close()
-	err := abortOver(context.Background(), p, []txn.DanglingPartition{{Topic: "gone", Partition: 0}})
+	err := abortOver(context.Background(), p, []txn.DanglingPartition{{Topic: "gone", Partition: 0}}, task.TP{Topic: "out"}, func() error { return nil })
 	if err == nil {
 		t.Fatal("abortOver succeeded although its record failed")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -75,6 +76,9 @@ type Thread struct {
 	// aborts counts the transactions aborted in a row, since the last one
 	// that committed (see handleTxnError and committedNow).
 	aborts atomic.Int32
+	// checkOwn asks the loop, once it runs no task, to look for records
+	// of its producer left open (reportUnstable).
+	checkOwn atomic.Bool
 	// firstAbort is the cause of the first abort of the current streak.
 	firstAbort error
 
@@ -234,9 +238,9 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool) error {
 	// Asked of the admin client, not the producer's: looking a missing
 	// topic up in the producer's metadata (an embedded broker has no
 	// __consumer_offsets) disturbs the producer.
-	if ds, err := th.in.Admin.DescribeTopics([]string{"__consumer_offsets"}); err == nil && len(ds) == 1 && ds[0].Err == sarama.ErrNoError {
+	if ds, err := th.in.Admin.DescribeTopics([]string{offsetsTopic}); err == nil && len(ds) == 1 && ds[0].Err == sarama.ErrNoError {
 		for _, pm := range ds[0].Partitions {
-			topics["__consumer_offsets"] = append(topics["__consumer_offsets"], pm.ID)
+			topics[offsetsTopic] = append(topics[offsetsTopic], pm.ID)
 		}
 	}
 	wait := time.Duration(0)
@@ -261,7 +265,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool) error {
 		}
 		th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
 		th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
-		if err := abortOver(th.ctx, p, de.Partitions); err != nil {
+		if err := abortOver(th.ctx, p, de.Partitions, th.spareTopic(), th.addGroupToTxn); err != nil {
 			return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, de, err)
 		}
 	}
@@ -324,15 +328,39 @@ const danglingAttempts = 3
 // broker writes them in milliseconds.
 const danglingWait = 5 * time.Second
 
+// offsetsTopic is Kafka's internal topic of group offsets.
+const offsetsTopic = "__consumer_offsets"
+
 // abortOver opens a transaction of p over parts, one record in each, and
 // aborts it: the abort marker ends every open record of p's producer id
 // there. The records (key "weir.abort", no value) are aborted with it,
 // never read read_committed.
-func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartition) error {
+//
+// The broker refuses clients' records in __consumer_offsets, where an
+// offset commit left open blocks the group's offset fetches (every
+// session of the group then ends with UNSTABLE_OFFSET_COMMIT). For that
+// partition addGroup adds the group's offsets partition to the
+// transaction instead (AddOffsetsToTxn), once the transaction is open;
+// spare, a partition the thread writes, carries the transaction's record
+// when no other part does.
+func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartition, spare task.TP, addGroup func() error) error {
+	send := func(topic string, partition int32) error {
+		return p.Send(&sarama.ProducerMessage{Topic: topic, Partition: partition, Key: sarama.StringEncoder("weir.abort"),
+			Metadata: &client.Origin{Explicit: true, Offset: -1}})
+	}
+	offsets, sent := false, 0
 	for _, dp := range parts {
-		m := &sarama.ProducerMessage{Topic: dp.Topic, Partition: dp.Partition, Key: sarama.StringEncoder("weir.abort"),
-			Metadata: &client.Origin{Explicit: true, Offset: -1}}
-		if err := p.Send(m); err != nil {
+		if dp.Topic == offsetsTopic {
+			offsets = true
+			continue
+		}
+		if err := send(dp.Topic, dp.Partition); err != nil {
+			return err
+		}
+		sent++
+	}
+	if offsets && sent == 0 {
+		if err := send(spare.Topic, spare.Partition); err != nil {
 			return err
 		}
 	}
@@ -345,7 +373,61 @@ func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartiti
 		_ = p.Abort(wctx)
 		return err
 	}
+	if offsets {
+		if err := addGroup(); err != nil {
+			_ = p.Abort(wctx)
+			return fmt.Errorf("adding the group's offsets partition to the transaction: %w", err)
+		}
+	}
 	return p.Abort(wctx)
+}
+
+// addGroupToTxn adds the group's offsets partition to the transaction the
+// thread's producer has open (abortOver): an AddOffsetsToTxn of the
+// producer's id and epoch, which the coordinator describes, sent to the
+// transaction coordinator on the producer's client.
+func (th *Thread) addGroupToTxn() error {
+	id := th.pclient.Config().Producer.Transaction.ID
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+	if !ok {
+		return errors.New("the admin client cannot describe transactions")
+	}
+	states, err := ta.DescribeTransactions([]string{id})
+	if err != nil {
+		return err
+	}
+	st, ok := states[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("the coordinator did not describe transactional id %s", id)
+	case st.ErrorCode != sarama.ErrNoError:
+		return st.ErrorCode
+	case st.TransactionState != "Ongoing":
+		return fmt.Errorf("transactional id %s is %s, not Ongoing", id, st.TransactionState)
+	}
+	b, err := th.pclient.TransactionCoordinator(id)
+	if err != nil {
+		return err
+	}
+	resp, err := b.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{Version: 3, TransactionalID: id,
+		ProducerID: st.ProducerID, ProducerEpoch: st.ProducerEpoch, GroupID: th.in.ApplicationID})
+	if err != nil {
+		return err
+	}
+	if resp.Err != sarama.ErrNoError {
+		return resp.Err
+	}
+	return nil
+}
+
+// spareTopic returns a partition the thread writes (the first of its
+// sorted output topics, partition 0), for abortOver.
+func (th *Thread) spareTopic() task.TP {
+	topics := slices.Sorted(maps.Keys(th.in.Layout.Limits))
+	if len(topics) == 0 {
+		return task.TP{}
+	}
+	return task.TP{Topic: topics[0], Partition: 0}
 }
 
 // leavePredecessorTimeout bounds the removal of the previous
@@ -576,11 +658,19 @@ func (th *Thread) Run() error {
 func (th *Thread) consume(ctx context.Context) {
 	topics := th.in.Layout.AllTopics()
 	backoff := 100 * time.Millisecond
+	unstable := 0 // sessions in a row ended by a pending offset commit
 	for ctx.Err() == nil {
 		th.assigned.Store(false)
 		err := th.group.Consume(ctx, topics, (*groupHandler)(th))
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
+		}
+		if errors.Is(err, sarama.ErrUnstableOffsetCommit) {
+			if unstable++; unstable%unstableSessions == 0 {
+				th.reportUnstable(unstable)
+			}
+		} else if err != nil {
+			unstable = 0
 		}
 		if err != nil {
 			th.log.Warn("group session ended", "error", err)
@@ -614,6 +704,13 @@ func (th *Thread) loop() error {
 		}
 		if err := th.control(); err != nil {
 			return th.shutdown(err)
+		}
+		if len(th.tasks) == 0 && !th.producer.Pending() && th.checkOwn.Swap(false) {
+			// Sessions keep ending on a pending offset commit: end it if
+			// it is this thread's producer's (reportUnstable).
+			if err := th.checkDangling(th.producer, true); err != nil {
+				return th.shutdown(err)
+			}
 		}
 		now := time.Now()
 		if now.Sub(lastPublish) >= publishInterval {
