@@ -51,12 +51,8 @@ func (r *restoreCounter) OnRestoreEnd(_ string, _ int32, records int64, _ time.D
 func TestRollingRestartWithStaticMembership(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
-	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions, keys = 6, 300
-	c.CreateTopic(t, in, partitions, nil)
-	c.CreateTopic(t, out, partitions, nil)
-	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
+	in, out, app, b := countApp(t, c, partitions)
 
 	type slot struct {
 		cfg  weir.Config
@@ -220,12 +216,8 @@ func TestLeaveHandsTasksOverAtOnce(t *testing.T) {
 func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
-	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions, keys = 6, 300
-	c.CreateTopic(t, in, partitions, nil)
-	c.CreateTopic(t, out, partitions, nil)
-	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
+	in, out, app, b := countApp(t, c, partitions)
 
 	restores := &restoreCounter{}
 	var regs []*prometheus.Registry
@@ -394,6 +386,18 @@ func (w *commitWatch) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	clear(w.max)
+}
+
+// countApp creates an input and an output topic of partitions partitions
+// and returns them, an application id, and a DSL count per key of the
+// input into store "counts", written to the output.
+func countApp(t *testing.T, c *kafka.Env, partitions int32) (in, out, app string, b *kstream.Builder) {
+	in, out, app = c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, partitions, nil)
+	c.CreateTopic(t, out, partitions, nil)
+	b = kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
+	return in, out, app, b
 }
 
 // roundAll rounds durations to 10 ms, for logs.

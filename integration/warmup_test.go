@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/kstream"
-	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
@@ -28,18 +26,14 @@ import (
 func TestScaleOutWithWarmups(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
-	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	const partitions, preload, keys = 6, 30_000, 300
-	c.CreateTopic(t, in, partitions, nil)
-	c.CreateTopic(t, out, partitions, nil)
+	in, out, app, b := countApp(t, c, partitions)
 	preKey := func(i int) string { return fmt.Sprintf("pre-%05d", i) }
 	msgs := make([]*sarama.ProducerMessage, 0, preload)
 	for i := range preload {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(preKey(i)), Value: sarama.StringEncoder("v")})
 	}
 	kafka.Produce(t, c, msgs...)
-	b := kstream.NewBuilder()
-	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts").ToStream().To(out, serde.String(), serde.Int64())
 
 	const acceptable = 1_000
 	regs := make([]*prometheus.Registry, 3)
