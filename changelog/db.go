@@ -231,18 +231,19 @@ func (s *Space) key(k []byte) []byte { return append(slices.Clip(s.prefix), k...
 // Get implements Bytes.
 func (s *Space) Get(key []byte) ([]byte, error) {
 	k := s.key(key)
-	if v, absent, ok := s.db.cache.get(k); ok {
+	v, absent, ok, stamp := s.db.cache.get(k)
+	if ok {
 		if absent {
 			return nil, nil
 		}
 		// The caller owns what Get returns (Bytes): copy the shared value.
 		return append(make([]byte, 0, len(v)), v...), nil
 	}
-	var v []byte
+	v = nil
 	err := s.db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			s.db.cache.put(k, nil, true)
+			s.db.cache.fill(k, nil, true, stamp)
 			return nil
 		}
 		if err != nil {
@@ -253,7 +254,7 @@ func (s *Space) Get(key []byte) ([]byte, error) {
 			v = []byte{}
 		}
 		if err == nil && s.db.cache != nil {
-			s.db.cache.put(k, append(make([]byte, 0, len(v)), v...), false)
+			s.db.cache.fill(k, append(make([]byte, 0, len(v)), v...), false, stamp)
 		}
 		return err
 	})

@@ -67,6 +67,52 @@ func TestReadCacheStaysCoherent(t *testing.T) {
 	want("a", "", false)
 }
 
+// A read that missed and read the database before a write of its key
+// does not put the value it read in the cache after the write: a store
+// view reading beside the owning task's commits must not leave the task
+// an old value to count from.
+func TestReadCacheRefusesStaleFills(t *testing.T) {
+	t.Parallel()
+	c := newReadCache(1 << 20)
+	key := []byte("k")
+	for _, write := range []struct {
+		name string
+		do   func()
+	}{
+		{"commit", func() { c.put(key, []byte("new"), false) }},
+		{"restore", func() { c.forget(key) }},
+		{"drop", func() { c.clear() }},
+	} {
+		c.clear()
+		_, _, ok, stamp := c.get(key)
+		if ok {
+			t.Fatalf("%s: the key is cached before any read", write.name)
+		}
+		// The reader read "old" from the database; the write lands before
+		// the reader fills.
+		write.do()
+		c.fill(key, []byte("old"), false, stamp)
+		if v, _, ok, _ := c.get(key); ok && string(v) == "old" {
+			t.Errorf("%s: a fill from before the write was kept", write.name)
+		}
+	}
+	// Without a write between the miss and the fill, the fill is kept;
+	// a write to another key of another stripe does not prevent it.
+	c.clear()
+	_, _, _, stamp := c.get(key)
+	for i := 0; ; i++ {
+		other := []byte(fmt.Sprintf("other-%d", i))
+		if c.stripe(other) != c.stripe(key) {
+			c.put(other, []byte("x"), false)
+			break
+		}
+	}
+	c.fill(key, []byte("v"), false, stamp)
+	if v, _, ok, _ := c.get(key); !ok || string(v) != "v" {
+		t.Errorf("a fill with no write of its key since the miss was not kept: %q, %v", v, ok)
+	}
+}
+
 func TestReadCacheIsBounded(t *testing.T) {
 	t.Parallel()
 	const limit = 64 << 10
@@ -77,15 +123,15 @@ func TestReadCacheIsBounded(t *testing.T) {
 			t.Fatalf("after %d entries the cache holds %d bytes, over its limit %d", i+1, c.size, limit)
 		}
 	}
-	if _, _, ok := c.get([]byte("key-00000")); ok {
+	if _, _, ok, _ := c.get([]byte("key-00000")); ok {
 		t.Error("the oldest entry was kept")
 	}
-	if _, _, ok := c.get([]byte("key-09999")); !ok {
+	if _, _, ok, _ := c.get([]byte("key-09999")); !ok {
 		t.Error("the newest entry was evicted")
 	}
 	// A value larger than an eighth of the cache is not kept.
 	c.put([]byte("huge"), make([]byte, limit/4), false)
-	if _, _, ok := c.get([]byte("huge")); ok {
+	if _, _, ok, _ := c.get([]byte("huge")); ok {
 		t.Error("a huge value was cached")
 	}
 }
