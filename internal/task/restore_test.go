@@ -127,6 +127,13 @@ func TestIdleCheckpointIsRefreshed(t *testing.T) {
 		}
 		tk.Applied()
 	}
+	// Restoring: the restore owns the store's checkpoint (and writes
+	// st.ckpt on its goroutine); the thread's commits leave it alone.
+	commitAt(restoredAt.Add(2 * time.Minute))
+	if _, ok, _ := space.Checkpoint(); ok {
+		t.Fatal("a commit wrote a checkpoint of a task still restoring")
+	}
+	tk.running = true
 	commitAt(restoredAt.Add(30 * time.Second))
 	if _, ok, _ := space.Checkpoint(); ok {
 		t.Fatal("a checkpoint was written for an idle store before checkpointRefresh passed")

@@ -159,7 +159,15 @@ func storeIndex(k graph.StoreKind) changelog.Index {
 // SendChangelog produces every buffered change to the store's changelog,
 // one record per key, to the task's partition; the entries of the store's
 // local index stay out of it (see storeIndex).
+//
+// A task that is not running yet (restoring) has nothing to send: its
+// stores belong to its restore, on a goroutine of its own, until
+// Restored reports it done. Stage and Applied leave it alone for the
+// same reason.
 func (t *Task) SendChangelog() error {
+	if !t.running {
+		return nil
+	}
 	for _, st := range t.stores {
 		changes := st.buf.Changes()
 		if len(changes) == 0 || st.source {
@@ -181,6 +189,9 @@ func (t *Task) SendChangelog() error {
 // commit that contained them has succeeded. Applied must follow a flushed
 // c.
 func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
+	if !t.running {
+		return nil // restoring: see SendChangelog
+	}
 	for _, st := range t.stores {
 		if err := c.Stage(st.space, st.buf.Changes()); err != nil {
 			return fmt.Errorf("weir: task %s: store %s: %w", t.name, st.spec.Name, err)
@@ -210,6 +221,9 @@ func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
 // Applied tells the task its staged changes are in the database: its
 // buffers start over and the new checkpoints are reported.
 func (t *Task) Applied() {
+	if !t.running {
+		return
+	}
 	for _, st := range t.stores {
 		st.buf.Clear()
 		if st.staged >= 0 {
