@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,6 +295,154 @@ func TestLookupFromStandbys(t *testing.T) {
 			if n, err := serde.Int64().Deserialize("counts", body.Value); err != nil || !body.Found || n != want[k] {
 				t.Errorf("GET %s%s = %+v, want %d", k, c.query, body, want[k])
 			}
+		}
+	}
+}
+
+// TestWindowLookupsAcrossInstances: two instances of a windowed DSL
+// count, each serving its stores. Every key's windows are read through
+// instance A's window view with Lookup, those of B's partitions over HTTP
+// from B, each exact (start and count). The handler refuses a range
+// holding more windows than one answer carries (413, so a view never
+// reads a partial answer), a key route on a window store and a window
+// route on a key-value store (400), and a malformed range (400).
+func TestWindowLookupsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	c.CreateTopic(t, in, 4, nil)
+	b := kstream.NewBuilder()
+	grouped := b.Stream("events", in, serde.String(), serde.String()).GroupByKey()
+	// The records arrive out of order across keys: an hour's grace keeps
+	// every one.
+	grouped.WindowedBy(kstream.Tumbling(time.Minute).Grace(time.Hour)).Count("per-minute")
+	grouped.WindowedBy(kstream.Tumbling(time.Millisecond).Grace(time.Hour)).Count("per-ms")
+	grouped.Count("counts")
+
+	// Keys k00 to k49: (i%3)+1 records in minute m, one in minute m+1.
+	// Key "busy": one record per millisecond, 10,001 windows of per-ms.
+	m := time.Now().Add(-10 * time.Minute).Truncate(time.Minute)
+	type window struct {
+		start time.Time
+		n     int64
+	}
+	want := map[string][]window{}
+	var msgs []*sarama.ProducerMessage
+	for i := range 50 {
+		k := fmt.Sprintf("k%02d", i)
+		for range i%3 + 1 {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x"), Timestamp: m.Add(time.Second)})
+		}
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x"), Timestamp: m.Add(time.Minute + time.Second)})
+		want[k] = []window{{m, int64(i%3 + 1)}, {m.Add(time.Minute), 1}}
+	}
+	const busy = ktable.MaxLookupWindows + 1
+	for i := range busy {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("busy"), Value: sarama.StringEncoder("x"), Timestamp: m.Add(time.Duration(i) * time.Millisecond)})
+	}
+	kafka.Produce(t, c, msgs...)
+
+	insts, addrs, _ := startServing(t, c, app, b, 0)
+	a := insts[0].app
+	view, err := ktable.Window(a, "per-minute", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StoreReader("per-minute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	remote := 0
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if len(insts[0].app.Tasks()) == 0 || len(insts[1].app.Tasks()) == 0 {
+			return false, "an instance has no tasks yet"
+		}
+		remote = 0
+		for k, w := range want {
+			got, err := view.Lookup(ctx, k, m.Add(-time.Minute), m.Add(2*time.Minute))
+			if err != nil {
+				return false, fmt.Sprintf("Lookup(%s) = %v", k, err)
+			}
+			var ws []window
+			for _, g := range got {
+				ws = append(ws, window{g.Start, g.Value})
+			}
+			if fmt.Sprint(ws) != fmt.Sprint(w) {
+				return false, fmt.Sprintf("Lookup(%s) = %v, want %v", k, ws, w)
+			}
+			o, err := r.Owner([]byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Local {
+				if o.Active != addrs[1] {
+					return false, fmt.Sprintf("key %s: owner %+v, want instance B at %s", k, o, addrs[1])
+				}
+				remote++
+			}
+		}
+		return remote > 0 && remote < len(want), fmt.Sprintf("%d of %d keys answered by B", remote, len(want))
+	})
+	t.Logf("%d of %d keys' windows answered by instance B over HTTP", remote, len(want))
+
+	// The busy key's 10,001 windows, at the instance that runs it.
+	ms, err := a.StoreReader("per-ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ms.Owner([]byte("busy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := addrs[0]
+	if !o.Local {
+		owner = addrs[1]
+	}
+	enc := base64.RawURLEncoding.EncodeToString([]byte("busy"))
+	rng := fmt.Sprintf("?from=%d&to=%d", m.UnixMilli(), m.Add(time.Minute).UnixMilli())
+	kafka.Eventually(t, 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+		resp, err := http.Get("http://" + owner + ktable.HandlerPath + "per-ms/windows/" + enc + rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusRequestEntityTooLarge, fmt.Sprintf("a fetch of %d windows: HTTP %d, want 413", busy, resp.StatusCode)
+	})
+	// A range of fewer windows is answered.
+	perMs, err := ktable.Window(a, "per-ms", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := perMs.Lookup(ctx, "busy", m, m.Add(999*time.Millisecond))
+	if err != nil || len(got) != 1000 || got[0].Start != m || got[999].Value != 1 {
+		t.Fatalf("Lookup(busy) of one second: %d windows (%v), want 1,000", len(got), err)
+	}
+	// The whole minute: read here without a bound, refused by the other
+	// instance.
+	all, err := perMs.Lookup(ctx, "busy", m, m.Add(time.Minute))
+	switch {
+	case o.Local && (err != nil || len(all) != busy):
+		t.Fatalf("local Lookup(busy) of the minute: %d windows (%v), want %d", len(all), err, busy)
+	case !o.Local && (err == nil || !strings.Contains(err.Error(), "HTTP 413")):
+		t.Fatalf("Lookup(busy) of the minute from the other instance: %d windows, %v; want its HTTP 413", len(all), err)
+	}
+	t.Logf("key busy (%d windows) runs on this instance: %v; a lookup of all of them: %d windows, %v", busy, o.Local, len(all), err)
+
+	for path, status := range map[string]int{
+		ktable.HandlerPath + "per-minute/keys/" + enc:                     http.StatusBadRequest,
+		ktable.HandlerPath + "counts/windows/" + enc + rng:                http.StatusBadRequest,
+		ktable.HandlerPath + "per-minute/windows/" + enc + "?from=x&to=1": http.StatusBadRequest,
+		ktable.HandlerPath + "per-minute/windows/" + enc + "?from=2&to=1": http.StatusBadRequest,
+		ktable.HandlerPath + "per-minute/other/" + enc:                    http.StatusBadRequest,
+	} {
+		resp, err := http.Get("http://" + addrs[0] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status {
+			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
 		}
 	}
 }

@@ -12,7 +12,8 @@
 // answers for the partitions whose tasks run on this instance and are not
 // restoring; for the others it returns a *weir.StoreUnavailableError
 // naming the task, so that a caller can retry later (a task restoring or
-// moving) or ask the instance that runs it. View.Lookup does the asking:
+// moving) or ask the instance that runs it. View.Lookup (and
+// WindowView.Lookup for a key's windows) does the asking:
 // with Config.AdvertisedAddr set on every instance and [Handler] mounted
 // at [HandlerPath] next to the metrics, it forwards a lookup to the
 // instance the group's newest assignment gives the key's partition to.
@@ -205,6 +206,7 @@ type WindowView[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	err    error
+	client *http.Client // for Lookup's forwarded fetches
 }
 
 // Window returns a view of the window store name of app, read with the
@@ -221,7 +223,7 @@ func Window[K, V any](app *weir.App, name string, keys serde.Serde[K], values se
 	if !r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is not a window store", name)
 	}
-	return &WindowView[K, V]{r: r, keys: keys, values: values}, nil
+	return &WindowView[K, V]{r: r, keys: keys, values: values, client: &http.Client{Timeout: DefaultLookupTimeout}}, nil
 }
 
 // Fetch yields the start and committed aggregate of each of key's windows

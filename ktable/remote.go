@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,6 +41,8 @@ const maxAnswerBytes = 4 << 20
 type answer struct {
 	Found bool   `json:"found"`
 	Value []byte `json:"value,omitempty"`
+	// Windows answers a window fetch, in ascending order of start.
+	Windows []windowAnswer `json:"windows,omitempty"`
 
 	// An unavailable partition (HTTP 503): the fields of a
 	// *weir.StoreUnavailableError.
@@ -50,9 +53,31 @@ type answer struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Handler serves lookups of app's key-value stores for the views of the
-// other instances (View.Lookup): GET
-// HandlerPath + "<store>/keys/<key>", the key being the store's
+// windowAnswer is one window of a window fetch: its start in Unix
+// milliseconds and its serialized value.
+type windowAnswer struct {
+	Start int64  `json:"start"`
+	Value []byte `json:"value"`
+}
+
+// Bounds of one forwarded window fetch's answer: a Handler refuses a
+// fetch holding more windows, or more bytes of values, with HTTP 413,
+// naming the bound, so that the asking view never reads a partial answer
+// (the caller asks for shorter ranges). The bytes bound keeps the answer,
+// base64 and JSON included, within what a view reads (4 MiB).
+const (
+	MaxLookupWindows     = 10_000
+	MaxLookupWindowBytes = 2 << 20
+)
+
+// Handler serves lookups of app's stores for the views of the other
+// instances: for key-value stores (View.Lookup), GET
+// HandlerPath + "<store>/keys/<key>"; for window stores
+// (WindowView.Lookup), GET
+// HandlerPath + "<store>/windows/<key>?from=<ms>&to=<ms>", the windows of
+// key that start in [from, to] (Unix milliseconds, both ends included),
+// at most MaxLookupWindows windows and MaxLookupWindowBytes of values
+// (beyond, 413: ask for a shorter range). The key is the store's
 // serialized key in unpadded base64url. It answers from this instance's
 // committed state only, as a local View.Get does, so a partition whose
 // task does not run here, or still restores, is a 503 naming the reason,
@@ -65,8 +90,10 @@ type answer struct {
 // answer.
 //
 // Answers are JSON: 200 {"found": true, "value": "<base64>"} or
-// {"found": false}; 503 {"reason", "task", "partition", "error"} with
-// Retry-After: 1; 404 for an unknown store; 400 for a malformed request.
+// {"found": false} for a key, {"windows": [{"start": <ms>, "value":
+// "<base64>"}, ...]} for a window fetch; 503 {"reason", "task",
+// "partition", "error"} with Retry-After: 1; 404 for an unknown store;
+// 400 for a malformed request or a route of the other kind of store.
 // Values travel as the store's serialized bytes: the asking view
 // deserializes them with its own serde.
 func Handler(app *weir.App) http.Handler {
@@ -85,10 +112,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		reply(w, http.StatusMethodNotAllowed, answer{Error: "only GET"})
 		return
 	}
+	// A store name never holds a raw "/" (views escape it), so the first
+	// one ends it.
 	rest, ok := strings.CutPrefix(req.URL.EscapedPath(), HandlerPath)
-	store, enc, ok2 := strings.Cut(rest, "/keys/")
-	if !ok || !ok2 || store == "" || strings.Contains(enc, "/") {
-		reply(w, http.StatusBadRequest, answer{Error: "want " + HandlerPath + "<store>/keys/<base64url key>"})
+	store, rest, ok2 := strings.Cut(rest, "/")
+	route, enc, ok3 := strings.Cut(rest, "/")
+	if !ok || !ok2 || !ok3 || store == "" || (route != "keys" && route != "windows") || strings.Contains(enc, "/") {
+		reply(w, http.StatusBadRequest, answer{Error: "want " + HandlerPath + "<store>/keys/<base64url key> or " + HandlerPath + "<store>/windows/<base64url key>?from=<ms>&to=<ms>"})
 		return
 	}
 	if s, err := url.PathUnescape(store); err == nil {
@@ -104,7 +134,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		reply(w, http.StatusNotFound, answer{Error: err.Error()})
 		return
 	}
-	if ml := req.URL.Query().Get("max_lag"); ml != "" {
+	if windowed := route == "windows"; r.Windowed() != windowed {
+		want := "keys"
+		if r.Windowed() {
+			want = "windows"
+		}
+		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s is read at %s%s/%s/<key>", store, HandlerPath, url.PathEscape(store), want)})
+		return
+	}
+	q := req.URL.Query()
+	if ml := q.Get("max_lag"); ml != "" {
 		n, err := strconv.ParseInt(ml, 10, 64)
 		if err != nil || n < 0 {
 			reply(w, http.StatusBadRequest, answer{Error: "max_lag must be a number of records, 0 or more"})
@@ -112,7 +151,32 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		r = r.WithStandbyReads(n)
 	}
-	value, found, err := r.Get(key)
+	var a answer
+	if route == "keys" {
+		a.Value, a.Found, err = r.Get(key)
+	} else {
+		from, ferr := strconv.ParseInt(q.Get("from"), 10, 64)
+		to, terr := strconv.ParseInt(q.Get("to"), 10, 64)
+		if ferr != nil || terr != nil || from > to {
+			reply(w, http.StatusBadRequest, answer{Error: "from and to must be Unix milliseconds, from at most to"})
+			return
+		}
+		var size int
+		tooMany := false
+		err = r.FetchWindows(key, time.UnixMilli(from), time.UnixMilli(to), func(start time.Time, v []byte) bool {
+			size += len(v)
+			if len(a.Windows) == MaxLookupWindows || size > MaxLookupWindowBytes {
+				tooMany = true
+				return false
+			}
+			a.Windows = append(a.Windows, windowAnswer{Start: start.UnixMilli(), Value: v})
+			return true
+		})
+		if err == nil && tooMany {
+			reply(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("the range holds more than %d windows or %d bytes of values; ask for a shorter one", MaxLookupWindows, MaxLookupWindowBytes)})
+			return
+		}
+	}
 	var su *weir.StoreUnavailableError
 	switch {
 	case errors.As(err, &su):
@@ -121,7 +185,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case err != nil:
 		reply(w, http.StatusInternalServerError, answer{Error: err.Error()})
 	default:
-		reply(w, http.StatusOK, answer{Found: found, Value: value})
+		reply(w, http.StatusOK, a)
 	}
 }
 
@@ -134,9 +198,6 @@ func (h *handler) reader(store string) (*weir.StoreReader, error) {
 	r, err := h.app.StoreReader(store)
 	if err != nil {
 		return nil, err
-	}
-	if r.Windowed() {
-		return nil, fmt.Errorf("ktable: store %s is a window store; the handler serves key-value stores", store)
 	}
 	h.readers[store] = r
 	return r, nil
@@ -198,89 +259,178 @@ func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, er
 	if o.Local || v.r.Advertised() == "" {
 		return v.Get(key)
 	}
-	var vb []byte
-	from := o.Active
-	if o.Active == "" {
-		err = &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreMoving}
-	} else {
-		vb, found, err = v.fetch(ctx, o, o.Active, kb, -1)
-	}
-	var su *weir.StoreUnavailableError
-	if errors.As(err, &su) && v.r.MaxStandbyLag() >= 0 && ctx.Err() == nil {
-		if vb, found, from, err = v.fromStandbys(ctx, o, kb, err); err != nil {
-			return value, false, err
-		}
-	}
-	if err != nil || !found {
+	path := url.PathEscape(o.Store) + "/keys/" + base64.RawURLEncoding.EncodeToString(kb)
+	a, from, err := forward(ctx, v.r, o,
+		func() (answer, error) {
+			vb, found, err := v.r.Get(kb)
+			return answer{Found: found, Value: vb}, err
+		},
+		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, nil, maxLag) })
+	if err != nil || !a.Found {
 		return value, false, err
 	}
-	value, err = v.values.Deserialize(v.r.Name(), vb)
+	value, err = v.values.Deserialize(v.r.Name(), a.Value)
 	if err != nil {
 		return value, false, fmt.Errorf("ktable: %s: deserialize value from %s: %w", v.r.Name(), from, err)
 	}
 	return value, true, nil
 }
 
-// fromStandbys reads key from this instance's standby copy, or else from
-// the first of o's standbys that answers within the lag bound; it
-// returns activeErr when none does.
-func (v *View[K, V]) fromStandbys(ctx context.Context, o weir.KeyOwner, key []byte, activeErr error) (value []byte, found bool, from string, err error) {
-	self := v.r.Advertised()
+// forward runs a read of o's partition where it can be answered: at the
+// active instance (remote with maxLag -1), and, when that fails with a
+// *weir.StoreUnavailableError and r allows standby reads, at this
+// instance's standby copy (local) or the first other standby that
+// answers within r's lag bound. It returns the answer and the instance
+// that gave it; the active's error when none answered.
+func forward(ctx context.Context, r *weir.StoreReader, o weir.KeyOwner, local func() (answer, error), remote func(addr string, maxLag int64) (answer, error)) (answer, string, error) {
+	var a answer
+	var err error
+	if o.Active == "" {
+		err = &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreMoving}
+	} else if a, err = remote(o.Active, -1); err == nil {
+		return a, o.Active, nil
+	}
+	var su *weir.StoreUnavailableError
+	if !errors.As(err, &su) || r.MaxStandbyLag() < 0 || ctx.Err() != nil {
+		return answer{}, "", err
+	}
+	self := r.Advertised()
 	if slices.Contains(o.Standbys, self) {
-		value, found, err := v.r.Get(key)
-		if err == nil {
-			return value, found, self, nil
+		if a, lerr := local(); lerr == nil {
+			return a, self, nil
 		}
 	}
 	for _, addr := range o.Standbys {
 		if addr == self || ctx.Err() != nil {
 			continue
 		}
-		value, found, err := v.fetch(ctx, o, addr, key, v.r.MaxStandbyLag())
-		if err == nil {
-			return value, found, addr, nil
+		if a, serr := remote(addr, r.MaxStandbyLag()); serr == nil {
+			return a, addr, nil
 		}
 	}
-	return nil, false, "", activeErr
+	return answer{}, "", err
 }
 
-// fetch asks the Handler at addr for key; maxLag >= 0 lets it answer
-// from its standby copy within that many records.
-func (v *View[K, V]) fetch(ctx context.Context, o weir.KeyOwner, addr string, key []byte, maxLag int64) ([]byte, bool, error) {
+// ask sends GET HandlerPath+path (with query q, and max_lag when maxLag
+// >= 0, which lets the instance answer from its standby copy within that
+// many records) to the Handler at addr, and returns its answer.
+func ask(ctx context.Context, client *http.Client, o weir.KeyOwner, addr, path string, q url.Values, maxLag int64) (answer, error) {
 	unreachable := func(err error) error {
 		return &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreUnreachable, Instance: addr, Err: err}
 	}
-	u := "http://" + addr + HandlerPath + url.PathEscape(o.Store) + "/keys/" + base64.RawURLEncoding.EncodeToString(key)
+	u := "http://" + addr + HandlerPath + path
 	if maxLag >= 0 {
-		u += "?max_lag=" + strconv.FormatInt(maxLag, 10)
+		q = maps.Clone(q)
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("max_lag", strconv.FormatInt(maxLag, 10))
+	}
+	if len(q) > 0 {
+		u += "?" + q.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("ktable: %s: %w", o.Store, err)
+		return answer{}, fmt.Errorf("ktable: %s: %w", o.Store, err)
 	}
-	resp, err := v.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return nil, false, unreachable(err)
+		return answer{}, unreachable(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return nil, false, unreachable(err)
+		return answer{}, unreachable(err)
 	}
 	if len(body) > maxAnswerBytes {
-		return nil, false, fmt.Errorf("ktable: %s: the answer of %s is over %d bytes", o.Store, addr, maxAnswerBytes)
+		return answer{}, fmt.Errorf("ktable: %s: the answer of %s is over %d bytes", o.Store, addr, maxAnswerBytes)
 	}
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
 		// Not a weir Handler's answer: something else listens there.
-		return nil, false, unreachable(fmt.Errorf("HTTP %d, not a store answer: %w", resp.StatusCode, err))
+		return answer{}, unreachable(fmt.Errorf("HTTP %d, not a store answer: %w", resp.StatusCode, err))
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return a.Value, a.Found, nil
+		return a, nil
 	case http.StatusServiceUnavailable:
-		return nil, false, &weir.StoreUnavailableError{Store: o.Store, Partition: a.Partition, Task: a.Task, Reason: a.Reason, Instance: addr}
+		return answer{}, &weir.StoreUnavailableError{Store: o.Store, Partition: a.Partition, Task: a.Task, Reason: a.Reason, Instance: addr}
 	default:
-		return nil, false, fmt.Errorf("ktable: %s: instance %s answered HTTP %d: %s", o.Store, addr, resp.StatusCode, a.Error)
+		return answer{}, fmt.Errorf("ktable: %s: instance %s answered HTTP %d: %s", o.Store, addr, resp.StatusCode, a.Error)
 	}
+}
+
+// WindowValue is one window of a key: its start and its committed
+// aggregate.
+type WindowValue[V any] struct {
+	Start time.Time
+	Value V
+}
+
+// WithClient makes v's lookups use c to reach other instances, as
+// View.WithClient does. It returns v.
+func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
+	v.client = c
+	return v
+}
+
+// WithStandbyReads lets v read standby copies of a partition at most
+// maxLag records behind their changelog, as View.WithStandbyReads does:
+// Fetch then also answers from this instance's standby copies, and
+// Lookup asks the partition's standbys when its active instance cannot
+// answer. Call it before the view is shared. It returns v.
+func (v *WindowView[K, V]) WithStandbyReads(maxLag int64) *WindowView[K, V] {
+	v.r = v.r.WithStandbyReads(maxLag)
+	return v
+}
+
+// Lookup returns the committed windows of key that start in [from, to],
+// both ends included, in ascending order of start, wherever key's
+// partition runs: here, as Fetch does, or on the instance that runs it,
+// asked through its Handler (see View.Lookup, whose errors it shares: a
+// *weir.StoreUnavailableError is worth retrying). Times travel in whole
+// milliseconds. A remote instance answers at most MaxLookupWindows
+// windows and MaxLookupWindowBytes of values per lookup and refuses a
+// range holding more with an error naming HTTP 413 (ask for shorter
+// ranges); a local fetch has no such bound.
+func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time) ([]WindowValue[V], error) {
+	name := v.r.Name()
+	kb, err := v.keys.Serialize(name, key)
+	if err != nil {
+		return nil, fmt.Errorf("ktable: %s: serialize key: %w", name, err)
+	}
+	o, err := v.r.Owner(kb)
+	if err != nil {
+		return nil, err
+	}
+	local := func() (answer, error) {
+		var a answer
+		err := v.r.FetchWindows(kb, from, to, func(start time.Time, vb []byte) bool {
+			a.Windows = append(a.Windows, windowAnswer{Start: start.UnixMilli(), Value: vb})
+			return true
+		})
+		return a, err
+	}
+	var a answer
+	src := "this instance"
+	if o.Local || v.r.Advertised() == "" {
+		a, err = local()
+	} else {
+		path := url.PathEscape(o.Store) + "/windows/" + base64.RawURLEncoding.EncodeToString(kb)
+		q := url.Values{"from": {strconv.FormatInt(from.UnixMilli(), 10)}, "to": {strconv.FormatInt(to.UnixMilli(), 10)}}
+		a, src, err = forward(ctx, v.r, o, local,
+			func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, q, maxLag) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WindowValue[V], 0, len(a.Windows))
+	for _, w := range a.Windows {
+		val, err := v.values.Deserialize(name, w.Value)
+		if err != nil {
+			return nil, fmt.Errorf("ktable: %s: deserialize window at %d from %s: %w", name, w.Start, src, err)
+		}
+		out = append(out, WindowValue[V]{Start: time.UnixMilli(w.Start), Value: val})
+	}
+	return out, nil
 }
