@@ -231,13 +231,22 @@ func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
 // assignment this instance received. It fails with a
 // *StoreUnavailableError while the App is not running.
 func (r *StoreReader) Owner(key []byte) (KeyOwner, error) {
+	p, err := r.PartitionOf(key)
+	if err != nil {
+		return KeyOwner{}, err
+	}
+	return r.PartitionOwner(p)
+}
+
+// PartitionOwner returns where partition p of the store lives, as Owner
+// does for a key's partition. p must be below Partitions.
+func (r *StoreReader) PartitionOwner(p int32) (KeyOwner, error) {
 	sub, n, _, _, err := r.placement()
 	if err != nil {
 		return KeyOwner{}, err
 	}
-	p, err := r.keys.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
-	if err != nil {
-		return KeyOwner{}, err
+	if p < 0 || p >= n {
+		return KeyOwner{}, fmt.Errorf("weir: store %s has partitions 0 to %d, not %d", r.name, n-1, p)
 	}
 	id := assign.TaskID{Subtopology: sub, Partition: p}
 	o := KeyOwner{Store: r.name, Partition: p, Task: id.String(), StandbyLag: -1}

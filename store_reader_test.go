@@ -58,4 +58,13 @@ func TestStoreReaderBeforeRun(t *testing.T) {
 	if err := view.Err(); !errors.As(err, &ue) {
 		t.Errorf("Err after All before Run = %v, want a StoreUnavailableError", err)
 	}
+	for range view.LookupAll(t.Context()) {
+		t.Error("LookupAll yielded an entry before Run")
+	}
+	if err := view.Err(); !errors.As(err, &ue) {
+		t.Errorf("Err after LookupAll before Run = %v, want a StoreUnavailableError", err)
+	}
+	if ws, err := windows.Lookup(t.Context(), "k", time.UnixMilli(0), time.Now()); len(ws) != 0 || !errors.As(err, &ue) {
+		t.Errorf("WindowView.Lookup before Run = %d windows, %v; want a StoreUnavailableError", len(ws), err)
+	}
 }

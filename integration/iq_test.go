@@ -446,3 +446,103 @@ func TestWindowLookupsAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestScansAcrossInstances: two instances of a DSL count of 6,000 keys
+// over 4 partitions, each serving its stores. LookupAll through instance
+// A yields every key exactly once with its exact count, the partitions of
+// B read page by page from B (each holds more than a page), where A's own
+// All yields only A's partitions; LookupRange and LookupPrefix yield
+// exactly the keys in their bounds. Malformed scans get a 400.
+func TestScansAcrossInstances(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	c.CreateTopic(t, in, 4, nil)
+	b := kstream.NewBuilder()
+	b.Stream("events", in, serde.String(), serde.String()).GroupByKey().Count("counts")
+	want := map[string]int64{}
+	var msgs []*sarama.ProducerMessage
+	for i := range 6000 {
+		k := fmt.Sprintf("k%04d", i)
+		for range i%2 + 1 {
+			want[k]++
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder("x")})
+		}
+	}
+	kafka.Produce(t, c, msgs...)
+
+	insts, addrs, _ := startServing(t, c, app, b, 0)
+	a := insts[0].app
+	view, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	local := 0
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if len(insts[0].app.Tasks()) == 0 || len(insts[1].app.Tasks()) == 0 {
+			return false, "an instance has no tasks yet"
+		}
+		got := map[string]int64{}
+		dup := 0
+		for k, n := range view.LookupAll(ctx) {
+			if _, ok := got[k]; ok {
+				dup++
+			}
+			got[k] = n
+		}
+		if err := view.Err(); err != nil {
+			return false, fmt.Sprintf("LookupAll: %v", err)
+		}
+		if dup > 0 {
+			t.Fatalf("LookupAll yielded %d keys twice", dup)
+		}
+		for k, w := range want {
+			if got[k] != w {
+				return false, fmt.Sprintf("LookupAll: %d keys; %s = %d, want %d", len(got), k, got[k], w)
+			}
+		}
+		if len(got) != len(want) {
+			return false, fmt.Sprintf("LookupAll: %d keys, want %d", len(got), len(want))
+		}
+		local = 0
+		for range view.All() {
+			local++
+		}
+		_ = view.Err() // B's partitions: not here
+		return local > 0 && local < len(want), fmt.Sprintf("A's own All yields %d of %d keys", local, len(want))
+	})
+	t.Logf("LookupAll yielded all %d keys, %d of them from A's own partitions", len(want), local)
+
+	count := func(seq func(func(string, int64) bool)) (map[string]int64, error) {
+		got := map[string]int64{}
+		for k, n := range seq {
+			got[k] = n
+		}
+		return got, view.Err()
+	}
+	got, err := count(view.LookupRange(ctx, "k1000", "k1500"))
+	if err != nil || len(got) != 500 || got["k1000"] != want["k1000"] || got["k1499"] != want["k1499"] {
+		t.Fatalf("LookupRange(k1000, k1500): %d keys (%v), want 500", len(got), err)
+	}
+	got, err = count(view.LookupPrefix(ctx, "k59"))
+	if err != nil || len(got) != 100 || got["k5999"] != want["k5999"] {
+		t.Fatalf("LookupPrefix(k59): %d keys (%v), want 100", len(got), err)
+	}
+
+	for path, status := range map[string]int{
+		ktable.HandlerPath + "counts/partitions/x":         http.StatusBadRequest,
+		ktable.HandlerPath + "counts/partitions/9":         http.StatusBadRequest,
+		ktable.HandlerPath + "counts/partitions/0?lo=***":  http.StatusBadRequest,
+		ktable.HandlerPath + "counts/partitions/0?hi=azAw": http.StatusOK,
+	} {
+		resp, err := http.Get("http://" + addrs[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status && !(status == http.StatusOK && resp.StatusCode == http.StatusServiceUnavailable) {
+			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
+		}
+	}
+}

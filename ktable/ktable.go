@@ -12,8 +12,9 @@
 // answers for the partitions whose tasks run on this instance and are not
 // restoring; for the others it returns a *weir.StoreUnavailableError
 // naming the task, so that a caller can retry later (a task restoring or
-// moving) or ask the instance that runs it. View.Lookup (and
-// WindowView.Lookup for a key's windows) does the asking:
+// moving) or ask the instance that runs it. View.Lookup (WindowView.Lookup
+// for a key's windows, View.LookupAll and its kin for scans) does the
+// asking:
 // with Config.AdvertisedAddr set on every instance and [Handler] mounted
 // at [HandlerPath] next to the metrics, it forwards a lookup to the
 // instance the group's newest assignment gives the key's partition to.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"net/http"
 	"net/url"
@@ -43,6 +44,10 @@ type answer struct {
 	Value []byte `json:"value,omitempty"`
 	// Windows answers a window fetch, in ascending order of start.
 	Windows []windowAnswer `json:"windows,omitempty"`
+	// Entries answers a page of a partition's scan, in key order; More
+	// says the range holds more after the last entry.
+	Entries []entryAnswer `json:"entries,omitempty"`
+	More    bool          `json:"more,omitempty"`
 
 	// An unavailable partition (HTTP 503): the fields of a
 	// *weir.StoreUnavailableError.
@@ -59,6 +64,21 @@ type windowAnswer struct {
 	Start int64  `json:"start"`
 	Value []byte `json:"value"`
 }
+
+// entryAnswer is one entry of a scan: serialized key and value.
+type entryAnswer struct {
+	Key   []byte `json:"key"`
+	Value []byte `json:"value"`
+}
+
+// Bounds of one page of a forwarded scan: a Handler answers at most
+// scanPageEntries entries and about scanPageBytes of keys and values
+// (the entry that crosses it included, so a page always makes progress),
+// and says there is more.
+const (
+	scanPageEntries = chunk
+	scanPageBytes   = 1 << 20
+)
 
 // Bounds of one forwarded window fetch's answer: a Handler refuses a
 // fetch holding more windows, or more bytes of values, with HTTP 413,
@@ -77,7 +97,12 @@ const (
 // HandlerPath + "<store>/windows/<key>?from=<ms>&to=<ms>", the windows of
 // key that start in [from, to] (Unix milliseconds, both ends included),
 // at most MaxLookupWindows windows and MaxLookupWindowBytes of values
-// (beyond, 413: ask for a shorter range). The key is the store's
+// (beyond, 413: ask for a shorter range); for a page of a key-value
+// store's partition (View.LookupAll, LookupRange, LookupPrefix), GET
+// HandlerPath + "<store>/partitions/<p>?lo=<key>&hi=<key>", the entries
+// with lo <= key < hi (either bound may be left out), in key order, at
+// most 1,024 entries or about 1 MiB per page, with "more" set when the
+// range goes on after the page's last key. The key is the store's
 // serialized key in unpadded base64url. It answers from this instance's
 // committed state only, as a local View.Get does, so a partition whose
 // task does not run here, or still restores, is a 503 naming the reason,
@@ -91,7 +116,8 @@ const (
 //
 // Answers are JSON: 200 {"found": true, "value": "<base64>"} or
 // {"found": false} for a key, {"windows": [{"start": <ms>, "value":
-// "<base64>"}, ...]} for a window fetch; 503 {"reason", "task",
+// "<base64>"}, ...]} for a window fetch, {"entries": [{"key": "<base64>",
+// "value": "<base64>"}, ...], "more": true} for a page of a scan; 503 {"reason", "task",
 // "partition", "error"} with Retry-After: 1; 404 for an unknown store;
 // 400 for a malformed request or a route of the other kind of store.
 // Values travel as the store's serialized bytes: the asking view
@@ -117,16 +143,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rest, ok := strings.CutPrefix(req.URL.EscapedPath(), HandlerPath)
 	store, rest, ok2 := strings.Cut(rest, "/")
 	route, enc, ok3 := strings.Cut(rest, "/")
-	if !ok || !ok2 || !ok3 || store == "" || (route != "keys" && route != "windows") || strings.Contains(enc, "/") {
-		reply(w, http.StatusBadRequest, answer{Error: "want " + HandlerPath + "<store>/keys/<base64url key> or " + HandlerPath + "<store>/windows/<base64url key>?from=<ms>&to=<ms>"})
+	if !ok || !ok2 || !ok3 || store == "" || (route != "keys" && route != "windows" && route != "partitions") || strings.Contains(enc, "/") {
+		reply(w, http.StatusBadRequest, answer{Error: "want " + HandlerPath + "<store>/keys/<base64url key>, " + HandlerPath + "<store>/windows/<base64url key>?from=<ms>&to=<ms> or " + HandlerPath + "<store>/partitions/<partition>?lo=<base64url key>&hi=<base64url key>"})
 		return
 	}
 	if s, err := url.PathUnescape(store); err == nil {
 		store = s
 	}
-	key, err := base64.RawURLEncoding.DecodeString(enc)
+	var key []byte
+	var partition int64
+	var err error
+	if route == "partitions" {
+		partition, err = strconv.ParseInt(enc, 10, 32)
+	} else {
+		key, err = base64.RawURLEncoding.DecodeString(enc)
+	}
 	if err != nil {
-		reply(w, http.StatusBadRequest, answer{Error: "the key is not unpadded base64url"})
+		reply(w, http.StatusBadRequest, answer{Error: "the key is not unpadded base64url, or the partition not a number"})
 		return
 	}
 	r, err := h.reader(store)
@@ -152,9 +185,28 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r = r.WithStandbyReads(n)
 	}
 	var a answer
-	if route == "keys" {
+	switch route {
+	case "keys":
 		a.Value, a.Found, err = r.Get(key)
-	} else {
+	case "partitions":
+		var lo, hi []byte
+		var lerr, herr error
+		if v := q.Get("lo"); v != "" {
+			lo, lerr = base64.RawURLEncoding.DecodeString(v)
+		}
+		if v := q.Get("hi"); v != "" {
+			hi, herr = base64.RawURLEncoding.DecodeString(v)
+		}
+		if lerr != nil || herr != nil {
+			reply(w, http.StatusBadRequest, answer{Error: "lo and hi must be unpadded base64url keys"})
+			return
+		}
+		if n, perr := r.Partitions(); perr == nil && (partition < 0 || partition >= int64(n)) {
+			reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s has partitions 0 to %d", store, n-1)})
+			return
+		}
+		a.Entries, a.More, err = scanPage(r, int32(partition), lo, hi)
+	default:
 		from, ferr := strconv.ParseInt(q.Get("from"), 10, 64)
 		to, terr := strconv.ParseInt(q.Get("to"), 10, 64)
 		if ferr != nil || terr != nil || from > to {
@@ -187,6 +239,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		reply(w, http.StatusOK, a)
 	}
+}
+
+// scanPage reads one page of partition p's entries with lo <= key < hi:
+// at most scanPageEntries entries and about scanPageBytes, and whether
+// the range holds more after the last one.
+func scanPage(r *weir.StoreReader, p int32, lo, hi []byte) (entries []entryAnswer, more bool, err error) {
+	size := 0
+	err = r.Scan(p, lo, hi, func(k, v []byte) bool {
+		if len(entries) == scanPageEntries || size >= scanPageBytes {
+			more = true
+			return false
+		}
+		entries = append(entries, entryAnswer{Key: slices.Clone(k), Value: slices.Clone(v)})
+		size += len(k) + len(v)
+		return true
+	})
+	return entries, more, err
 }
 
 func (h *handler) reader(store string) (*weir.StoreReader, error) {
@@ -433,4 +502,115 @@ func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time
 		out = append(out, WindowValue[V]{Start: time.UnixMilli(w.Start), Value: val})
 	}
 	return out, nil
+}
+
+// LookupAll yields every committed entry of the store, partition by
+// partition, each in key order, wherever each partition runs: this
+// instance's partitions are read here, as All reads them, the others
+// page by page from the instance that runs them (through its Handler;
+// with WithStandbyReads, from a standby within the lag bound when that
+// instance cannot answer). A partition that cannot be read now is left
+// out and its *weir.StoreUnavailableError is kept for Err; the iteration
+// goes on with the next. ctx bounds the forwarded reads.
+//
+// It is not a snapshot: each page is its instance's committed state when
+// it is read, and a partition that moves meanwhile goes on from its new
+// owner after the last key yielded. A slow loop holds one page (at most
+// 1,024 entries) at a time.
+func (v *View[K, V]) LookupAll(ctx context.Context) iter.Seq2[K, V] {
+	return v.lookupScan(ctx, nil, nil)
+}
+
+// LookupRange yields the committed entries with lo <= key < hi (by their
+// serialized bytes) of every partition, wherever each runs, as LookupAll
+// does.
+func (v *View[K, V]) LookupRange(ctx context.Context, lo, hi K) iter.Seq2[K, V] {
+	lb, err1 := v.keys.Serialize(v.r.Name(), lo)
+	hb, err2 := v.keys.Serialize(v.r.Name(), hi)
+	if err := errors.Join(err1, err2); err != nil {
+		return v.fail(fmt.Errorf("ktable: %s: serialize bound: %w", v.r.Name(), err))
+	}
+	return v.lookupScan(ctx, lb, hb)
+}
+
+// LookupPrefix yields the committed entries whose serialized key starts
+// with the serialized prefix, of every partition, wherever each runs, as
+// LookupAll does (see Prefix for the serdes this suits).
+func (v *View[K, V]) LookupPrefix(ctx context.Context, prefix K) iter.Seq2[K, V] {
+	pb, err := v.keys.Serialize(v.r.Name(), prefix)
+	if err != nil {
+		return v.fail(fmt.Errorf("ktable: %s: serialize prefix: %w", v.r.Name(), err))
+	}
+	return v.lookupScan(ctx, pb, prefixEnd(pb))
+}
+
+func (v *View[K, V]) lookupScan(ctx context.Context, lo, hi []byte) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		name := v.r.Name()
+		n, err := v.r.Partitions()
+		if err != nil {
+			v.setErr(err)
+			return
+		}
+		for p := range n {
+			from := lo
+			for {
+				page, src, err := v.page(ctx, p, from, hi)
+				if err != nil {
+					v.setErr(err)
+					var ue *weir.StoreUnavailableError
+					if !errors.As(err, &ue) || ctx.Err() != nil {
+						return
+					}
+					break // the next partition may be readable
+				}
+				for _, e := range page.Entries {
+					k, err := v.keys.Deserialize(name, e.Key)
+					var val V
+					if err == nil {
+						val, err = v.values.Deserialize(name, e.Value)
+					}
+					if err != nil {
+						v.setErr(fmt.Errorf("ktable: %s, partition %d from %s: decode entry: %w", name, p, src, err))
+						return
+					}
+					if !yield(k, val) {
+						return
+					}
+				}
+				if !page.More || len(page.Entries) == 0 {
+					break
+				}
+				// The next key after the page's last, in byte order.
+				from = append(slices.Clone(page.Entries[len(page.Entries)-1].Key), 0)
+			}
+		}
+	}
+}
+
+// page reads one page of partition p's entries in [from, hi) where the
+// partition runs now, and says which instance answered.
+func (v *View[K, V]) page(ctx context.Context, p int32, from, hi []byte) (answer, string, error) {
+	local := func() (answer, error) {
+		entries, more, err := scanPage(v.r, p, from, hi)
+		return answer{Entries: entries, More: more}, err
+	}
+	o, err := v.r.PartitionOwner(p)
+	if err != nil {
+		return answer{}, "", err
+	}
+	if o.Local || v.r.Advertised() == "" {
+		a, err := local()
+		return a, "this instance", err
+	}
+	q := url.Values{}
+	if from != nil {
+		q.Set("lo", base64.RawURLEncoding.EncodeToString(from))
+	}
+	if hi != nil {
+		q.Set("hi", base64.RawURLEncoding.EncodeToString(hi))
+	}
+	path := url.PathEscape(o.Store) + "/partitions/" + strconv.Itoa(int(p))
+	return forward(ctx, v.r, o, local,
+		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, q, maxLag) })
 }
