@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -545,4 +546,75 @@ func TestScansAcrossInstances(t *testing.T) {
 			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
 		}
 	}
+}
+
+// TestLookupsOverHTTPS: two instances serving their stores over TLS. A
+// view with WithHTTPS (a client trusting their certificate) reads every
+// key exactly through instance A, B's keys from B; a view without it
+// cannot reach B (plain HTTP to a TLS server) and says so with
+// StoreUnreachable.
+func TestLookupsOverHTTPS(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, app := c.Name(t, "in"), c.Name(t, "app")
+	b, want := countedKeys(t, c, in, 3)
+	var insts [2]*instance
+	var client *http.Client
+	for i := range insts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := baseConfig(c, app, t)
+		cfg.Guarantee = weir.ExactlyOnce
+		cfg.AdvertisedAddr = ln.Addr().String()
+		insts[i] = start(t, b, cfg)
+		mux := http.NewServeMux()
+		mux.Handle(ktable.HandlerPath, ktable.Handler(insts[i].app))
+		srv := httptest.NewUnstartedServer(mux)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.StartTLS() // httptest's certificate names 127.0.0.1
+		t.Cleanup(srv.Close)
+		client = srv.Client()
+	}
+	a := insts[0].app
+	secure, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure.WithHTTPS(client)
+	plain, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StoreReader("counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	kafka.Eventually(t, 90*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if len(insts[0].app.Tasks()) == 0 || len(insts[1].app.Tasks()) == 0 {
+			return false, "an instance has no tasks yet"
+		}
+		remote := 0
+		for k, w := range want {
+			n, found, err := secure.Lookup(ctx, k)
+			if err != nil || !found || n != w {
+				return false, fmt.Sprintf("Lookup(%s) over HTTPS = %d, %v, %v; want %d", k, n, found, err, w)
+			}
+			o, err := r.Owner([]byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Local {
+				continue
+			}
+			remote++
+			if _, _, err := plain.Lookup(ctx, k); !isUnavailable(err, weir.StoreUnreachable) {
+				return false, fmt.Sprintf("plain HTTP Lookup(%s) of B's key = %v, want %s", k, err, weir.StoreUnreachable)
+			}
+		}
+		return remote > 0, "no key of B's"
+	})
 }

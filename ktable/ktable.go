@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net/http"
 	"time"
 
 	"github.com/weirstream/weir"
@@ -41,7 +40,7 @@ type View[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	err    error
-	client *http.Client // for Lookup's forwarded reads
+	fw     forwarding // for Lookup's forwarded reads
 }
 
 // KeyValue returns a view of the key-value store name of app, read with
@@ -58,7 +57,7 @@ func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values 
 	if r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is a window store; read it with Window", name)
 	}
-	return &View[K, V]{r: r, keys: keys, values: values, client: &http.Client{Timeout: DefaultLookupTimeout}}, nil
+	return &View[K, V]{r: r, keys: keys, values: values, fw: defaultForwarding()}, nil
 }
 
 // Get returns the committed value of key and whether the store holds it.
@@ -207,7 +206,7 @@ type WindowView[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	err    error
-	client *http.Client // for Lookup's forwarded fetches
+	fw     forwarding // for Lookup's forwarded fetches
 }
 
 // Window returns a view of the window store name of app, read with the
@@ -224,7 +223,7 @@ func Window[K, V any](app *weir.App, name string, keys serde.Serde[K], values se
 	if !r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is not a window store", name)
 	}
-	return &WindowView[K, V]{r: r, keys: keys, values: values, client: &http.Client{Timeout: DefaultLookupTimeout}}, nil
+	return &WindowView[K, V]{r: r, keys: keys, values: values, fw: defaultForwarding()}, nil
 }
 
 // Fetch yields the start and committed aggregate of each of key's windows

@@ -278,11 +278,31 @@ func reply(w http.ResponseWriter, status int, a answer) {
 	_ = json.NewEncoder(w).Encode(a)
 }
 
-// WithClient makes v's lookups use c to reach other instances (TLS,
-// timeouts, a proxy): a client of the https scheme's transport is still
-// sent http:// URLs unless its Transport rewrites them. It returns v.
+// forwarding is how a view reaches the other instances' handlers.
+type forwarding struct {
+	client *http.Client
+	scheme string // "http" or "https"
+}
+
+func defaultForwarding() forwarding {
+	return forwarding{client: &http.Client{Timeout: DefaultLookupTimeout}, scheme: "http"}
+}
+
+// WithClient makes v's lookups use c to reach other instances over plain
+// HTTP (timeouts, a proxy, a transport of your own). It returns v.
 func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
-	v.client = c
+	v.fw = forwarding{client: c, scheme: "http"}
+	return v
+}
+
+// WithHTTPS makes v's lookups reach other instances over HTTPS with c,
+// whose transport's TLS configuration trusts their certificates (and
+// carries a client certificate, for mutual TLS): every instance then
+// serves its Handler over TLS at its Config.AdvertisedAddr, whose host
+// its certificate must name. Like WithClient, call it before the view is
+// shared. It returns v.
+func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
+	v.fw = forwarding{client: c, scheme: "https"}
 	return v
 }
 
@@ -334,7 +354,7 @@ func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, er
 			vb, found, err := v.r.Get(kb)
 			return answer{Found: found, Value: vb}, err
 		},
-		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, nil, maxLag) })
+		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, nil, maxLag) })
 	if err != nil || !a.Found {
 		return value, false, err
 	}
@@ -380,14 +400,14 @@ func forward(ctx context.Context, r *weir.StoreReader, o weir.KeyOwner, local fu
 	return answer{}, "", err
 }
 
-// ask sends GET HandlerPath+path (with query q, and max_lag when maxLag
+// ask sends GET HandlerPath+path, over fw, (with query q, and max_lag when maxLag
 // >= 0, which lets the instance answer from its standby copy within that
 // many records) to the Handler at addr, and returns its answer.
-func ask(ctx context.Context, client *http.Client, o weir.KeyOwner, addr, path string, q url.Values, maxLag int64) (answer, error) {
+func ask(ctx context.Context, fw forwarding, o weir.KeyOwner, addr, path string, q url.Values, maxLag int64) (answer, error) {
 	unreachable := func(err error) error {
 		return &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreUnreachable, Instance: addr, Err: err}
 	}
-	u := "http://" + addr + HandlerPath + path
+	u := fw.scheme + "://" + addr + HandlerPath + path
 	if maxLag >= 0 {
 		q = maps.Clone(q)
 		if q == nil {
@@ -402,7 +422,7 @@ func ask(ctx context.Context, client *http.Client, o weir.KeyOwner, addr, path s
 	if err != nil {
 		return answer{}, fmt.Errorf("ktable: %s: %w", o.Store, err)
 	}
-	resp, err := client.Do(req)
+	resp, err := fw.client.Do(req)
 	if err != nil {
 		return answer{}, unreachable(err)
 	}
@@ -436,10 +456,17 @@ type WindowValue[V any] struct {
 	Value V
 }
 
-// WithClient makes v's lookups use c to reach other instances, as
-// View.WithClient does. It returns v.
+// WithClient makes v's lookups use c to reach other instances over
+// plain HTTP, as View.WithClient does. It returns v.
 func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
-	v.client = c
+	v.fw = forwarding{client: c, scheme: "http"}
+	return v
+}
+
+// WithHTTPS makes v's lookups reach other instances over HTTPS with c,
+// as View.WithHTTPS does. It returns v.
+func (v *WindowView[K, V]) WithHTTPS(c *http.Client) *WindowView[K, V] {
+	v.fw = forwarding{client: c, scheme: "https"}
 	return v
 }
 
@@ -488,7 +515,7 @@ func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time
 		path := url.PathEscape(o.Store) + "/windows/" + base64.RawURLEncoding.EncodeToString(kb)
 		q := url.Values{"from": {strconv.FormatInt(from.UnixMilli(), 10)}, "to": {strconv.FormatInt(to.UnixMilli(), 10)}}
 		a, src, err = forward(ctx, v.r, o, local,
-			func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, q, maxLag) })
+			func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, q, maxLag) })
 	}
 	if err != nil {
 		return nil, err
@@ -612,5 +639,5 @@ func (v *View[K, V]) page(ctx context.Context, p int32, from, hi []byte) (answer
 	}
 	path := url.PathEscape(o.Store) + "/partitions/" + strconv.Itoa(int(p))
 	return forward(ctx, v.r, o, local,
-		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.client, o, addr, path, q, maxLag) })
+		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, q, maxLag) })
 }
