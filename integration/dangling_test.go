@@ -15,12 +15,17 @@ import (
 
 // TestFindDanglingOnKafka runs txn.FindDangling, the check every
 // exactly-once thread makes after initialising its producer, against the
-// real broker, over a topic and the group offsets' topic: after a commit and after an abort the partitions hold no
-// open transaction of the producer id, and while a transaction is open
-// the check says it is misplaced rather than calling the open records
-// dangling. (Records that Kafka left without their abort marker, what the
-// check exists for, are pinned by txn's unit test: the broker cannot be
-// made to drop a marker on purpose.)
+// real broker, over a topic and the group offsets' topic: after a commit
+// and after an abort the partitions hold no open transaction of the
+// producer id, and while a transaction is open the check says it is
+// misplaced rather than calling the open records dangling. It also runs
+// txn.CommitOver, which ends records a lost commit marker left open: it
+// refuses while a transaction is open, and otherwise commits a
+// transaction of the id over the partitions and the group's offsets that
+// writes one marker per partition and no record, after which the
+// producer goes on. (Records that Kafka left without their marker, what
+// both exist for, are pinned by unit tests: the broker cannot be made to
+// drop a marker on purpose.)
 func TestFindDanglingOnKafka(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
@@ -112,7 +117,40 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	if !errors.Is(err, txn.ErrTxnInProgress) || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
 		t.Fatalf("with a transaction open: %v, want the check to refuse, naming the open transaction", err)
 	}
+	// txn.CommitOver, what ends records a lost commit marker left open,
+	// refuses to commit over a transaction in progress.
+	groupPart := []txn.DanglingPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}, {Topic: txn.OffsetsTopic}}
+	if err := txn.CommitOver(t.Context(), client, admin, id, group, groupPart); !errors.Is(err, txn.ErrTxnInProgress) {
+		t.Fatalf("CommitOver with a transaction open = %v, want ErrTxnInProgress", err)
+	}
 	if err := p.AbortTxn(); err != nil {
 		t.Fatal(err)
 	}
+	clean("the second abort")
+
+	// With no transaction open, CommitOver runs one of the id's producer
+	// id and epoch over both partitions and the group's offsets partition,
+	// writing no record: each partition gets one commit marker, the
+	// coordinator completes a commit, and nothing is left open.
+	before := kafka.EndOffsets(t, c, topic)
+	if err := txn.CommitOver(t.Context(), client, admin, id, group, groupPart); err != nil {
+		t.Fatalf("CommitOver: %v", err)
+	}
+	clean("CommitOver")
+	after := kafka.EndOffsets(t, c, topic)
+	for part := range int32(2) {
+		if after[part] != before[part]+1 {
+			t.Errorf("partition %d: end offset %d after CommitOver, %d before; want one marker more", part, after[part], before[part])
+		}
+	}
+	last, err := txn.DescribeLast(admin, id)
+	if err != nil || last.State != "CompleteCommit" {
+		t.Fatalf("after CommitOver the id's last transaction is %+v (%v), want CompleteCommit", last, err)
+	}
+	// The producer goes on as before.
+	send()
+	if err := p.CommitTxn(); err != nil {
+		t.Fatalf("a commit after CommitOver: %v", err)
+	}
+	clean("a commit after CommitOver")
 }

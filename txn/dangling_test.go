@@ -125,3 +125,28 @@ func TestFindDanglingNeedsTransactionAdmin(t *testing.T) {
 		t.Fatal("an admin without the transaction APIs passed the check")
 	}
 }
+
+// DescribeLast reports the coordinator's state of an id's last
+// transaction, and an unknown id as nothing; Committed holds only for the
+// records of a completed commit's producer id and epoch.
+func TestDescribeLast(t *testing.T) {
+	t.Parallel()
+	admin := &txnAdmin{states: map[string]sarama.TransactionState{
+		"app-0": {TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3},
+		"gone":  {ErrorCode: errTransactionalIDNotFound},
+		"bad":   {ErrorCode: sarama.ErrTransactionalIDAuthorizationFailed},
+	}}
+	last, err := DescribeLast(admin, "app-0")
+	if err != nil || last != (LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}) {
+		t.Fatalf("DescribeLast(app-0) = %+v, %v", last, err)
+	}
+	if !last.Committed(7, DanglingPartition{ProducerEpoch: 3}) || last.Committed(7, DanglingPartition{ProducerEpoch: 2}) || last.Committed(8, DanglingPartition{ProducerEpoch: 3}) {
+		t.Error("Committed holds for other records than the last commit's producer id and epoch")
+	}
+	if last, err := DescribeLast(admin, "gone"); err != nil || last.State != "" {
+		t.Errorf("DescribeLast(gone) = %+v, %v; want nothing", last, err)
+	}
+	if _, err := DescribeLast(admin, "bad"); !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) {
+		t.Errorf("DescribeLast(bad) = %v, want the authorization error", err)
+	}
+}

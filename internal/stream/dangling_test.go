@@ -92,3 +92,36 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 		t.Fatalf("committed %d times", fake.Committed)
 	}
 }
+
+// TestSplitDangling: records left open by the id's last transaction, which
+// its coordinator committed (same producer id and epoch), are ended with a
+// commit; every other open record (an older epoch, another state, or an
+// unknown last transaction) with an abort.
+func TestSplitDangling(t *testing.T) {
+	t.Parallel()
+	de := &txn.DanglingError{TransactionalID: "app-p-0", ProducerID: 7, Partitions: []txn.DanglingPartition{
+		{Topic: "out", Partition: 0, StartOffset: 5, ProducerEpoch: 3},
+		{Topic: offsetsTopic, Partition: 2, StartOffset: 9, ProducerEpoch: 3},
+		{Topic: "out", Partition: 1, StartOffset: 4, ProducerEpoch: 2},
+	}}
+	for _, c := range []struct {
+		last               txn.LastTransaction
+		committed, aborted int
+	}{
+		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}, 2, 1},
+		{txn.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}, 0, 3},
+		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 8, ProducerEpoch: 3}, 0, 3},
+		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 4}, 0, 3},
+		{txn.LastTransaction{}, 0, 3},
+	} {
+		committed, aborted := splitDangling(de, c.last)
+		if len(committed) != c.committed || len(aborted) != c.aborted {
+			t.Errorf("last %+v: %d to commit, %d to abort; want %d and %d", c.last, len(committed), len(aborted), c.committed, c.aborted)
+		}
+		for _, dp := range committed {
+			if dp.ProducerEpoch != 3 {
+				t.Errorf("last %+v: commits %+v, of another epoch", c.last, dp)
+			}
+		}
+	}
+}

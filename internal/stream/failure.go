@@ -156,7 +156,7 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 		return err
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
-	if err := th.checkDangling(th.producer, true); err != nil {
+	if err := th.checkDangling(th.producer, true, txn.LastTransaction{}); err != nil {
 		return err
 	}
 	return th.rewind(re)
@@ -395,7 +395,7 @@ func (th *Thread) act(err error) (outcome, error) {
 	switch o {
 	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		if derr := th.checkDangling(th.producer, true); derr != nil {
+		if derr := th.checkDangling(th.producer, true, txn.LastTransaction{}); derr != nil {
 			return o, derr
 		}
 		return o, th.rewind(err)

@@ -167,11 +167,14 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	th.maxBytes = pc.Producer.MaxMessageBytes
 	th.newProducer = func() (*txn.Producer, error) {
 		for attempt := 1; ; attempt++ {
+			// Before InitProducerId moves the id on: whether its last
+			// transaction committed (checkDangling).
+			last := th.lastTransaction()
 			p, err := txn.New(th.pclient)
 			if err != nil {
 				return nil, err
 			}
-			err = th.checkDangling(p, false)
+			err = th.checkDangling(p, false, last)
 			if err == nil {
 				return p, nil
 			}
@@ -214,7 +217,15 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // such means the broker cannot answer this check (an embedded test
 // broker): the thread then stops checking. After an abort the check waits
 // up to danglingWait for the abort's markers.
-func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool) error {
+//
+// Records left open on a partition by the id's last transaction, which its
+// coordinator reports committed (last, asked before the producer was
+// initialised; txn.LastTransaction.Committed), lost their commit marker:
+// an abort would drop output whose input offsets are committed. Those the
+// thread ends with a commit instead (txn.CommitOver), which writes no
+// record. After an abort of its own the thread knows no such thing, and
+// aborts.
+func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastTransaction) error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
 		return nil
 	}
@@ -263,12 +274,77 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool) error {
 		case attempt >= danglingAttempts:
 			return fmt.Errorf("weir: thread %d: still open after %d aborts over them: %w", th.idx, attempt, de)
 		}
-		th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
-		th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
-		if err := abortOver(th.ctx, p, de.Partitions, th.spareTopic(), th.addGroupToTxn); err != nil {
-			return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, de, err)
+		committed, aborted := splitDangling(de, last)
+		if len(committed) > 0 {
+			th.log.Warn("partitions hold records of this thread's last transaction, which its coordinator committed, without their commit marker; ending them with a commit",
+				"transactional_id", id, "producer_id", de.ProducerID, "partitions", danglingNames(committed))
+			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_committed").Inc()
+			if err := txn.CommitOver(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, committed); err != nil {
+				return fmt.Errorf("weir: thread %d: ending records of a committed transaction left open on %s: %w", th.idx, danglingNames(committed), err)
+			}
+		}
+		if len(aborted) > 0 {
+			th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
+			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
+			if err := abortOver(th.ctx, p, aborted, th.spareTopic(), th.addGroupToTxn); err != nil {
+				return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, de, err)
+			}
 		}
 	}
+}
+
+// splitDangling sorts the partitions of de into those holding records of
+// the id's last transaction, which committed (last), and the others.
+func splitDangling(de *txn.DanglingError, last txn.LastTransaction) (committed, aborted []txn.DanglingPartition) {
+	for _, dp := range de.Partitions {
+		if last.Committed(de.ProducerID, dp) {
+			committed = append(committed, dp)
+		} else {
+			aborted = append(aborted, dp)
+		}
+	}
+	return committed, aborted
+}
+
+// danglingNames lists parts as "topic/partition@offset".
+func danglingNames(parts []txn.DanglingPartition) []string {
+	names := make([]string, len(parts))
+	for i, dp := range parts {
+		names[i] = fmt.Sprintf("%s/%d@%d", dp.Topic, dp.Partition, dp.StartOffset)
+	}
+	return names
+}
+
+// lastTransaction returns what the coordinator of the thread's
+// transactional id says of its last transaction (checkDangling); the zero
+// value when it cannot tell, which makes the check abort what it finds.
+func (th *Thread) lastTransaction() txn.LastTransaction {
+	if th.in.Admin == nil || th.noDanglingCheck {
+		return txn.LastTransaction{}
+	}
+	id := th.pclient.Config().Producer.Transaction.ID
+	if id == "" {
+		return txn.LastTransaction{}
+	}
+	type answer struct {
+		last txn.LastTransaction
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		last, err := txn.DescribeLast(th.in.Admin, id)
+		done <- answer{last, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			th.log.Debug("could not describe the last transaction", "transactional_id", id, "error", a.err)
+		}
+		return a.last
+	case <-time.After(danglingCallTimeout):
+	case <-th.ctx.Done():
+	}
+	return txn.LastTransaction{}
 }
 
 // findDangling is txn.FindDangling, asked again while a transaction of id
@@ -329,7 +405,7 @@ const danglingAttempts = 3
 const danglingWait = 5 * time.Second
 
 // offsetsTopic is Kafka's internal topic of group offsets.
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = txn.OffsetsTopic
 
 // abortOver opens a transaction of p over parts, one record in each, and
 // aborts it: the abort marker ends every open record of p's producer id
@@ -708,7 +784,7 @@ func (th *Thread) loop() error {
 		if len(th.tasks) == 0 && !th.producer.Pending() && th.checkOwn.Swap(false) {
 			// Sessions keep ending on a pending offset commit: end it if
 			// it is this thread's producer's (reportUnstable).
-			if err := th.checkDangling(th.producer, true); err != nil {
+			if err := th.checkDangling(th.producer, true, txn.LastTransaction{}); err != nil {
 				return th.shutdown(err)
 			}
 		}

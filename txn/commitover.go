@@ -1,0 +1,198 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// OffsetsTopic is Kafka's topic of group offsets, which a transaction's
+// offset commits are written to.
+const OffsetsTopic = "__consumer_offsets"
+
+// LastTransaction is what the coordinator of a transactional id says of
+// its last transaction (DescribeTransactions). Asked before a producer
+// of the id is initialised, it tells whether records its previous
+// incarnation left open belong to a transaction that committed (see
+// [LastTransaction.Committed]).
+type LastTransaction struct {
+	// State is Kafka's name of the transaction's state: "Empty",
+	// "Ongoing", "PrepareCommit", "CompleteCommit", "CompleteAbort", ...
+	State         string
+	ProducerID    int64
+	ProducerEpoch int16
+}
+
+// DescribeLast returns what the coordinator of transactionalID says of
+// its last transaction. A transactional id the coordinator does not know
+// is State "" and no error.
+func DescribeLast(admin sarama.ClusterAdmin, transactionalID string) (LastTransaction, error) {
+	ta, ok := admin.(sarama.TransactionClusterAdmin)
+	if !ok {
+		return LastTransaction{}, errors.New("txn: the admin client cannot describe transactions")
+	}
+	states, err := ta.DescribeTransactions([]string{transactionalID})
+	if err != nil {
+		return LastTransaction{}, fmt.Errorf("txn: describing transactional id %s: %w", transactionalID, err)
+	}
+	st, ok := states[transactionalID]
+	switch {
+	case !ok || st.ErrorCode == errTransactionalIDNotFound:
+		return LastTransaction{}, nil
+	case st.ErrorCode != sarama.ErrNoError:
+		return LastTransaction{}, fmt.Errorf("txn: describing transactional id %s: %w", transactionalID, st.ErrorCode)
+	}
+	return LastTransaction{State: st.TransactionState, ProducerID: st.ProducerID, ProducerEpoch: st.ProducerEpoch}, nil
+}
+
+// Committed reports whether records that dp holds open, in a transaction
+// of producerID, belong to this last transaction and it committed: its
+// coordinator completed a commit with the same producer id and epoch. The
+// commit's marker then never reached the partition, and ending the
+// records with an abort (as a [DanglingError] is usually ended) would
+// drop output whose input offsets are committed. Records of an earlier
+// transaction of the same epoch that a lost abort marker left open would
+// look the same; a producer that checks after each of its own aborts (as
+// weir's threads do) has ended those before its next transaction.
+func (l LastTransaction) Committed(producerID int64, dp DanglingPartition) bool {
+	return l.State == "CompleteCommit" && l.ProducerID == producerID && int32(l.ProducerEpoch) == dp.ProducerEpoch
+}
+
+// errTransactionalIDNotFound is Kafka's TRANSACTIONAL_ID_NOT_FOUND (105),
+// which sarama does not name.
+const errTransactionalIDNotFound sarama.KError = 105
+
+// commitOverAttempts and commitOverBackoff bound CommitOver's retries of
+// one request the coordinator answers with a retriable error (loading,
+// moving, a concurrent transaction still ending).
+const (
+	commitOverAttempts = 10
+	commitOverBackoff  = 100 * time.Millisecond
+)
+
+// CommitOver ends with a commit marker the records that parts hold open
+// in a transaction of transactionalID's producer id, one whose coordinator
+// completed a commit but whose marker did not reach them
+// ([LastTransaction.Committed]). It runs a transaction of the id's current
+// producer id and epoch that adds those partitions (the group's offsets
+// partition through AddOffsetsToTxn for group, when parts name
+// OffsetsTopic) and commits, writing no record: the broker ends every
+// open record of the producer id on a partition with its next marker, as
+// committed here. client reaches the coordinator; it must not be used by
+// a producer of the id meanwhile, nor have a transaction of the id open:
+// CommitOver refuses one in progress with [ErrTxnInProgress]. A fenced
+// producer epoch is [ErrFenced]. The caller checks the partitions again
+// once the markers are written (FindDangling).
+func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, parts []DanglingPartition) error {
+	last, err := DescribeLast(admin, transactionalID)
+	if err != nil {
+		return err
+	}
+	if last.State == "Ongoing" || strings.HasPrefix(last.State, "Prepare") {
+		return fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, last.State)
+	}
+	topics := map[string][]int32{}
+	offsets := false
+	for _, dp := range parts {
+		if dp.Topic == OffsetsTopic {
+			offsets = true
+			continue
+		}
+		topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
+	}
+	id, pid, epoch := transactionalID, last.ProducerID, last.ProducerEpoch
+	if len(topics) > 0 {
+		err := retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
+			r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, TopicPartitions: topics})
+			if err != nil {
+				return err
+			}
+			for _, pes := range r.Errors {
+				for _, pe := range pes {
+					if pe.Err != sarama.ErrNoError {
+						return pe.Err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("txn: adding %d topic(s) to the commit of %s: %w", len(topics), id, err)
+		}
+	}
+	if offsets {
+		err := retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
+			r, err := b.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, GroupID: group})
+			if err != nil {
+				return err
+			}
+			return errOrNil(r.Err)
+		})
+		if err != nil {
+			return fmt.Errorf("txn: adding the offsets of group %s to the commit of %s: %w", group, id, err)
+		}
+	}
+	if len(topics) == 0 && !offsets {
+		return nil
+	}
+	// Once partitions are added, the transaction must end in a commit:
+	// left to time out, it would be aborted, and the abort marker would
+	// end the records as aborted.
+	err = retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
+		r, err := b.EndTxn(&sarama.EndTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, TransactionResult: true})
+		if err != nil {
+			return err
+		}
+		return errOrNil(r.Err)
+	})
+	if err != nil {
+		return fmt.Errorf("txn: committing over the open records of %s: %w", id, err)
+	}
+	return nil
+}
+
+func errOrNil(k sarama.KError) error {
+	if k == sarama.ErrNoError {
+		return nil
+	}
+	return k
+}
+
+// retryCoordinator runs call on transactionalID's coordinator, again after
+// a retriable error (at most commitOverAttempts times, finding the
+// coordinator again after NOT_COORDINATOR); a fenced epoch is ErrFenced.
+func retryCoordinator(ctx context.Context, client sarama.Client, transactionalID string, call func(*sarama.Broker) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		var b *sarama.Broker
+		if b, err = client.TransactionCoordinator(transactionalID); err == nil {
+			if err = call(b); err == nil {
+				return nil
+			}
+		}
+		switch {
+		case errors.Is(err, sarama.ErrProducerFenced), errors.Is(err, sarama.ErrInvalidProducerEpoch):
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		case errors.Is(err, sarama.ErrNotCoordinatorForConsumer):
+			_ = client.RefreshTransactionCoordinator(transactionalID)
+		case !errors.Is(err, sarama.ErrConcurrentTransactions) && !errors.Is(err, sarama.ErrOffsetsLoadInProgress) &&
+			!errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) && !errors.Is(err, sarama.ErrRequestTimedOut):
+			var kerr sarama.KError
+			if errors.As(err, &kerr) {
+				return err // a refusal: asking again gets the same answer
+			}
+		}
+		if attempt >= commitOverAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(commitOverBackoff):
+		}
+	}
+}
