@@ -284,10 +284,11 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 			}
 		}
 		if len(aborted) > 0 {
-			th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", de)
+			ab := &txn.DanglingError{TransactionalID: de.TransactionalID, ProducerID: de.ProducerID, Partitions: aborted}
+			th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", ab)
 			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
 			if err := abortOver(th.ctx, p, aborted, th.spareTopic(), th.addGroupToTxn); err != nil {
-				return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, de, err)
+				return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, ab, err)
 			}
 		}
 	}
