@@ -738,7 +738,8 @@ func readCommittedToSentinels(t *testing.T, c *kafka.Env, f *findings, topic str
 }
 
 // logCounts counts the lines of the instances' logs that tell of aborts,
-// fencing, unknown outcomes, producer rebuilds and assignments.
+// fencing, unknown outcomes, producer rebuilds, records left open by a
+// lost marker and assignments.
 func (cl *eosCluster) logCounts() string {
 	kinds := []struct{ name, text string }{
 		{"aborts", "transaction aborted"},
@@ -747,6 +748,7 @@ func (cl *eosCluster) logCounts() string {
 		{"unknown outcomes", "transaction outcome unknown"},
 		{"rebuilds after a slow commit", "rebuilding the producer so that no late request"},
 		{"open records of aborted transactions ended", "ending them with an abort"},
+		{"open records of committed transactions ended", "ending them with a commit"},
 		{"assignments", `msg=assignment`},
 	}
 	counts := make([]int, len(kinds))
