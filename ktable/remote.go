@@ -116,10 +116,11 @@ const (
 //
 // Answers are JSON: 200 {"found": true, "value": "<base64>"} or
 // {"found": false} for a key, {"windows": [{"start": <ms>, "value":
-// "<base64>"}, ...]} for a window fetch, {"entries": [{"key": "<base64>",
-// "value": "<base64>"}, ...], "more": true} for a page of a scan; 503 {"reason", "task",
-// "partition", "error"} with Retry-After: 1; 404 for an unknown store;
-// 400 for a malformed request or a route of the other kind of store.
+// "<base64>"}, ...]} for a window fetch, {"entries": [{"key":
+// "<base64>", "value": "<base64>"}, ...], "more": true} for a page of a
+// scan; 503 {"reason", "task", "partition", "error"} with Retry-After: 1;
+// 404 for an unknown store; 400 for a malformed request or a route of
+// the other kind of store.
 // Values travel as the store's serialized bytes: the asking view
 // deserializes them with its own serde.
 func Handler(app *weir.App) http.Handler {
