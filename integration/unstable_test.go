@@ -130,3 +130,195 @@ func TestPendingOffsetCommitIsNamed(t *testing.T) {
 		t.Errorf("read %d committed output records, want the one input record (the holder's record was aborted)", got)
 	}
 }
+
+// TestAbandonedOffsetCommitIsEnded: a thread of another process of the
+// application committed a transaction whose offset commit never got its
+// marker (as when a broker loses one), and that process is gone. Every
+// session of the group then ends with UNSTABLE_OFFSET_COMMIT, and no
+// producer of the transaction will ever end it. weir must end it as the
+// coordinator recorded it, with a commit: the output of that transaction
+// is committed, so its offsets must be too, or the group would process
+// the input again and write the output twice.
+//
+// The broker cannot be made to lose a marker, but it can be made to miss
+// one: the holder writes its offset commit (TxnOffsetCommit) without
+// adding the group's offsets partition to its transaction first
+// (AddOffsetsToTxn), so the coordinator, which writes markers to the
+// partitions it knows, never writes one there. The broker refuses such a
+// write unless transaction.partition.verification.enable is off, which
+// the test sets for the holder's transaction only, as a dynamic config of
+// the broker. So the test does not run in parallel: Go runs the parallel
+// tests of the package after it, never beside it.
+func TestAbandonedOffsetCommitIsEnded(t *testing.T) {
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v1")})
+
+	// The holder is thread 0 of a process of the application that is not
+	// running: it copied v1 to "out" and committed, but its offset commit
+	// (in/0 at 1) is left open.
+	holderID := app + "-0123456789abcdef0123456789abcdef-0"
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V4_0_0_0
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Transaction.ID = holderID
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cl, err := sarama.NewClient(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	holder, err := sarama.NewSyncProducerFromClient(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := holder.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := holder.SendMessage(&sarama.ProducerMessage{Topic: out, Partition: 0, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Admin(t)
+	st, err := admin.(sarama.TransactionClusterAdmin).DescribeTransactions([]string{holderID})
+	if err != nil || st[holderID].TransactionState != "Ongoing" {
+		t.Fatalf("the holder's transaction: %+v, %v", st[holderID], err)
+	}
+	pid, epoch := st[holderID].ProducerID, st[holderID].ProducerEpoch
+	missedOffsetCommit(t, cl, admin, holderID, pid, epoch, app, map[string][]*sarama.PartitionOffsetMetadata{in: {{Partition: 0, Offset: 1}}})
+	if err := holder.CommitTxn(); err != nil {
+		t.Fatal(err)
+	}
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		st, err := admin.(sarama.TransactionClusterAdmin).DescribeTransactions([]string{holderID})
+		return err == nil && st[holderID].TransactionState == "CompleteCommit", fmt.Sprintf("the holder's transaction after its commit: %+v, %v", st[holderID], err)
+	})
+	part := txnOffsetsPartition(t, admin, app)
+	ps, err := admin.(sarama.TransactionClusterAdmin).DescribeProducers(map[string][]int32{"__consumer_offsets": {part}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := false
+	for _, ap := range ps["__consumer_offsets"][part].ActiveProducers {
+		held = held || (ap.ProducerID == pid && ap.CurrentTxnStartOffset >= 0)
+	}
+	if !held {
+		t.Fatalf("the holder's offset commit is not left open on __consumer_offsets/%d: %+v", part, ps["__consumer_offsets"][part])
+	}
+
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	wcfg := baseConfig(c, app, t)
+	wcfg.Guarantee = weir.ExactlyOnce
+	wcfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	inst := start(t, passthrough(in, out), wcfg)
+	kafka.Eventually(t, 4*time.Minute, 200*time.Millisecond, func() (bool, string) {
+		return len(inst.app.Tasks()) == 1, "the instance does not run its task; weir logged:\n" + func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return lastWarnings(logs.String(), 6)
+		}()
+	})
+	mu.Lock()
+	said := strings.Contains(logs.String(), "taking its transactional id over to end them with a commit") && strings.Contains(logs.String(), holderID)
+	mu.Unlock()
+	if !said {
+		t.Errorf("weir did not say it took %s over to commit its records", holderID)
+	}
+	// v1 was copied by the holder; weir copies v2, and v1 not again.
+	kafka.Produce(t, c, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v2")})
+	var got []string
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool {
+		got = got[:0]
+		for _, m := range recs {
+			got = append(got, string(m.Value))
+		}
+		return len(got) >= 2
+	})
+	if strings.Join(got, ",") != "v1,v2" {
+		t.Errorf("committed output %v, want [v1 v2]: v1 once (the holder's), v2 once (weir's)", got)
+	}
+	// The holder's producer was fenced by the takeover.
+	if err := holder.BeginTxn(); err == nil {
+		if _, _, err = holder.SendMessage(&sarama.ProducerMessage{Topic: out, Partition: 0, Value: sarama.StringEncoder("late")}); err == nil {
+			err = holder.CommitTxn()
+		}
+		if err == nil {
+			t.Errorf("the holder committed after weir took its transactional id over")
+		}
+	}
+}
+
+// txnOffsetsPartition is the partition of __consumer_offsets holding
+// group's offsets: abs(Java hashCode) % partitions.
+func txnOffsetsPartition(t *testing.T, admin sarama.ClusterAdmin, group string) int32 {
+	t.Helper()
+	ds, err := admin.DescribeTopics([]string{"__consumer_offsets"})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("describing __consumer_offsets: %v", err)
+	}
+	var h int32
+	for _, r := range group {
+		h = 31*h + int32(r)
+	}
+	if h < 0 {
+		h = -h
+	}
+	return h % int32(len(ds[0].Partitions))
+}
+
+// verification turns transaction.partition.verification.enable on or off
+// on the test broker (node 1), as a dynamic config; on again when the test
+// ends, whatever happened.
+func verification(t *testing.T, admin sarama.ClusterAdmin, on bool) {
+	t.Helper()
+	op := sarama.IncrementalAlterConfigsOperationSet
+	value := "false"
+	if on {
+		op, value = sarama.IncrementalAlterConfigsOperationDelete, ""
+	} else {
+		t.Cleanup(func() { verification(t, admin, true) })
+	}
+	err := admin.IncrementalAlterConfig(sarama.BrokerResource, "1", map[string]sarama.IncrementalAlterConfigsEntry{
+		"transaction.partition.verification.enable": {Operation: op, Value: &value}}, false)
+	if err != nil {
+		t.Fatalf("setting transaction.partition.verification.enable=%t on the broker: %v", on, err)
+	}
+}
+
+// missedOffsetCommit writes a transactional offset commit of group for
+// transactional id id (producer id pid, epoch epoch) that the id's
+// coordinator does not know of: no AddOffsetsToTxn comes first, so no
+// marker of the id's transactions will ever reach it, as when a broker
+// loses one. The broker takes it only with
+// transaction.partition.verification.enable off, which it is for this
+// call alone; a test calling it must not run in parallel.
+func missedOffsetCommit(t *testing.T, cl sarama.Client, admin sarama.ClusterAdmin, id string, pid int64, epoch int16, group string, offsets map[string][]*sarama.PartitionOffsetMetadata) {
+	t.Helper()
+	gc, err := cl.Coordinator(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verification(t, admin, false)
+	defer verification(t, admin, true)
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		r, err := gc.TxnOffsetCommit(&sarama.TxnOffsetCommitRequest{Version: 3, TransactionalID: id, GroupID: group, ProducerID: pid, ProducerEpoch: epoch,
+			GenerationID: -1, Topics: offsets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ps := range r.Topics {
+			for _, p := range ps {
+				if p.Err != sarama.ErrNoError {
+					return false, fmt.Sprintf("TxnOffsetCommit without AddOffsetsToTxn: %v", p.Err)
+				}
+			}
+		}
+		return true, ""
+	})
+}

@@ -95,6 +95,80 @@ func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 	if last.State == "Ongoing" || strings.HasPrefix(last.State, "Prepare") {
 		return fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, last.State)
 	}
+	return endOver(ctx, client, transactionalID, group, last.ProducerID, last.ProducerEpoch, parts, true)
+}
+
+// takeOverTimeout is the transaction timeout EndAbandoned initialises a
+// transactional id with: its transaction only adds partitions and ends,
+// in milliseconds, and one that timed out would be aborted.
+const takeOverTimeout = time.Minute
+
+// EndAbandoned ends the records that parts hold open in a transaction of
+// transactionalID whose producer is gone (no producer of the id will end
+// them), as the id's coordinator recorded that transaction. last, which
+// the caller described when it found the records, must be a completed
+// commit or abort of the records' producer id and epoch: the marker that
+// never reached the partitions. Anything else (a transaction still in
+// progress, another epoch) is refused without acting: an ongoing
+// transaction ends by itself within its timeout, and records of an older
+// epoch belong to a transaction whose outcome the coordinator no longer
+// says.
+//
+// EndAbandoned takes the id over: InitProducerId bumps its epoch, which
+// fences a producer of the id should one still run, so that no
+// transaction of the id can start beside this one. A transaction of the
+// new epoch then adds parts (the group's offsets partition through
+// AddOffsetsToTxn for group, for OffsetsTopic) and ends as last did,
+// writing no record; the broker ends every open record of the producer id
+// on a partition with its next marker. When the epoch moved more than
+// once meanwhile, another producer of the id acted, and its markers
+// decide: EndAbandoned ends nothing and returns nil. ended reports whether
+// it wrote markers. The caller checks the partitions again.
+func EndAbandoned(ctx context.Context, client sarama.Client, transactionalID, group string, parts []DanglingPartition, last LastTransaction) (ended bool, err error) {
+	if len(parts) == 0 {
+		return false, nil
+	}
+	var commit bool
+	switch last.State {
+	case "CompleteCommit":
+		commit = true
+	case "CompleteAbort":
+	default:
+		return false, fmt.Errorf("%w: %s is %q", ErrTxnInProgress, transactionalID, last.State)
+	}
+	for _, dp := range parts {
+		if dp.ProducerEpoch != int32(last.ProducerEpoch) {
+			return false, fmt.Errorf("txn: %s/%d holds records of epoch %d of %s, whose coordinator describes epoch %d: their outcome is unknown",
+				dp.Topic, dp.Partition, dp.ProducerEpoch, transactionalID, last.ProducerEpoch)
+		}
+	}
+	id := transactionalID
+	var pid int64
+	var epoch int16
+	err = retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
+		r, err := b.InitProducerID(&sarama.InitProducerIDRequest{Version: 4, TransactionalID: &id, TransactionTimeout: takeOverTimeout, ProducerID: -1, ProducerEpoch: -1})
+		if err != nil {
+			return err
+		}
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+		return errOrNil(r.Err)
+	})
+	if err != nil {
+		return false, fmt.Errorf("txn: taking over transactional id %s: %w", id, err)
+	}
+	if pid != last.ProducerID || epoch != last.ProducerEpoch+1 {
+		return false, nil
+	}
+	if err := endOver(ctx, client, id, group, pid, epoch, parts, commit); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// endOver runs a transaction of transactionalID's producer id pid and
+// epoch that adds the partitions of parts and ends with a commit or an
+// abort, writing no record.
+func endOver(ctx context.Context, client sarama.Client, transactionalID, group string, pid int64, epoch int16, parts []DanglingPartition, commit bool) error {
 	topics := map[string][]int32{}
 	offsets := false
 	for _, dp := range parts {
@@ -104,7 +178,7 @@ func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 		}
 		topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
 	}
-	id, pid, epoch := transactionalID, last.ProducerID, last.ProducerEpoch
+	id := transactionalID
 	if len(topics) > 0 {
 		err := retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
 			r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, TopicPartitions: topics})
@@ -121,7 +195,7 @@ func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("txn: adding %d topic(s) to the commit of %s: %w", len(topics), id, err)
+			return fmt.Errorf("txn: adding %d topic(s) to the transaction of %s: %w", len(topics), id, err)
 		}
 	}
 	if offsets {
@@ -133,24 +207,24 @@ func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterA
 			return errOrNil(r.Err)
 		})
 		if err != nil {
-			return fmt.Errorf("txn: adding the offsets of group %s to the commit of %s: %w", group, id, err)
+			return fmt.Errorf("txn: adding the offsets of group %s to the transaction of %s: %w", group, id, err)
 		}
 	}
 	if len(topics) == 0 && !offsets {
 		return nil
 	}
-	// Once partitions are added, the transaction must end in a commit:
-	// left to time out, it would be aborted, and the abort marker would
-	// end the records as aborted.
-	err = retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
-		r, err := b.EndTxn(&sarama.EndTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, TransactionResult: true})
+	// Once partitions are added, the transaction must end as asked: left
+	// to time out, it would be aborted, and the abort marker would end
+	// committed records as aborted.
+	err := retryCoordinator(ctx, client, id, func(b *sarama.Broker) error {
+		r, err := b.EndTxn(&sarama.EndTxnRequest{Version: 3, TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, TransactionResult: commit})
 		if err != nil {
 			return err
 		}
 		return errOrNil(r.Err)
 	})
 	if err != nil {
-		return fmt.Errorf("txn: committing over the open records of %s: %w", id, err)
+		return fmt.Errorf("txn: ending the open records of %s (commit %t): %w", id, commit, err)
 	}
 	return nil
 }

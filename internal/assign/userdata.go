@@ -145,6 +145,20 @@ func appendTaskSet(b []byte, tasks []TaskID, values map[TaskID]int64) []byte {
 	return b
 }
 
+// SubscriptionProcess returns the process id that a member's subscription
+// user data (what [Strategy.SubscriptionUserData] sends) names; ok is
+// false for a probe and for data weir did not write.
+func SubscriptionProcess(userData []byte) (processID string, ok bool) {
+	if isProbe(userData) {
+		return "", false
+	}
+	s, err := decodeSubscription(userData)
+	if err != nil || s.ProcessID == "" {
+		return "", false
+	}
+	return s.ProcessID, true
+}
+
 // decodeSubscription decodes what encodeSubscription wrote. Any other input
 // (empty, unknown version, truncated, out-of-range numbers, unsorted sets,
 // trailing bytes) is an error wrapping errUserData; it never panics and

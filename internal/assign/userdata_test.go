@@ -196,3 +196,27 @@ func TestSubscriptionReadsVersion1(t *testing.T) {
 		t.Error("a version from the future decoded")
 	}
 }
+
+// SubscriptionProcess names the process of weir's own subscriptions only:
+// a probe, empty data and data of another assignor name none.
+func TestSubscriptionProcess(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		data []byte
+		want string
+		ok   bool
+	}{
+		{"member", encodeSubscription(subscription{UserData: UserData{ProcessID: "0123456789abcdef0123456789abcdef"}, Generation: 4}), "0123456789abcdef0123456789abcdef", true},
+		{"no process id", encodeSubscription(subscription{Generation: -1}), "", false},
+		{"probe", []byte{probeVersion}, "", false},
+		{"empty", nil, "", false},
+		{"foreign", []byte("range"), "", false},
+	}
+	for _, tc := range tests {
+		got, ok := SubscriptionProcess(tc.data)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: SubscriptionProcess = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/statedir"
 )
 
 // Version is the protocol version weir speaks. Kafka 4 dropped the old
@@ -125,6 +128,27 @@ func Thread(o *Options, processID string, thread int, strategy sarama.BalanceStr
 // TransactionalID is the transactional id of a thread's producer.
 func TransactionalID(app, processID string, thread int) string {
 	return app + "-" + processID + "-" + strconv.Itoa(thread)
+}
+
+// ParseTransactionalID reports whether id is the transactional id of a
+// thread of application app (TransactionalID, with a process id of the
+// form the state directory creates), and of which process. The form is
+// checked whole: application "orders" does not claim the ids of
+// application "orders-v2".
+func ParseTransactionalID(app, id string) (processID string, thread int, ok bool) {
+	rest, found := strings.CutPrefix(id, app+"-")
+	if !found {
+		return "", 0, false
+	}
+	processID, num, found := strings.Cut(rest, "-")
+	if !found || !statedir.ValidProcessID(processID) {
+		return "", 0, false
+	}
+	thread, err := strconv.Atoi(num)
+	if err != nil || thread < 0 || strconv.Itoa(thread) != num {
+		return "", 0, false
+	}
+	return processID, thread, true
 }
 
 // Origin travels with every record weir produces (as its Metadata): where

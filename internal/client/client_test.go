@@ -19,3 +19,36 @@ func TestThreadInstanceID(t *testing.T) {
 		}
 	}
 }
+
+// ParseTransactionalID accepts exactly the ids TransactionalID makes for
+// the application, and no other application's.
+func TestParseTransactionalID(t *testing.T) {
+	t.Parallel()
+	const proc = "0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		app, id string
+		proc    string
+		thread  int
+		ok      bool
+	}{
+		{"orders", TransactionalID("orders", proc, 0), proc, 0, true},
+		{"orders", TransactionalID("orders", proc, 12), proc, 12, true},
+		{"my-app", TransactionalID("my-app", proc, 3), proc, 3, true},
+		{"orders", TransactionalID("orders-v2", proc, 0), "", 0, false}, // another application
+		{"orders-v2", TransactionalID("orders", proc, 0), "", 0, false},
+		{"orders", "orders-" + proc, "", 0, false},                            // no thread
+		{"orders", "orders-" + proc + "-", "", 0, false},                      // empty thread
+		{"orders", "orders-" + proc + "-01", "", 0, false},                    // not canonical
+		{"orders", "orders-" + proc + "--1", "", 0, false},                    // negative
+		{"orders", "orders-" + proc + "-1-2", "", 0, false},                   // trailing part
+		{"orders", "orders-0123456789abcdefg123456789abcdef-0", "", 0, false}, // not hex
+		{"orders", "orders-0123-0", "", 0, false},
+		{"orders", "", "", 0, false},
+	}
+	for _, tc := range tests {
+		p, th, ok := ParseTransactionalID(tc.app, tc.id)
+		if p != tc.proc || th != tc.thread || ok != tc.ok {
+			t.Errorf("ParseTransactionalID(%q, %q) = %q, %d, %v; want %q, %d, %v", tc.app, tc.id, p, th, ok, tc.proc, tc.thread, tc.ok)
+		}
+	}
+}

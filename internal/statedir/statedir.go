@@ -66,7 +66,7 @@ func readOrCreateProcessID(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if validID(id) {
+		if ValidProcessID(id) {
 			return id, nil
 		}
 		return "", fmt.Errorf("weir: %s holds no valid process id; delete it to get a new one", file)
@@ -100,8 +100,9 @@ func (d *Dir) Close() error {
 	return err
 }
 
-// validID reports a process id as Open creates them: 32 hex digits.
-func validID(id string) bool {
+// ValidProcessID reports whether id has the form of the process ids Open
+// creates: 32 hex digits.
+func ValidProcessID(id string) bool {
 	if len(id) != 32 {
 		return false
 	}

@@ -223,8 +223,9 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // initialised; txn.LastTransaction.Committed), lost their commit marker:
 // an abort would drop output whose input offsets are committed. Those the
 // thread ends with a commit instead (txn.CommitOver), which writes no
-// record. After an abort of its own the thread knows no such thing, and
-// aborts.
+// record. Right after an abort of its own the thread knows no such thing,
+// and aborts; when it runs no task and has nothing pending (reportUnstable)
+// it asks the coordinator again.
 func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastTransaction) error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
 		return nil
@@ -784,8 +785,12 @@ func (th *Thread) loop() error {
 		}
 		if len(th.tasks) == 0 && !th.producer.Pending() && th.checkOwn.Swap(false) {
 			// Sessions keep ending on a pending offset commit: end it if
-			// it is this thread's producer's (reportUnstable).
-			if err := th.checkDangling(th.producer, true, txn.LastTransaction{}); err != nil {
+			// it is this thread's producer's (reportUnstable). With no
+			// transaction pending the coordinator's last transaction is
+			// the thread's last: records of it that a lost commit marker
+			// left open are committed, not aborted, which would drop the
+			// group's committed offsets.
+			if err := th.checkDangling(th.producer, true, th.lastTransaction()); err != nil {
 				return th.shutdown(err)
 			}
 		}

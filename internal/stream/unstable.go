@@ -1,14 +1,20 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/txn"
 )
 
 // unstableSessions is how many group sessions of a thread in a row may
@@ -20,14 +26,24 @@ import (
 // like this again and again mean one whose marker never came.
 const unstableSessions = 3
 
+// takeOverSessions is how many group sessions of a thread in a row must
+// end with UNSTABLE_OFFSET_COMMIT before it ends a transaction held open
+// on the group's offsets partition by another process of the application
+// that is not in the group (endAbandoned). By then (about a minute) the
+// process, were it running, would have ended records of its own producer
+// (its threads check once they run no task, after unstableSessions), or
+// its next commit would have.
+const takeOverSessions = 3 * unstableSessions
+
 // reportUnstable runs on the consume goroutine once unstableSessions
 // sessions in a row ended with UNSTABLE_OFFSET_COMMIT. It logs, at warn
 // level, the transactions open on the group's offsets partition (producer
 // id, epoch, start offset, age), with the command that ends one an
 // operator judges stuck, and asks the loop to end any of them that is
 // this thread's own producer's (checkDangling, once the thread is idle).
-// The group rebalances every time a member fails this way, so every
-// member of the group stalls until the transaction ends.
+// From takeOverSessions on it also ends those whose producer is gone
+// (endAbandoned). The group rebalances every time a member fails this
+// way, so every member of the group stalls until the transaction ends.
 func (th *Thread) reportUnstable(n int) {
 	th.checkOwn.Store(true)
 	th.Wake()
@@ -40,20 +56,159 @@ func (th *Thread) reportUnstable(n int) {
 		var ps map[string]map[int32]sarama.DescribeProducersResponsePartition
 		if ps, err = ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}}); err == nil {
 			var open []string
+			var held []sarama.ProducerState
 			for _, ap := range ps[offsetsTopic][part].ActiveProducers {
 				if ap.CurrentTxnStartOffset < 0 {
 					continue
 				}
+				held = append(held, ap)
 				open = append(open, fmt.Sprintf("producer id %d epoch %d from offset %d (last write %s ago)",
 					ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, time.Since(time.UnixMilli(ap.LastTimestamp)).Round(time.Second)))
 			}
 			th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
 				"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
 				"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
+			if n >= takeOverSessions && len(held) > 0 {
+				th.endAbandoned(ta, part, held)
+			}
 			return
 		}
 	}
 	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+}
+
+// endAbandoned ends the transactions of held, open on the group's offsets
+// partition part, that a lost marker left open in a process of the
+// application that is gone: for each, the transactional id of its
+// producer id is looked up (ListTransactions), and the records are ended
+// as that id's coordinator completed its last transaction
+// (txn.EndAbandoned, which takes the id over) when abandonedBy says they
+// may be. Kafka Streams leaves such records to an operator's
+// kafka-transactions.sh, which can only abort them: committed offsets
+// would be dropped, and the group would process their input again.
+// Failures are logged; the next report tries again.
+func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, held []sarama.ProducerState) {
+	if th.pclient == nil {
+		return
+	}
+	live, err := th.groupProcesses()
+	if err != nil {
+		th.log.Info("not ending open transactions of other processes: the group's members are unknown", "error", err)
+		return
+	}
+	for _, ap := range held {
+		txs, err := ta.ListTransactions(nil, []int64{ap.ProducerID}, -1)
+		if err != nil {
+			th.log.Info("could not look up the transactional id of an open transaction", "producer_id", ap.ProducerID, "error", err)
+			continue
+		}
+		id := ""
+		for _, tx := range txs {
+			if tx.ProducerID == ap.ProducerID {
+				id = tx.TransactionalID
+			}
+		}
+		if id == "" {
+			continue
+		}
+		last, err := txn.DescribeLast(th.in.Admin, id)
+		if err != nil {
+			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
+			continue
+		}
+		if why := abandonedBy(th.in.ApplicationID, th.in.ProcessID, live, id, ap, last); why != "" {
+			th.log.Debug("leaving an open transaction on the group's offsets", "transactional_id", id, "why", why)
+			continue
+		}
+		outcome := "abort"
+		if last.State == "CompleteCommit" {
+			outcome = "commit"
+		}
+		th.log.Warn("the group's offsets hold records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them; taking its transactional id over to end them with a "+outcome,
+			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "partition", fmt.Sprintf("%s/%d@%d", offsetsTopic, part, ap.CurrentTxnStartOffset))
+		ctx, cancel := context.WithTimeout(th.ctx, 2*danglingWait)
+		ended, err := txn.EndAbandoned(ctx, th.pclient, id, th.in.ApplicationID,
+			[]txn.DanglingPartition{{Topic: offsetsTopic, Partition: part, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch}}, last)
+		cancel()
+		switch {
+		case err != nil:
+			th.log.Warn("could not end the open transaction", "transactional_id", id, "error", err)
+		case ended:
+			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_taken_over").Inc()
+		default:
+			th.log.Info("another producer of the transactional id acted meanwhile; its markers end the records", "transactional_id", id)
+		}
+	}
+}
+
+// abandonedBy says why the records that ap holds open on the group's
+// offsets partition, in a transaction of transactional id id whose
+// coordinator describes last, must not be ended by taking the id over
+// (endAbandoned); "" means they may be. They may when:
+//   - id is a thread's of application app (client.TransactionalID), so
+//     every transaction of it commits the group's offsets: a later one
+//     would have ended the records, and the last is theirs;
+//   - its process is neither this one (whose threads end their own) nor
+//     in live, the processes of the group's members;
+//   - last is a completed commit or abort of ap's producer id and epoch:
+//     the marker never came, and nothing else will bring it. A
+//     transaction still in progress ends by itself within its timeout.
+func abandonedBy(app, self string, live map[string]bool, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+	proc, _, ok := client.ParseTransactionalID(app, id)
+	switch {
+	case !ok:
+		return "not a transactional id of this application"
+	case proc == self:
+		return "a thread of this process"
+	case live[proc]:
+		return "its process is in the group"
+	case last.ProducerID != ap.ProducerID || int32(last.ProducerEpoch) != ap.ProducerEpoch:
+		return fmt.Sprintf("the coordinator describes producer id %d epoch %d", last.ProducerID, last.ProducerEpoch)
+	case last.State != "CompleteCommit" && last.State != "CompleteAbort":
+		return "its transaction is " + last.State
+	}
+	return ""
+}
+
+// groupProcessWait bounds how long groupProcesses waits for the group to
+// be stable, the only state in which the coordinator describes its
+// members' subscriptions.
+const groupProcessWait = 5 * time.Second
+
+// groupProcesses returns the process ids of the group's members, from
+// their subscriptions, once the group is stable.
+func (th *Thread) groupProcesses() (map[string]bool, error) {
+	deadline := time.Now().Add(groupProcessWait)
+	for {
+		gs, err := th.in.Admin.DescribeConsumerGroups([]string{th.in.ApplicationID})
+		if err != nil {
+			return nil, err
+		}
+		if len(gs) != 1 || gs[0].Err != sarama.ErrNoError {
+			return nil, fmt.Errorf("cannot describe group %s", th.in.ApplicationID)
+		}
+		if g := gs[0]; g.State == "Stable" {
+			live := map[string]bool{}
+			for _, m := range g.Members {
+				md, err := m.GetMemberMetadata()
+				if err != nil || md == nil {
+					return nil, fmt.Errorf("member %s: unreadable subscription", m.ClientId)
+				}
+				if proc, ok := assign.SubscriptionProcess(md.UserData); ok {
+					live[proc] = true
+				}
+			}
+			return live, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("group %s was not stable within %v", th.in.ApplicationID, groupProcessWait)
+		}
+		select {
+		case <-th.ctx.Done():
+			return nil, th.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // offsetsPartition returns the partition of __consumer_offsets that holds
