@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -321,4 +323,134 @@ func missedOffsetCommit(t *testing.T, cl sarama.Client, admin sarama.ClusterAdmi
 		}
 		return true, ""
 	})
+}
+
+// TestOwnMissedCommitMarkerIsCommitted: a thread's own transaction
+// committed, but its offset commit was left without its marker (made as
+// in TestAbandonedOffsetCommitIsEnded). The thread must end it with a
+// commit, as its coordinator recorded the transaction, and not with an
+// abort, which would drop committed offsets: both when the group's
+// sessions end on it while the thread runs (a second instance joins; the
+// thread keeps a task, so its own sessions do not end), and when the
+// thread's instance starts again. Not parallel, for missedOffsetCommit.
+func TestOwnMissedCommitMarkerIsCommitted(t *testing.T) {
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 2, nil)
+	admin := c.Admin(t)
+	ta := admin.(sarama.TransactionClusterAdmin)
+	cl, err := sarama.NewClient(c.Brokers, c.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	logged := func(s string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), s)
+	}
+	const committedOver = "which its coordinator committed, without their commit marker; ending them with a commit"
+	const abortedOver = "ending them with an abort"
+	cfgA := baseConfig(c, app, t)
+	cfgA.Guarantee = weir.ExactlyOnce
+	cfgA.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("weir logs: %s", saveLog(t, logs.Bytes()))
+		}
+	})
+	cfgB := cfgA
+	cfgB.StateDir = t.TempDir()
+	cfgA.Logger = cfgA.Logger.With("instance", "A")
+	cfgB.Logger = cfgB.Logger.With("instance", "B")
+
+	produced := 0
+	produce := func() {
+		t.Helper()
+		kafka.Produce(t, c, records(in, 20, 1, produced)...)
+		produced += 20
+	}
+	copied := func() {
+		t.Helper()
+		recs := kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(recs []*sarama.ConsumerMessage) bool { return len(recs) >= produced })
+		distinct := map[string]bool{}
+		for _, r := range recs {
+			distinct[string(r.Key)+"="+string(r.Value)] = true
+		}
+		if len(recs) != produced || len(distinct) != produced {
+			t.Fatalf("%d committed output records (%d distinct) for %d input records", len(recs), len(distinct), produced)
+		}
+	}
+	// missed leaves an offset commit of A's thread 0 without its marker,
+	// A's last transaction being a commit.
+	missed := func() {
+		t.Helper()
+		proc, err := os.ReadFile(filepath.Join(cfgA.StateDir, app, "process-id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := app + "-" + strings.TrimSpace(string(proc)) + "-0"
+		kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+			st, err := ta.DescribeTransactions([]string{id})
+			return err == nil && st[id].TransactionState == "CompleteCommit", fmt.Sprintf("A's last transaction: %+v, %v", st[id], err)
+		})
+		st, err := ta.DescribeTransactions([]string{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends := kafka.EndOffsets(t, c, in)
+		missedOffsetCommit(t, cl, admin, id, st[id].ProducerID, st[id].ProducerEpoch, app, map[string][]*sarama.PartitionOffsetMetadata{
+			in: {{Partition: 0, Offset: ends[0]}, {Partition: 1, Offset: ends[1]}}})
+	}
+
+	produce()
+	a := start(t, passthrough(in, out), cfgA)
+	copied()
+	missed()
+	// B joins and takes a partition of the open offset commit: its offset
+	// fetch fails as unstable while A, which keeps its partition, fetches
+	// nothing. A's thread looks after the assignment, finds its own
+	// records and commits over them.
+	b := start(t, passthrough(in, out), cfgB)
+	kafka.Eventually(t, 3*time.Minute, 200*time.Millisecond, func() (bool, string) {
+		if n := logged(abortedOver); n > 0 {
+			t.Fatalf("%d aborts over records of a committed transaction", n)
+		}
+		return logged(committedOver) == 1 && len(a.app.Tasks())+len(b.app.Tasks()) == 2,
+			"A did not commit over its open offset commit and the group did not go on"
+	})
+	produce()
+	copied()
+
+	// A starts again with its records left open the same way: it commits
+	// over them when it initialises its producer.
+	if err := b.stop(t); err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	missed()
+	a = start(t, passthrough(in, out), cfgA)
+	kafka.Eventually(t, 3*time.Minute, 200*time.Millisecond, func() (bool, string) {
+		if n := logged(abortedOver); n > 0 {
+			t.Fatalf("%d aborts over records of a committed transaction", n)
+		}
+		return logged(committedOver) == 2 && len(a.app.Tasks()) == 2,
+			"A did not commit over its open offset commit when it started again"
+	})
+	produce()
+	copied()
+	if n := logged(abortedOver); n != 0 {
+		t.Errorf("%d aborts over records of a committed transaction", n)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatalf("A: %v", err)
+	}
 }

@@ -76,8 +76,8 @@ type Thread struct {
 	// aborts counts the transactions aborted in a row, since the last one
 	// that committed (see handleTxnError and committedNow).
 	aborts atomic.Int32
-	// checkOwn asks the loop, once it runs no task, to look for records
-	// of its producer left open (reportUnstable).
+	// checkOwn asks the loop, once it has nothing pending, to look for
+	// an offset commit of its producer left open (checkOwnOffsets).
 	checkOwn atomic.Bool
 	// firstAbort is the cause of the first abort of the current streak.
 	firstAbort error
@@ -224,8 +224,8 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // an abort would drop output whose input offsets are committed. Those the
 // thread ends with a commit instead (txn.CommitOver), which writes no
 // record. Right after an abort of its own the thread knows no such thing,
-// and aborts; when it runs no task and has nothing pending (reportUnstable)
-// it asks the coordinator again.
+// and aborts; once it has nothing pending it asks the coordinator again
+// (checkOwnOffsets).
 func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastTransaction) error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
 		return nil
@@ -676,6 +676,7 @@ func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, gener
 	th.assigned.Store(true)
 	th.assignedTasks.Store(int32(len(tasks)))
 	th.assignedGen.Store(generation)
+	th.checkOwn.Store(true)
 	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
 	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys), "warmups", len(a.Warmups))
 }
@@ -783,14 +784,9 @@ func (th *Thread) loop() error {
 		if err := th.control(); err != nil {
 			return th.shutdown(err)
 		}
-		if len(th.tasks) == 0 && !th.producer.Pending() && th.checkOwn.Swap(false) {
-			// Sessions keep ending on a pending offset commit: end it if
-			// it is this thread's producer's (reportUnstable). With no
-			// transaction pending the coordinator's last transaction is
-			// the thread's last: records of it that a lost commit marker
-			// left open are committed, not aborted, which would drop the
-			// group's committed offsets.
-			if err := th.checkDangling(th.producer, true, th.lastTransaction()); err != nil {
+		if th.checkOwn.Load() && !th.producer.Pending() {
+			th.checkOwn.Store(false)
+			if err := th.checkOwnOffsets(); err != nil {
 				return th.shutdown(err)
 			}
 		}

@@ -31,8 +31,8 @@ const unstableSessions = 3
 // on the group's offsets partition by another process of the application
 // that is not in the group (endAbandoned). By then (about a minute) the
 // process, were it running, would have ended records of its own producer
-// (its threads check once they run no task, after unstableSessions), or
-// its next commit would have.
+// (its threads check after every assignment, checkOwnOffsets), or its
+// next commit would have.
 const takeOverSessions = 3 * unstableSessions
 
 // reportUnstable runs on the consume goroutine once unstableSessions
@@ -40,7 +40,7 @@ const takeOverSessions = 3 * unstableSessions
 // level, the transactions open on the group's offsets partition (producer
 // id, epoch, start offset, age), with the command that ends one an
 // operator judges stuck, and asks the loop to end any of them that is
-// this thread's own producer's (checkDangling, once the thread is idle).
+// this thread's own producer's (checkOwnOffsets).
 // From takeOverSessions on it also ends those whose producer is gone
 // (endAbandoned). The group rebalances every time a member fails this
 // way, so every member of the group stalls until the transaction ends.
@@ -75,6 +75,80 @@ func (th *Thread) reportUnstable(n int) {
 		}
 	}
 	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+}
+
+// checkOwnOffsets runs on the loop, with no transaction pending, after
+// every assignment and every reportUnstable. An offset commit of the
+// thread's producer still open on the group's offsets partition then
+// lost its marker: no other transaction of the producer runs to end it.
+// The member itself fetches no offsets for the partitions it keeps
+// across a rebalance, so nothing of it fails, but every member that takes
+// a partition of that commit fails its offset fetch as unstable, and the
+// group rebalances until the records end: the thread ends them as the
+// coordinator completed its last transaction (checkDangling), a commit
+// over a commit, which keeps the committed offsets. It asks the
+// coordinator first (one DescribeTransactions) and the offsets partition
+// second (one DescribeProducers); while the last transaction is not
+// complete it does nothing, and the next assignment asks again.
+func (th *Thread) checkOwnOffsets() error {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
+		return nil
+	}
+	last := th.lastTransaction()
+	if last.State != "CompleteCommit" && last.State != "CompleteAbort" {
+		return nil
+	}
+	open, err := th.openOnOffsets(last.ProducerID)
+	if err != nil {
+		th.log.Debug("could not look for an open offset commit of this thread", "error", err)
+		return nil
+	}
+	if !open {
+		return nil
+	}
+	return th.checkDangling(th.producer, true, last)
+}
+
+// openOnOffsets reports whether producer id pid holds a transaction open
+// on the group's offsets partition, given up on after
+// danglingCallTimeout.
+func (th *Thread) openOnOffsets(pid int64) (bool, error) {
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+	if !ok {
+		return false, nil
+	}
+	type answer struct {
+		open bool
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		ps, err := ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}})
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		for _, ap := range ps[offsetsTopic][part].ActiveProducers {
+			if ap.ProducerID == pid && ap.CurrentTxnStartOffset >= 0 {
+				done <- answer{open: true}
+				return
+			}
+		}
+		done <- answer{}
+	}()
+	select {
+	case a := <-done:
+		return a.open, a.err
+	case <-time.After(danglingCallTimeout):
+		return false, fmt.Errorf("weir: no answer to describing the producers of %s within %v", offsetsTopic, danglingCallTimeout)
+	case <-th.ctx.Done():
+		return false, th.ctx.Err()
+	}
 }
 
 // endAbandoned ends the transactions of held, open on the group's offsets
