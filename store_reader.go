@@ -231,11 +231,15 @@ func (r *StoreReader) PartitionOf(key []byte) (int32, error) {
 // assignment this instance received. It fails with a
 // *StoreUnavailableError while the App is not running.
 func (r *StoreReader) Owner(key []byte) (KeyOwner, error) {
-	p, err := r.PartitionOf(key)
+	sub, n, _, _, err := r.placement()
 	if err != nil {
 		return KeyOwner{}, err
 	}
-	return r.PartitionOwner(p)
+	p, err := r.keys.Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, n)
+	if err != nil {
+		return KeyOwner{}, err
+	}
+	return r.owner(sub, p), nil
 }
 
 // PartitionOwner returns where partition p of the store lives, as Owner
@@ -248,6 +252,12 @@ func (r *StoreReader) PartitionOwner(p int32) (KeyOwner, error) {
 	if p < 0 || p >= n {
 		return KeyOwner{}, fmt.Errorf("weir: store %s has partitions 0 to %d, not %d", r.name, n-1, p)
 	}
+	return r.owner(sub, p), nil
+}
+
+// owner returns where partition p of the store, in sub-topology sub,
+// lives.
+func (r *StoreReader) owner(sub int, p int32) KeyOwner {
 	id := assign.TaskID{Subtopology: sub, Partition: p}
 	o := KeyOwner{Store: r.name, Partition: p, Task: id.String(), StandbyLag: -1}
 	o.Local = slices.ContainsFunc(r.a.Tasks(), func(t TaskInfo) bool { return t.ID == o.Task })
@@ -260,7 +270,7 @@ func (r *StoreReader) PartitionOwner(p int32) (KeyOwner, error) {
 		}
 	}
 	if hosts == nil {
-		return o, nil
+		return o
 	}
 	hs, gen := hosts.Get()
 	o.Generation = gen
@@ -275,7 +285,7 @@ func (r *StoreReader) PartitionOwner(p int32) (KeyOwner, error) {
 	if o.Local && r.a.cfg.AdvertisedAddr != "" {
 		o.Active = r.a.cfg.AdvertisedAddr
 	}
-	return o, nil
+	return o
 }
 
 // read runs fn on the committed bytes of partition p, after checking that

@@ -374,11 +374,23 @@ func (p *running) stop() error {
 	}
 }
 
+// progressEvery is how often readUntil says it is still waiting.
+const progressEvery = 15 * time.Second
+
 // readUntil reads output records, passing each to done, until done says
-// so or fails, the timeout passes or the peer exits.
+// so or fails, the timeout passes or the peer exits. Every progressEvery
+// it prints how many records it has read on standard error.
 func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *running, done func(*sarama.ConsumerMessage) (bool, error)) error {
-	deadline := time.Now().Add(timeout)
+	started := time.Now()
+	deadline := started.Add(timeout)
+	lastReport, read := started, 0
 	for {
+		// A step can take minutes (building or restoring a large store):
+		// say it is alive.
+		if now := time.Now(); now.Sub(lastReport) >= progressEvery {
+			lastReport = now
+			fmt.Fprintf(os.Stderr, "peers: %s: %d output records read in %v, still waiting\n", p.peer, read, now.Sub(started).Round(time.Second))
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("not done within %v (last read error: %v); %s said: %s", timeout, reader.lastErr, p.peer, tail(p.out.String()))
 		}
@@ -391,6 +403,7 @@ func readUntil(ctx context.Context, reader *reader, timeout time.Duration, p *ru
 		if err != nil {
 			return err
 		}
+		read += len(msgs)
 		for _, m := range msgs {
 			if ok, err := done(m); err != nil || ok {
 				return err
