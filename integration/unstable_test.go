@@ -36,25 +36,7 @@ func TestPendingOffsetCommitIsNamed(t *testing.T) {
 	// The holder: a transaction with an offset commit of the group, left
 	// open (its timeout is long).
 	holderID := c.Name(t, "holder")
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V4_0_0_0
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Transaction.ID = holderID
-	cfg.Producer.Transaction.Timeout = 2 * time.Minute
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	cl, err := sarama.NewClient(c.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	holder, err := sarama.NewSyncProducerFromClient(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	cl, holder := txnHolder(t, c, holderID, 2*time.Minute)
 	if err := holder.BeginTxn(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,24 +144,7 @@ func TestAbandonedOffsetCommitIsEnded(t *testing.T) {
 	// running: it copied v1 to "out" and committed, but its offset commit
 	// (in/0 at 1) is left open.
 	holderID := app + "-0123456789abcdef0123456789abcdef-0"
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V4_0_0_0
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Transaction.ID = holderID
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	cl, err := sarama.NewClient(c.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	holder, err := sarama.NewSyncProducerFromClient(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	cl, holder := txnHolder(t, c, holderID, 0)
 	if err := holder.BeginTxn(); err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +219,35 @@ func TestAbandonedOffsetCommitIsEnded(t *testing.T) {
 			t.Errorf("the holder committed after weir took its transactional id over")
 		}
 	}
+}
+
+// txnHolder returns a client and a transactional producer of id, with
+// transaction timeout timeout (sarama's default when 0), both closed when
+// the test ends.
+func txnHolder(t *testing.T, c *kafka.Env, id string, timeout time.Duration) (sarama.Client, sarama.SyncProducer) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V4_0_0_0
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Transaction.ID = id
+	if timeout > 0 {
+		cfg.Producer.Transaction.Timeout = timeout
+	}
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cl, err := sarama.NewClient(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	p, err := sarama.NewSyncProducerFromClient(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return cl, p
 }
 
 // txnOffsetsPartition is the partition of __consumer_offsets holding
