@@ -37,18 +37,8 @@ func TestPendingOffsetCommitIsNamed(t *testing.T) {
 	// open (its timeout is long).
 	holderID := c.Name(t, "holder")
 	cl, holder := txnHolder(t, c, holderID, 2*time.Minute)
-	if err := holder.BeginTxn(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := holder.SendMessage(&sarama.ProducerMessage{Topic: out, Partition: 0, Value: sarama.StringEncoder("held")}); err != nil {
-		t.Fatal(err)
-	}
 	admin := c.Admin(t)
-	st, err := admin.(sarama.TransactionClusterAdmin).DescribeTransactions([]string{holderID})
-	if err != nil || st[holderID].TransactionState != "Ongoing" {
-		t.Fatalf("the holder's transaction: %+v, %v", st[holderID], err)
-	}
-	pid, epoch := st[holderID].ProducerID, st[holderID].ProducerEpoch
+	pid, epoch := beginHeld(t, holder, admin, holderID, &sarama.ProducerMessage{Topic: out, Partition: 0, Value: sarama.StringEncoder("held")})
 	tc, err := cl.TransactionCoordinator(holderID)
 	if err != nil {
 		t.Fatal(err)
@@ -145,18 +135,8 @@ func TestAbandonedOffsetCommitIsEnded(t *testing.T) {
 	// (in/0 at 1) is left open.
 	holderID := app + "-0123456789abcdef0123456789abcdef-0"
 	cl, holder := txnHolder(t, c, holderID, 0)
-	if err := holder.BeginTxn(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := holder.SendMessage(&sarama.ProducerMessage{Topic: out, Partition: 0, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v1")}); err != nil {
-		t.Fatal(err)
-	}
 	admin := c.Admin(t)
-	st, err := admin.(sarama.TransactionClusterAdmin).DescribeTransactions([]string{holderID})
-	if err != nil || st[holderID].TransactionState != "Ongoing" {
-		t.Fatalf("the holder's transaction: %+v, %v", st[holderID], err)
-	}
-	pid, epoch := st[holderID].ProducerID, st[holderID].ProducerEpoch
+	pid, epoch := beginHeld(t, holder, admin, holderID, &sarama.ProducerMessage{Topic: out, Partition: 0, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v1")})
 	missedOffsetCommit(t, cl, admin, holderID, pid, epoch, app, map[string][]*sarama.PartitionOffsetMetadata{in: {{Partition: 0, Offset: 1}}})
 	if err := holder.CommitTxn(); err != nil {
 		t.Fatal(err)
@@ -248,6 +228,24 @@ func txnHolder(t *testing.T, c *kafka.Env, id string, timeout time.Duration) (sa
 	}
 	t.Cleanup(func() { p.Close() })
 	return cl, p
+}
+
+// beginHeld begins a transaction of holder (transactional id id), sends
+// msg in it, and returns the producer id and epoch its coordinator gives
+// the transaction, which is then ongoing.
+func beginHeld(t *testing.T, holder sarama.SyncProducer, admin sarama.ClusterAdmin, id string, msg *sarama.ProducerMessage) (pid int64, epoch int16) {
+	t.Helper()
+	if err := holder.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := holder.SendMessage(msg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := admin.(sarama.TransactionClusterAdmin).DescribeTransactions([]string{id})
+	if err != nil || st[id].TransactionState != "Ongoing" {
+		t.Fatalf("the holder's transaction: %+v, %v", st[id], err)
+	}
+	return st[id].ProducerID, st[id].ProducerEpoch
 }
 
 // txnOffsetsPartition is the partition of __consumer_offsets holding
