@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -148,5 +149,32 @@ func TestDescribeLast(t *testing.T) {
 	}
 	if _, err := DescribeLast(admin, "bad"); !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) {
 		t.Errorf("DescribeLast(bad) = %v, want the authorization error", err)
+	}
+}
+
+// EndAbandoned refuses, before it sends anything, records whose outcome
+// the coordinator does not say: a transaction not complete, or records of
+// another epoch than the last transaction's.
+func TestEndAbandonedRefusesUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	parts := []DanglingPartition{{Topic: OffsetsTopic, Partition: 3, StartOffset: 10, ProducerEpoch: 5}}
+	for _, tc := range []struct {
+		name       string
+		last       LastTransaction
+		inProgress bool
+	}{
+		{"ongoing", LastTransaction{State: "Ongoing", ProducerID: 7, ProducerEpoch: 5}, true},
+		{"committing", LastTransaction{State: "PrepareCommit", ProducerID: 7, ProducerEpoch: 5}, true},
+		{"unknown id", LastTransaction{}, true},
+		{"another epoch", LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 6}, false},
+	} {
+		// A nil client: a refusal must not reach the broker.
+		ended, err := EndAbandoned(context.Background(), nil, "app-x-0", "app", parts, tc.last)
+		if ended || err == nil || errors.Is(err, ErrTxnInProgress) != tc.inProgress {
+			t.Errorf("%s: EndAbandoned = %v, %v; want a refusal (in progress: %v)", tc.name, ended, err, tc.inProgress)
+		}
+	}
+	if ended, err := EndAbandoned(context.Background(), nil, "app-x-0", "app", nil, LastTransaction{State: "CompleteCommit"}); ended || err != nil {
+		t.Errorf("no partitions: EndAbandoned = %v, %v; want nothing done", ended, err)
 	}
 }
