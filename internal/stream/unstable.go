@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,30 +52,43 @@ func (th *Thread) reportUnstable(n int) {
 	if !ok {
 		return
 	}
-	part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
-	if err == nil {
-		var ps map[string]map[int32]sarama.DescribeProducersResponsePartition
-		if ps, err = ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}}); err == nil {
-			var open []string
-			var held []sarama.ProducerState
-			for _, ap := range ps[offsetsTopic][part].ActiveProducers {
-				if ap.CurrentTxnStartOffset < 0 {
-					continue
-				}
-				held = append(held, ap)
-				open = append(open, fmt.Sprintf("producer id %d epoch %d from offset %d (last write %s ago)",
-					ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, time.Since(time.UnixMilli(ap.LastTimestamp)).Round(time.Second)))
-			}
-			th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
-				"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
-				"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
-			if n >= takeOverSessions && len(held) > 0 {
-				th.endAbandoned(ta, part, held)
-			}
-			return
+	part, held, err := openOnOffsetsPartition(ta, th.in.ApplicationID)
+	if err != nil {
+		th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+		return
+	}
+	open := make([]string, len(held))
+	for i, ap := range held {
+		open[i] = fmt.Sprintf("producer id %d epoch %d from offset %d (last write %s ago)",
+			ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, time.Since(time.UnixMilli(ap.LastTimestamp)).Round(time.Second))
+	}
+	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
+		"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
+		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
+	if n >= takeOverSessions && len(held) > 0 {
+		th.endAbandoned(ta, part, held)
+	}
+}
+
+// openOnOffsetsPartition returns the partition of __consumer_offsets
+// holding group's offsets and the producers with a transaction open on
+// it.
+func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, group string) (int32, []sarama.ProducerState, error) {
+	part, err := offsetsPartition(ta, group)
+	if err != nil {
+		return 0, nil, err
+	}
+	ps, err := ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}})
+	if err != nil {
+		return 0, nil, err
+	}
+	var held []sarama.ProducerState
+	for _, ap := range ps[offsetsTopic][part].ActiveProducers {
+		if ap.CurrentTxnStartOffset >= 0 {
+			held = append(held, ap)
 		}
 	}
-	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+	return part, held, nil
 }
 
 // checkOwnOffsets runs on the loop, with no transaction pending, after
@@ -123,23 +137,9 @@ func (th *Thread) openOnOffsets(pid int64) (bool, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		ps, err := ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}})
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		for _, ap := range ps[offsetsTopic][part].ActiveProducers {
-			if ap.ProducerID == pid && ap.CurrentTxnStartOffset >= 0 {
-				done <- answer{open: true}
-				return
-			}
-		}
-		done <- answer{}
+		_, held, err := openOnOffsetsPartition(ta, th.in.ApplicationID)
+		open := slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid })
+		done <- answer{open, err}
 	}()
 	select {
 	case a := <-done:
