@@ -116,7 +116,26 @@ func (th *Thread) awaitAssigned() {
 // then are the changes written to Badger with their checkpoints. A failed
 // transaction is settled (see settle): the thread stops, or its tasks go
 // back to their last commit and the outcome is rewound.
+//
+// At least once, a commit that failed is the last one the thread tries:
+// the records sent before it may be lost (a delivery that failed while
+// the flush waited for it, whose error the flush consumed), and a later
+// commit would carry offsets past them. Every commit after it returns the
+// same error, so the thread stops and the next owner of its tasks
+// processes again from the last committed offsets.
 func (th *Thread) commitLocked() (outcome, error) {
+	if th.broken != nil {
+		return committed, th.broken
+	}
+	o, err := th.commitOnce()
+	if err != nil && !th.in.ExactlyOnce {
+		th.broken = fmt.Errorf("weir: thread %d: no commit after a failed one: %w", th.idx, err)
+	}
+	return o, err
+}
+
+// commitOnce is commitLocked's work, without its guard.
+func (th *Thread) commitOnce() (outcome, error) {
 	th.lastCommit = time.Now()
 	for _, id := range th.order {
 		// What the record caches hold goes into this commit.
@@ -340,26 +359,31 @@ func (th *Thread) purge(committed map[string]map[int32]int64) {
 }
 
 // shutdown commits what was processed, closes every task and returns
-// cause, or the commit's error when there is no cause. Under exactly once
-// a failure aborts instead: the failing record may have produced part of
-// its output, which must not be committed.
+// cause, or the commit's error when there is no cause. A thread that stops
+// on a failure commits nothing (as Kafka Streams closes its tasks dirty):
+// the failing record may have produced part of its output, and at least
+// once a delivery may have failed whose error a flush already consumed,
+// so offsets committed now could pass records that never reached Kafka.
+// Under exactly once the open transaction is aborted; either way the
+// uncommitted state is discarded, and the next owner of the tasks
+// processes again from the last committed offsets.
 func (th *Thread) shutdown(cause error) error {
-	if cause != nil && th.in.ExactlyOnce {
-		ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
-		// A closed producer (a rebuild that failed) has nothing to abort:
-		// its transaction is the broker's to abort.
-		if err := th.producer.Abort(ctx); err != nil {
-			th.log.Warn("aborting the last transaction", "error", err)
+	if cause != nil {
+		if th.in.ExactlyOnce {
+			ctx, cancel := context.WithTimeout(context.Background(), th.in.RebalanceTimeout)
+			// A closed producer (a rebuild that failed) has nothing to
+			// abort: its transaction is the broker's to abort.
+			if err := th.producer.Abort(ctx); err != nil {
+				th.log.Warn("aborting the last transaction", "error", err)
+			}
+			cancel()
 		}
-		cancel()
 		for _, id := range th.order {
 			th.tasks[id].DiscardState()
 		}
 	} else if o, err := th.commit(); err != nil {
 		th.log.Warn("final commit failed", "error", err)
-		if cause == nil {
-			cause = err
-		}
+		cause = err
 	} else if o != committed && o != deferred {
 		// Nothing is lost: the next owner of the tasks processes again
 		// what this commit would have covered.

@@ -373,3 +373,32 @@ func TestCommitOnAClosedProducerStops(t *testing.T) {
 		t.Fatalf("commit on a closed producer = %v, want txn.ErrClosed", err)
 	}
 }
+
+// TestFailedCommitIsTheLastAtLeastOnce: at least once, a delivery that
+// fails while a commit's flush waits for it stops the thread, and no later
+// commit (the revocation's, the shutdown's) commits anything: the flush
+// consumed the producer's error, so a second flush finds nothing wrong,
+// and offsets committed then would pass the lost record.
+func TestFailedCommitIsTheLastAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(false)
+	th := committerThread(t, Config{}, fake)
+	th.in.ExactlyOnce = false
+	th.committer = committerFor(th)
+	fake.SendErr = sarama.ErrNotEnoughReplicas
+	if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.commit(); err == nil {
+		t.Fatal("a commit whose record was not delivered succeeded")
+	}
+	fake.SendErr = nil
+	if o, err := th.commit(); err == nil {
+		t.Fatalf("the commit after a failed one = %v, nil; want the failure again", o)
+	} else if !errors.Is(err, sarama.ErrNotEnoughReplicas) {
+		t.Fatalf("the commit after a failed one = %v; want it to name the first failure", err)
+	}
+	if err := th.shutdown(errors.New("stop")); err == nil || err.Error() != "stop" {
+		t.Fatalf("shutdown = %v, want its cause", err)
+	}
+}

@@ -110,6 +110,9 @@ type Thread struct {
 	// failure is a record refused under ProductionErrors=Fail: sticky, so
 	// a processor that ignores Send's error cannot commit past it.
 	failure error
+	// broken is set by a commit that failed at least once; every later
+	// commit returns it (see commitLocked).
+	broken error
 	// skips are what the tasks' replay after an abort passes over, with
 	// the cause: refused records to drop (a *task.ProductionError) and
 	// input records a processor failed on (a *task.RecordError, with an
