@@ -238,3 +238,45 @@ func TestInspectTableGolden(t *testing.T) {
 	}
 	checkGolden(t, "inspect.golden", b.String())
 }
+
+// A reset deletes only the topics weir names for the application: a
+// descriptor that lists any other topic (forged by whoever can write the
+// topology topic) is refused whole.
+func TestResetRefusesForeignTopics(t *testing.T) {
+	t.Parallel()
+	stores := []weir.StoreDescriptor{
+		{Name: "counts", Type: "key-value", Changelog: "wc-counts-changelog"},
+		{Name: "table", Type: "key-value", Changelog: "table-source"}, // a source table's changelog is its topic
+		{Name: "geo", Type: "global", Changelog: "wc-geo-changelog"},
+	}
+	cases := []struct {
+		name     string
+		internal []weir.TopicDescriptor
+		bad      []string
+	}{
+		{"own topics", []weir.TopicDescriptor{{Topic: "wc-counts-changelog", Kind: "changelog"}, {Topic: "wc-words-repartition", Kind: "repartition"}}, nil},
+		{"a ledger", []weir.TopicDescriptor{{Topic: "payments-ledger", Kind: "changelog"}}, []string{"payments-ledger"}},
+		{"no kind", []weir.TopicDescriptor{{Topic: "wc-counts-changelog"}}, []string{"wc-counts-changelog"}},
+		{"a changelog of no store", []weir.TopicDescriptor{{Topic: "wc-other-changelog", Kind: "changelog"}}, []string{"wc-other-changelog"}},
+		{"a source table's topic", []weir.TopicDescriptor{{Topic: "table-source", Kind: "changelog"}}, []string{"table-source"}},
+		{"a global store's topic", []weir.TopicDescriptor{{Topic: "wc-geo-changelog", Kind: "changelog"}}, []string{"wc-geo-changelog"}},
+		{"another application's repartition", []weir.TopicDescriptor{{Topic: "other-words-repartition", Kind: "repartition"}}, []string{"other-words-repartition"}},
+		{"an empty repartition name", []weir.TopicDescriptor{{Topic: "wc--repartition", Kind: "repartition"}}, []string{"wc--repartition"}},
+		{"a sink named like a repartition", []weir.TopicDescriptor{{Topic: "wc-out-repartition", Kind: "repartition"}}, []string{"wc-out-repartition"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := &weir.Descriptor{ApplicationID: "wc", Stores: stores, InternalTopics: c.internal,
+				Sources: []weir.TopicDescriptor{{Topic: "table-source"}}, Sinks: []weir.TopicDescriptor{{Topic: "wc-out-repartition"}}}
+			got := foreignTopics("wc", d)
+			if len(got) != len(c.bad) {
+				t.Fatalf("foreignTopics = %q, want %q", got, c.bad)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], c.bad[i]+" ") {
+					t.Fatalf("foreignTopics = %q, want %q", got, c.bad)
+				}
+			}
+		})
+	}
+}

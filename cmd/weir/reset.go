@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -112,6 +113,10 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 			p.offsets[s.Topic][part] = off
 		}
 	}
+	if bad := foreignTopics(app, d); len(bad) > 0 {
+		return nil, refused("the topology descriptor of %s (topic %s) lists internal topics that are not %s's changelog or repartition topics: %s; a reset deletes only \"%s-<store>-changelog\" of the descriptor's stores and \"%s-<name>-repartition\", so nothing was changed",
+			app, weir.TopologyTopic(app), app, strings.Join(bad, ", "), app, app)
+	}
 	existing, err := cl.admin.ListTopics()
 	if err != nil {
 		return nil, fmt.Errorf("listing topics: %w", err)
@@ -128,6 +133,42 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 		}
 	}
 	return p, nil
+}
+
+// foreignTopics returns the internal topics of d that a reset of app must
+// not delete. The descriptor is read from a topic that whoever may write
+// it can forge, so the names it lists are not trusted: a changelog must be
+// "<app>-<store>-changelog" of one of d's task stores, a repartition topic
+// "<app>-<name>-repartition", and neither may be a source or a sink of
+// the topology. Anything else (another application's topic, a ledger)
+// makes the whole reset refuse.
+func foreignTopics(app string, d *weir.Descriptor) []string {
+	changelogs := map[string]bool{}
+	for _, s := range d.Stores {
+		if s.Type != "global" && s.Changelog == app+"-"+s.Name+"-changelog" {
+			changelogs[s.Changelog] = true
+		}
+	}
+	external := map[string]bool{}
+	for _, t := range append(slices.Clone(d.Sources), d.Sinks...) {
+		external[t.Topic] = true
+	}
+	var bad []string
+	for _, t := range d.InternalTopics {
+		ok := false
+		switch t.Kind {
+		case "changelog":
+			ok = changelogs[t.Topic]
+		case "repartition":
+			name, found := strings.CutPrefix(t.Topic, app+"-")
+			name, suffixed := strings.CutSuffix(name, "-repartition")
+			ok = found && suffixed && name != ""
+		}
+		if !ok || external[t.Topic] {
+			bad = append(bad, fmt.Sprintf("%s (kind %q)", t.Topic, t.Kind))
+		}
+	}
+	return bad
 }
 
 func printPlan(w io.Writer, app string, p *resetPlan, dryRun bool) {
