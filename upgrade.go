@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statedir"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
@@ -276,7 +277,7 @@ func (a *App) followReset(db *changelog.DB, dir string, epoch int64) error {
 	if err := db.DropAll(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o644); err != nil {
+	if err := statedir.WriteFile(path, []byte(strconv.FormatInt(epoch, 10)+"\n")); err != nil {
 		return fmt.Errorf("weir: recording the reset epoch in %s: %w", path, err)
 	}
 	return nil

@@ -33,16 +33,33 @@ const (
 	processIDFile = "process-id"
 )
 
+// ErrUnsafe is returned by Open for a state directory that another user
+// could have written: owned by another user, or writable by its group or
+// by others. Its files decide what the instance restores and which
+// transactional ids it uses, so they must be the instance's alone.
+var ErrUnsafe = errors.New("weir: state directory is not the instance's alone")
+
 // Open creates and locks root/<app>. The process id is created
 // on first use and kept, so a restarted instance is recognisable: its
 // transactional ids fence its previous incarnation and the group finds the
 // tasks whose state it holds.
+//
+// The directory is created with mode 0700, as Kafka Streams creates its
+// own; an existing one is accepted only when this process's user owns it
+// and neither its group nor others may write it ([ErrUnsafe] otherwise),
+// and one that others may read is narrowed to 0700. Files weir writes
+// there are 0600 and written through a new temporary file renamed into
+// place, so a symbolic link planted at a file's name is replaced, never
+// followed.
 func Open(root, app string) (*Dir, error) {
 	path := filepath.Join(root, app)
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("weir: state directory: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(path, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err := checkOwner(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(path, lockFile), os.O_RDWR|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("weir: state directory: %w", err)
 	}
@@ -79,14 +96,34 @@ func readOrCreateProcessID(file string) (string, error) {
 		return "", fmt.Errorf("weir: creating process id: %w", err)
 	}
 	id := hex.EncodeToString(raw[:])
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("weir: writing process id: %w", err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
+	if err := WriteFile(file, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("weir: writing process id: %w", err)
 	}
 	return id, nil
+}
+
+// WriteFile replaces file with data, mode 0600: it writes a new temporary
+// file beside it (created exclusively, so never through a link) and
+// renames it over file, which replaces a symbolic link at that name
+// instead of writing where it points. A reader sees the old content or
+// the new, never a part.
+func WriteFile(file string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // Close releases the lock; it is safe to call more than once.
@@ -141,12 +178,7 @@ func (d *Dir) SetMemberID(thread int, id string) error {
 	if id == "" || len(id) > maxMemberIDBytes || strings.ContainsAny(id, "\n\r") {
 		return fmt.Errorf("weir: member id of %d bytes not recorded", len(id))
 	}
-	file := d.memberFile(thread)
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return fmt.Errorf("weir: recording member id: %w", err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
+	if err := WriteFile(d.memberFile(thread), []byte(id+"\n")); err != nil {
 		return fmt.Errorf("weir: recording member id: %w", err)
 	}
 	return nil
