@@ -95,8 +95,9 @@ type SASLMechanism string
 
 // The SASL mechanisms weir supports.
 const (
-	// SASLPlain sends the user and password as they are: use it only with
-	// TLS. Kafka's PLAIN.
+	// SASLPlain sends the user and password as they are, so it is refused
+	// without Security.TLS unless SASL.AllowPlainWithoutTLS is set. Kafka's
+	// PLAIN.
 	SASLPlain SASLMechanism = "PLAIN"
 	// SASLScramSHA256 and SASLScramSHA512 prove the password without
 	// sending it (RFC 5802 and 7677); the broker stores only salted keys.
@@ -116,6 +117,11 @@ type SASL struct {
 	// ASCII must be given in the form the broker's credential was made
 	// from.
 	User, Password string
+	// AllowPlainWithoutTLS lets SASLPlain send the password over a
+	// connection weir does not encrypt: only for a listener that cannot be
+	// overheard (loopback, or TLS ended by a sidecar on the same host).
+	// Default false: PLAIN without Security.TLS is refused by Validate.
+	AllowPlainWithoutTLS bool
 }
 
 // validate checks s and loads its TLS files, reporting each problem
@@ -137,6 +143,9 @@ func (s *Security) validate(bad func(field, format string, args ...any)) {
 		}
 		if s.SASL.Password == "" {
 			bad("Security.SASL.Password", "required with mechanism %s", s.SASL.Mechanism)
+		}
+		if s.SASL.Mechanism == SASLPlain && s.TLS == nil && !s.SASL.AllowPlainWithoutTLS {
+			bad("Security.SASL.Mechanism", "%s sends the password as it is, and Security.TLS is not set (set SASL.AllowPlainWithoutTLS only for a listener nobody can overhear)", SASLPlain)
 		}
 	default:
 		bad("Security.SASL.Mechanism", "%q is not supported (want %s, %s or %s)", s.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)

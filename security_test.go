@@ -99,6 +99,8 @@ func TestSecurityValidation(t *testing.T) {
 		{"none", Security{}, ""},
 		{"scram-sha-512", Security{SASL: SASL{Mechanism: SASLScramSHA512, User: "u", Password: "s3cr3t-pw"}}, ""},
 		{"plain without password", Security{SASL: SASL{Mechanism: SASLPlain, User: "u"}}, "Config.Security.SASL.Password"},
+		{"plain without TLS", Security{SASL: SASL{Mechanism: SASLPlain, User: "u", Password: "s3cr3t-pw"}}, "Config.Security.SASL.Mechanism"},
+		{"plain without TLS, allowed", Security{SASL: SASL{Mechanism: SASLPlain, User: "u", Password: "s3cr3t-pw", AllowPlainWithoutTLS: true}}, ""},
 		{"scram without user", Security{SASL: SASL{Mechanism: SASLScramSHA256, Password: "s3cr3t-pw"}}, "Config.Security.SASL.User"},
 		{"credentials without mechanism", Security{SASL: SASL{User: "u", Password: "s3cr3t-pw"}}, "Config.Security.SASL.Mechanism"},
 		{"unknown mechanism", Security{SASL: SASL{Mechanism: "OAUTHBEARER", User: "u", Password: "s3cr3t-pw"}}, "Config.Security.SASL.Mechanism"},

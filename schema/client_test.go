@@ -54,6 +54,33 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// Registry credentials never travel in the clear or in the URL unless the
+// user says the connection cannot be overheard, and a refused URL is
+// quoted without its credentials.
+func TestConfigRefusesCredentialsInTheClear(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" = valid
+	}{
+		{Config{URL: "http://registry:8080", Username: "u", Password: "secret-pw"}, "in the clear"},
+		{Config{URL: "http://registry:8080", Username: "u", Password: "secret-pw", AllowBasicAuthOverHTTP: true}, ""},
+		{Config{URL: "https://registry:8080", Username: "u", Password: "secret-pw"}, ""},
+		{Config{URL: "https://u:secret-pw@registry:8080"}, "carries credentials"},
+		{Config{URL: "ftp://u:secret-pw@registry:8080"}, "not an http"},
+	} {
+		err := c.cfg.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v refused: %v", c.cfg.URL, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s with user %q: %v, want an error about %q", c.cfg.URL, c.cfg.Username, err, c.want)
+		case err != nil && strings.Contains(err.Error(), "secret-pw"):
+			t.Errorf("the error quotes the password: %v", err)
+		}
+	}
+}
+
 // fakeServer answers the few Confluent API calls the tests use.
 type fakeServer struct {
 	t        *testing.T
@@ -128,7 +155,7 @@ func newFake(t *testing.T) (*fakeServer, *httptest.Server) {
 func TestRegisterAndCache(t *testing.T) {
 	t.Parallel()
 	f, srv := newFake(t)
-	c, err := New(Config{URL: srv.URL + "/", Username: "u", Password: "secret-pw", CacheSize: 1})
+	c, err := New(Config{URL: srv.URL + "/", Username: "u", Password: "secret-pw", AllowBasicAuthOverHTTP: true, CacheSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

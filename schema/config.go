@@ -25,7 +25,14 @@ type Config struct {
 	// Username and Password, when Username is set, are sent as HTTP basic
 	// authentication with every request (Confluent's
 	// basic.auth.user.info). Password is never logged nor put in errors.
+	// With an http:// URL they would travel in the clear: Validate refuses
+	// that unless AllowBasicAuthOverHTTP is set.
 	Username, Password string
+
+	// AllowBasicAuthOverHTTP lets Username and Password go to an http://
+	// URL: only for a registry nobody can overhear (loopback, or TLS ended
+	// by a sidecar on the same host). Default false.
+	AllowBasicAuthOverHTTP bool
 
 	// RequestTimeout bounds one HTTP request. Default 10 s.
 	RequestTimeout time.Duration
@@ -55,8 +62,14 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.URL == "" {
 		errs = append(errs, errors.New("schema: Config.URL is required"))
-	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("schema: Config.URL %q is not an http or https URL", c.URL))
+	} else if u, err := url.Parse(c.URL); err != nil {
+		errs = append(errs, errors.New("schema: Config.URL does not parse as a URL"))
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("schema: Config.URL %q is not an http or https URL", u.Redacted()))
+	} else if u.User != nil {
+		errs = append(errs, errors.New("schema: Config.URL carries credentials; give them in Config.Username and Config.Password"))
+	} else if u.Scheme == "http" && c.Username != "" && !c.AllowBasicAuthOverHTTP {
+		errs = append(errs, errors.New("schema: Config.Username is set with an http:// URL, which would send the password in the clear; use https, or set Config.AllowBasicAuthOverHTTP for a registry nobody can overhear"))
 	}
 	if c.Username == "" && c.Password != "" {
 		errs = append(errs, errors.New("schema: Config.Password is set without Config.Username"))

@@ -15,12 +15,17 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 	var c common
 	fs := newFlags("check-upgrade", "-app ID -describe new.json", errOut, &c)
 	file := fs.String("describe", "", "the new version's topology descriptor: the JSON its -describe flag (or App.Describe) prints (required)")
-	registry := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL: the new version's Avro store schemas are checked for compatibility with what it holds (default $WEIR_SCHEMA_REGISTRY_URL; empty: not checked)")
+	var registry registryFlags
+	registry.add(fs, "schema registry URL: the new version's Avro store schemas are checked for compatibility with what it holds (default $WEIR_SCHEMA_REGISTRY_URL; empty: not checked)")
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
 	if *file == "" {
 		return &usageError{"-describe is required"}
+	}
+	reg, err := registry.client()
+	if err != nil {
+		return err
 	}
 	data, err := os.ReadFile(*file)
 	if err != nil {
@@ -48,8 +53,8 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 	}
 	diffs := weir.CompareDescriptors(old, cur)
 	stores := printDifferences(out, diffs)
-	if *registry != "" {
-		incompatible, err := checkSchemas(ctx, *registry, c.app, cur, out)
+	if reg != nil {
+		incompatible, err := checkSchemas(ctx, reg, c.app, cur, out)
 		if err != nil {
 			return err
 		}
@@ -77,11 +82,7 @@ func printDifferences(out io.Writer, diffs []weir.Difference) (refused []string)
 // checkSchemas checks each registry schema of cur's stores with the
 // registry, under the subject the application (app) registers it at
 // start, and returns the stores whose schema the registry refuses.
-func checkSchemas(ctx context.Context, url, app string, cur *weir.Descriptor, out io.Writer) ([]string, error) {
-	reg, err := schema.New(schema.Config{URL: url})
-	if err != nil {
-		return nil, &usageError{fmt.Sprintf("-registry: %v", err)}
-	}
+func checkSchemas(ctx context.Context, reg *schema.Client, app string, cur *weir.Descriptor, out io.Writer) ([]string, error) {
 	var refused []string
 	for _, s := range cur.Stores {
 		for _, part := range []struct {

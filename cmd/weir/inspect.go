@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -37,7 +36,8 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	store := fs.String("store", "", "the store (required)")
 	key := fs.String("key", "", "show only this key (as text, or hex:<digits>)")
 	limit := fs.Int("limit", 100, "show at most this many keys (0: all)")
-	registry := fs.String("registry", os.Getenv("WEIR_SCHEMA_REGISTRY_URL"), "schema registry URL: Avro keys and values (Confluent framing) are decoded with its schemas (default $WEIR_SCHEMA_REGISTRY_URL)")
+	var registry registryFlags
+	registry.add(fs, "schema registry URL: Avro keys and values (Confluent framing) are decoded with its schemas (default $WEIR_SCHEMA_REGISTRY_URL)")
 	c.outputFlag(fs)
 	if err := parse(fs, args, &c); err != nil {
 		return err
@@ -48,13 +48,9 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	if *limit < 0 {
 		return &usageError{"-limit is negative"}
 	}
-	var reg *schema.Client
-	if *registry != "" {
-		r, err := schema.New(schema.Config{URL: *registry})
-		if err != nil {
-			return &usageError{fmt.Sprintf("-registry: %v", err)}
-		}
-		reg = r
+	reg, err := registry.client()
+	if err != nil {
+		return err
 	}
 	cl, err := connect(c)
 	if err != nil {

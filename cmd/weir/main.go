@@ -11,7 +11,13 @@
 // Every command takes -brokers (default $WEIR_BOOTSTRAP_SERVERS, else
 // localhost:9092), the connection's security (-tls, -tls-ca, -tls-cert,
 // -tls-key, -sasl-mechanism, -sasl-user; the SASL password from
-// $WEIR_SASL_PASSWORD, never a flag) and -h. Exit codes: 0 done; 1 refused or differences
+// $WEIR_SASL_PASSWORD, never a flag) and -h. The commands that read
+// schemas (inspect, check-upgrade) take -registry (default
+// $WEIR_SCHEMA_REGISTRY_URL), -registry-user (default
+// $WEIR_SCHEMA_REGISTRY_USER), -registry-ca and -registry-password-file; the
+// password otherwise comes from $WEIR_SCHEMA_REGISTRY_PASSWORD, never a flag
+// or the URL, and goes to an http:// registry only with
+// -registry-allow-http-auth. Exit codes: 0 done; 1 refused or differences
 // found (nothing was changed); 2 bad usage; 3 the cluster could not be
 // reached or answered with an error.
 //

@@ -40,10 +40,10 @@ func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
 		flags []string
 	}{
 		{"describe", []string{"-app", "-brokers", "-o"}},
-		{"check-upgrade", []string{"-app", "-brokers", "-describe"}},
+		{"check-upgrade", []string{"-app", "-brokers", "-describe", "-registry", "-registry-user", "-registry-password-file", "-registry-ca"}},
 		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
 		{"fork", []string{"-from", "-to", "-brokers", "-dry-run"}},
-		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-o"}},
+		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-registry-user", "-registry-password-file", "-registry-ca", "-o"}},
 		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "kafka-topics.sh --alter"}},
 	} {
 		code, _, help := weirCmd(t, tc.cmd, "-h")
@@ -278,5 +278,42 @@ func TestResetRefusesForeignTopics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The registry's credentials come from the environment or a file, never a
+// flag or the URL, and never go to an http:// URL unless allowed.
+func TestRegistryCredentials(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pwFile, []byte("file-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WEIR_SCHEMA_REGISTRY_PASSWORD", "env-secret")
+	for _, c := range []struct {
+		name string
+		r    registryFlags
+		pw   string // the password the config carries; "" = refused
+	}{
+		{"environment", registryFlags{url: "https://r:8081", user: "u"}, "env-secret"},
+		{"file before environment", registryFlags{url: "https://r:8081", user: "u", passwordFile: pwFile}, "file-secret"},
+		{"password without user", registryFlags{url: "https://r:8081"}, ""},
+		{"credentials over http", registryFlags{url: "http://r:8081", user: "u"}, ""},
+		{"credentials over http, allowed", registryFlags{url: "http://r:8081", user: "u", allowHTTPAuth: true}, "env-secret"},
+		{"credentials in the URL", registryFlags{url: "https://u:p@r:8081", user: "u"}, ""},
+		{"missing CA file", registryFlags{url: "https://r:8081", user: "u", caFile: filepath.Join(dir, "none.pem")}, ""},
+		{"CA file without certificates", registryFlags{url: "https://r:8081", user: "u", caFile: pwFile}, ""},
+	} {
+		cfg, err := c.r.config()
+		switch {
+		case c.pw == "" && err == nil:
+			t.Errorf("%s: accepted", c.name)
+		case c.pw != "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.pw != "" && cfg.Password != c.pw:
+			t.Errorf("%s: password %q, want %q", c.name, cfg.Password, c.pw)
+		case err != nil && strings.Contains(err.Error(), "secret"):
+			t.Errorf("%s: the error quotes the password: %v", c.name, err)
+		}
 	}
 }

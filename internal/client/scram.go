@@ -85,6 +85,16 @@ func (s *scram) Step(challenge string) (string, error) {
 	}
 }
 
+// The iteration counts a SCRAM exchange accepts. Kafka's Java client
+// refuses fewer than 4096 (a broker, or someone between, offering a cheap
+// count to make an offline guess of the password easy), and Kafka makes
+// no credential of more than 16384; a larger count would only make the
+// client spend its CPU on the broker's word.
+const (
+	minSCRAMIterations = 4096
+	maxSCRAMIterations = 16384
+)
+
 // Done reports whether the broker's final message was verified.
 func (s *scram) Done() bool { return s.done }
 
@@ -104,8 +114,9 @@ func (s *scram) clientFinal(serverFirst string) (string, error) {
 		return "", errors.New("scram: the broker sent no valid salt")
 	}
 	iterations, err := strconv.Atoi(iter)
-	if err != nil || iterations < 1 {
-		return "", fmt.Errorf("scram: the broker sent an invalid iteration count %q", iter)
+	if err != nil || iterations < minSCRAMIterations || iterations > maxSCRAMIterations {
+		return "", fmt.Errorf("scram: the broker sent the iteration count %q; weir accepts %d to %d, as Kafka's own client and credentials do",
+			iter, minSCRAMIterations, maxSCRAMIterations)
 	}
 	salted, err := pbkdf2.Key(s.hash, s.password, salt, iterations, s.hash().Size())
 	if err != nil {
