@@ -17,6 +17,12 @@ import (
 // application's state directory.
 var ErrStateDirLocked = statedir.ErrLocked
 
+// ErrStateDirUnsafe is wrapped by the error Run returns when the
+// application's state directory is owned by another user, or its group or
+// others may write it: its files decide what the instance restores and
+// which transactional ids it uses. Run creates the directory 0700.
+var ErrStateDirUnsafe = statedir.ErrUnsafe
+
 // ErrFenced is returned by Run when another instance took this instance's
 // transactional ids: one with the same process id, which lives in the state
 // directory. It runs on; this one stops.
