@@ -280,7 +280,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	var updater sync.WaitGroup
 	globalErr := make(chan error, 1)
 	if len(a.graph.Globals) > 0 {
-		u := global.New(db, a.restoreClient, a.cfg.Logger, a.graph.Globals)
+		u := global.New(db, a.restoreClient, a.cfg.Logger, a.graph.Globals, lay.DeleteRetention)
 		if err := u.Restore(ctx); err != nil {
 			return err
 		}

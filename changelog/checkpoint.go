@@ -208,3 +208,31 @@ func parseSpacePrefix(k []byte) (store string, partition int32, ok bool) {
 	rest := k[1+w:]
 	return string(rest[:n]), int32(binary.BigEndian.Uint32(rest[n:])), true
 }
+
+// CheckpointTooOld reports whether state in sync with its changelog as of
+// since may miss deletions at now, for a changelog whose
+// delete.retention.ms is deleteRetention.
+//
+// Compaction removes an overwritten or deleted key's older records at once
+// but keeps a tombstone for delete.retention.ms after it first compacts
+// it, which is after the tombstone was written. A tombstone written after
+// since therefore stays in the changelog until since + deleteRetention at
+// least, and a replay from the checkpoint before then sees every
+// deletion. Later it may find the tombstone gone and keep the key.
+//
+// Both times come from the local clock, so a skew with the broker's clock
+// cancels out. The margin, a tenth of deleteRetention and at most a
+// minute, covers what the times do not: the moment between a commit and
+// its checkpoint, transactions open when a restore started, and clock
+// steps. An unknown (zero) since is too old.
+//
+// The caller asks only when the changelog holds records at or after the
+// checkpoint: without any, no deletion can have been missed however old
+// the checkpoint is.
+func CheckpointTooOld(since, now time.Time, deleteRetention time.Duration) bool {
+	if since.IsZero() {
+		return true
+	}
+	margin := min(deleteRetention/10, time.Minute)
+	return now.Sub(since) >= deleteRetention-margin
+}

@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +114,67 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 	read(func() bool { return got["after-restart-7"] != "" && got["after-restart-8"] != "" })
 	if got["after-restart-7"] != "?" || got["after-restart-8"] != "name8" {
 		t.Fatalf("after the restart p7 joins %q (deleted while stopped), p8 %q; want ? and name8", got["after-restart-7"], got["after-restart-8"])
+	}
+}
+
+// TestGlobalTableRestoresInFullAfterDeleteRetention: a global store whose
+// checkpoint is older than its topic's delete.retention.ms when the
+// instance starts again restores in full, since a deletion written
+// meanwhile may have been compacted away and its key would live on; one
+// restarted within it resumes from its checkpoint.
+func TestGlobalTableRestoresInFullAfterDeleteRetention(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	orders, products, out, app := c.Name(t, "orders"), c.Name(t, "products"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, orders, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	const retention = 20 * time.Second
+	c.CreateTopic(t, products, 2, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": fmt.Sprint(retention.Milliseconds())})
+	product := func(key, value string) *sarama.ProducerMessage {
+		return &sarama.ProducerMessage{Topic: products, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(value)}
+	}
+	kafka.Produce(t, c, product("p1", "one"), product("p2", "two"))
+
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	cfg := baseConfig(c, app, t)
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.State.CleanupDelay = time.Hour
+	dir := cfg.StateDir
+	run := func() (full bool) {
+		t.Helper()
+		mu.Lock()
+		logs.Reset()
+		mu.Unlock()
+		in := start(t, globalJoin(orders, products, out), cfg)
+		kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Contains(logs.String(), "global store restored"), "the global store was not restored"
+		})
+		if err := in.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "restoring it in full")
+	}
+	if run() {
+		t.Fatal("the first start, with no state, logged a full restore of an old checkpoint")
+	}
+	kafka.Produce(t, c, product("p1", "uno"))
+	cfg.StateDir = dir
+	if run() {
+		t.Fatal("a restart within delete.retention.ms restored in full")
+	}
+	// The checkpoint's time is when the store was last in sync, no later
+	// than the stop.
+	stopped := time.Now()
+	kafka.Produce(t, c, product("p2", "dos"))
+	kafka.Eventually(t, time.Minute, 100*time.Millisecond, func() (bool, string) {
+		return time.Since(stopped) > retention, "delete.retention.ms has not passed"
+	})
+	if !run() {
+		t.Fatalf("a restart %v after the last sync, past delete.retention.ms (%v), resumed from the checkpoint", time.Since(stopped).Round(time.Millisecond), retention)
 	}
 }

@@ -7,7 +7,12 @@
 // A store's data lives in the database space of partition [Partition];
 // the offset reached in each topic partition is that partition's
 // checkpoint (space (store, partition)), written in the same batch as the
-// data it covers, so a restart resumes where the last batch ended.
+// data it covers, so a restart resumes where the last batch ended, unless
+// the checkpoint is older than the topic's delete.retention.ms: deletions
+// written since may have been compacted away, so the store restores in
+// full. A caught-up partition's checkpoint time is refreshed every
+// [CheckpointRefresh], so a quiet topic does not make its checkpoint look
+// old.
 package global
 
 import (
@@ -21,6 +26,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // Partition is the database partition that holds a global store's data.
@@ -30,11 +36,17 @@ const Partition int32 = -1
 // partition that had nothing new.
 const DefaultPoll = 100 * time.Millisecond
 
+// CheckpointRefresh is how often a caught-up partition's checkpoint time
+// is written again while nothing new arrives.
+const CheckpointRefresh = time.Minute
+
 // Updater restores and keeps current an instance's global stores.
 type Updater struct {
 	db     *changelog.DB
 	client sarama.Client
 	log    *slog.Logger
+	// deleteRetention is each topic's delete.retention.ms.
+	deleteRetention map[string]time.Duration
 	// Poll is how long Run waits after a round that found nothing new in
 	// any partition; DefaultPoll when zero.
 	Poll   time.Duration
@@ -50,12 +62,17 @@ type part struct {
 	p   int32
 	pos int64 // next offset to read
 	r   *changelog.Reader
+	// synced is when the partition was last known caught up with its
+	// topic, as its checkpoint time says.
+	synced time.Time
 }
 
 // New returns an Updater of the global stores gs, reading through client
-// (read_committed) and writing to db. It does no I/O.
-func New(db *changelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.GlobalStore) *Updater {
-	u := &Updater{db: db, client: client, log: log}
+// (read_committed) and writing to db. deleteRetention gives each topic's
+// delete.retention.ms (topics.DefaultDeleteRetention for a topic it
+// lacks). It does no I/O.
+func New(db *changelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.GlobalStore, deleteRetention map[string]time.Duration) *Updater {
+	u := &Updater{db: db, client: client, log: log, deleteRetention: deleteRetention}
 	for _, g := range gs {
 		u.stores = append(u.stores, &store{name: g.Name, topic: g.Topic})
 	}
@@ -92,12 +109,35 @@ func (u *Updater) restore(ctx context.Context, s *store, attempt int) (int64, er
 		return 0, fmt.Errorf("weir: global store %s: partitions of %s: %w", s.name, s.topic, err)
 	}
 	s.parts = s.parts[:0]
+	now := time.Now()
 	for _, p := range ps {
 		ck, found, err := u.db.Space(s.name, p).Checkpoint()
 		if err != nil {
 			return 0, err
 		}
-		pt := &part{p: p, r: changelog.NewReader(u.client, s.topic, p, changelog.ReaderOptions{})}
+		pt := &part{p: p, r: changelog.NewReader(u.client, s.topic, p, changelog.ReaderOptions{}), synced: ck.Time}
+		if found && attempt == 0 {
+			dr, known := u.deleteRetention[s.topic]
+			if !known {
+				dr = topics.DefaultDeleteRetention
+			}
+			if changelog.CheckpointTooOld(ck.Time, now, dr) {
+				end, err := pt.r.End(ctx)
+				if err != nil {
+					return 0, fmt.Errorf("weir: global store %s: %w", s.name, err)
+				}
+				if end > ck.Offset {
+					// Without records past the checkpoint no deletion
+					// was missed, however old it is.
+					u.log.Warn("global store checkpoint older than its topic's delete.retention.ms, deletions since may be compacted away; restoring it in full",
+						"store", s.name, "topic", s.topic, "partition", p, "checkpoint", ck.Offset, "checkpoint_time", ck.Time, "delete_retention", dr)
+					if err := u.drop(s, ps); err != nil {
+						return 0, err
+					}
+					return u.restore(ctx, s, attempt+1)
+				}
+			}
+		}
 		if found {
 			pt.pos = ck.Offset
 		} else if pt.pos, err = pt.r.Start(ctx); err != nil {
@@ -141,11 +181,20 @@ func (u *Updater) drop(s *store, ps []int32) error {
 // catchUp applies what the partition holds past its position, up to its
 // committed end now, and returns how many records it applied.
 func (u *Updater) catchUp(ctx context.Context, s *store, pt *part) (int64, error) {
+	// Every record committed before asked is at most end: once the
+	// partition reached end, what it holds is in sync as of asked.
+	asked := time.Now()
 	end, err := pt.r.End(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("weir: global store %s: %w", s.name, err)
 	}
 	if end == pt.pos {
+		if asked.Sub(pt.synced) >= CheckpointRefresh {
+			if err := u.db.Space(s.name, pt.p).SetCheckpointAt(pt.pos, asked); err != nil {
+				return 0, err
+			}
+			pt.synced = asked
+		}
 		return 0, nil
 	}
 	var n int64
@@ -160,10 +209,17 @@ func (u *Updater) catchUp(ctx context.Context, s *store, pt *part) (int64, error
 			c.Cancel()
 			return err
 		}
-		c.Checkpoint(ckpt, next, time.Now())
+		// A batch short of end is in sync as of no time known, so it
+		// keeps the time of the last one that was.
+		at := pt.synced
+		if next >= end {
+			at = asked
+		}
+		c.Checkpoint(ckpt, next, at)
 		if err := c.Flush(); err != nil {
 			return err
 		}
+		pt.synced = at
 		n += int64(len(recs))
 		return nil
 	})

@@ -51,7 +51,7 @@ const (
 
 // standbyCheckpointRefresh is how often a caught-up standby rewrites its
 // checkpoint although nothing arrived: the checkpoint's time says how long
-// the state is known complete (see checkpointTooOld), and a quiet store
+// the state is known complete (see changelog.CheckpointTooOld), and a quiet store
 // whose time stayed where it was would be copied in full once records
 // came again after delete.retention.ms.
 const standbyCheckpointRefresh = time.Minute
@@ -82,7 +82,7 @@ const maxRestoreRestarts = 3
 // and otherwise drops the local state and restores from the log start (a
 // full restore): when there is no checkpoint, when the changelog no
 // longer holds it, and when the checkpoint is older than the changelog's
-// delete.retention.ms (see checkpointTooOld).
+// delete.retention.ms (see changelog.CheckpointTooOld).
 //
 // A full restore whose position falls below the log start (retention or
 // DeleteRecords moved it while the restore ran) starts over from the new
@@ -156,7 +156,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 			if !known {
 				dr = topics.DefaultDeleteRetention
 			}
-			if checkpointTooOld(since, start, dr) {
+			if changelog.CheckpointTooOld(since, start, dr) {
 				reason = fullTooOld
 				t.log.Warn("checkpoint older than the changelog's delete.retention.ms, deletions since may be compacted away; restoring in full",
 					"store", st.spec.Name, "checkpoint", from, "checkpoint_time", since, "delete_retention", dr)
@@ -356,30 +356,3 @@ func (t *Task) checkpointSince(c changelog.Checkpoint) time.Time {
 	return last.Add(-t.sh.CleanupDelay)
 }
 
-// checkpointTooOld reports whether state in sync with its changelog as of
-// since may miss deletions at now, for a changelog whose
-// delete.retention.ms is deleteRetention.
-//
-// Compaction removes an overwritten or deleted key's older records at once
-// but keeps a tombstone for delete.retention.ms after it first compacts
-// it, which is after the tombstone was written. A tombstone written after
-// since therefore stays in the changelog until since + deleteRetention at
-// least, and a replay from the checkpoint before then sees every
-// deletion. Later it may find the tombstone gone and keep the key.
-//
-// Both times come from the local clock, so a skew with the broker's clock
-// cancels out. The margin, a tenth of deleteRetention and at most a
-// minute, covers what the times do not: the moment between a commit and
-// its checkpoint, transactions open when a restore started, and clock
-// steps. An unknown (zero) since is too old.
-//
-// The caller asks only when the changelog holds records at or after the
-// checkpoint: without any, no deletion can have been missed however old
-// the checkpoint is.
-func checkpointTooOld(since, now time.Time, deleteRetention time.Duration) bool {
-	if since.IsZero() {
-		return true
-	}
-	margin := min(deleteRetention/10, time.Minute)
-	return now.Sub(since) >= deleteRetention-margin
-}

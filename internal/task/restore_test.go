@@ -34,11 +34,11 @@ func TestCheckpointTooOld(t *testing.T) {
 		{"zero retention", 0, 0, true},
 		{"checkpoint from the future", -time.Hour, day, false},
 	} {
-		if got := checkpointTooOld(now.Add(-tc.age), now, tc.deleteRetention); got != tc.want {
-			t.Errorf("%s: checkpointTooOld(age %v, delete.retention.ms %v) = %v, want %v", tc.name, tc.age, tc.deleteRetention, got, tc.want)
+		if got := changelog.CheckpointTooOld(now.Add(-tc.age), now, tc.deleteRetention); got != tc.want {
+			t.Errorf("%s: changelog.CheckpointTooOld(age %v, delete.retention.ms %v) = %v, want %v", tc.name, tc.age, tc.deleteRetention, got, tc.want)
 		}
 	}
-	if !checkpointTooOld(time.Time{}, now, day) {
+	if !changelog.CheckpointTooOld(time.Time{}, now, day) {
 		t.Error("a checkpoint of unknown time was trusted")
 	}
 }

@@ -64,7 +64,7 @@ func (st *taskStore) sourceLog() string {
 // its changelog has below the checkpoint (the task owns the partition and
 // wrote nothing since), and a recent time keeps a restart from restoring
 // it in full for a checkpoint older than delete.retention.ms (see
-// checkpointTooOld) only because the store was quiet.
+// changelog.CheckpointTooOld) only because the store was quiet.
 const checkpointRefresh = time.Minute
 
 // storeNames returns the names of the task's stores.

@@ -32,9 +32,10 @@ type Layout struct {
 	// limits of every topic weir writes that existed at start (sinks,
 	// repartition topics, changelogs), checked before a record is sent.
 	Limits map[string]Limit
-	// deleteRetention is each changelog topic's delete.retention.ms: how
-	// long its tombstones are sure to stay once compaction reaches them.
-	// A restore trusts a checkpoint that is younger (see restoreStore).
+	// DeleteRetention is each changelog topic's delete.retention.ms (a
+	// global store's topic's too): how long its tombstones are sure to
+	// stay once compaction reaches them. A restore trusts a checkpoint
+	// that is younger (see changelog.CheckpointTooOld).
 	DeleteRetention map[string]time.Duration
 	// SourceChangelog names the stores whose changelog is their input
 	// topic (graph.Store.Source, when the topic is compacted): store ->
@@ -159,6 +160,13 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return nil, &MissingError{Topics: missing}
+	}
+	for _, gs := range g.Globals {
+		dr, _, err := sourceChangelog(admin, gs.Topic)
+		if err != nil {
+			return nil, err
+		}
+		l.DeleteRetention[gs.Topic] = dr
 	}
 
 	// Repartition topics take their count from the sub-topology that writes
