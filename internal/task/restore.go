@@ -355,4 +355,3 @@ func (t *Task) checkpointSince(c changelog.Checkpoint) time.Time {
 	}
 	return last.Add(-t.sh.CleanupDelay)
 }
-
