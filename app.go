@@ -160,6 +160,43 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
+// Waits between attempts to reach the brokers at start (Net.StartupTimeout).
+const (
+	firstConnectWait = 200 * time.Millisecond
+	maxConnectWait   = 10 * time.Second
+)
+
+// connect opens a client of the brokers, waiting for them as
+// Net.StartupTimeout says. It returns nil and no error when ctx ended
+// first.
+func (a *App) connect(ctx context.Context, cfg *sarama.Config) (sarama.Client, error) {
+	start, wait := time.Now(), firstConnectWait
+	limit := a.cfg.Net.StartupTimeout
+	for attempt := 1; ; attempt++ {
+		kc, err := sarama.NewClient(a.cfg.Brokers, cfg)
+		if err == nil {
+			if attempt > 1 {
+				a.cfg.Logger.Info("the brokers answer", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return kc, nil
+		}
+		err = fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, diagnoseConnect(a.cfg.Brokers, cfg, a.cfg.Security.SASL, err))
+		if errors.Is(err, ErrAuthentication) || errors.Is(err, ErrTLS) || limit < 0 || (limit > 0 && time.Since(start)+wait > limit) {
+			return nil, err
+		}
+		a.cfg.Logger.Warn("no broker answers; waiting for one (Config.Net.StartupTimeout)",
+			"brokers", a.cfg.Brokers, "attempt", attempt, "retry_in", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		wait = min(2*wait, maxConnectWait)
+	}
+}
+
 // run is Run once the App is marked as running.
 func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	go func() {
@@ -203,9 +240,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}()
 
 	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
-	kc, err := sarama.NewClient(a.cfg.Brokers, adminCfg)
-	if err != nil {
-		return fmt.Errorf("weir: connecting to %v: %w", a.cfg.Brokers, diagnoseConnect(a.cfg.Brokers, adminCfg, a.cfg.Security.SASL, err))
+	kc, err := a.connect(ctx, adminCfg)
+	if err != nil || kc == nil {
+		return err
 	}
 	admin, err := sarama.NewClusterAdminFromClient(kc)
 	if err != nil {

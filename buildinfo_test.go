@@ -62,6 +62,7 @@ func TestAppRegistryCollectors(t *testing.T) {
 		Guarantee: AtLeastOnce, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
 	}
 	cfg.Net.DialTimeout = time.Second
+	cfg.Net.StartupTimeout = -1 // fail at once
 	app, err := New(passThrough(), cfg)
 	if err != nil {
 		t.Fatal(err)

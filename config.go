@@ -391,6 +391,16 @@ type NetConfig struct {
 	// see the txn package). Fetches wait Consumer.FetchMaxWait on top.
 	// Default 30 s; at least 1 s.
 	RequestTimeout time.Duration
+	// StartupTimeout bounds how long Run waits at start for a broker to
+	// answer, so that an orchestrator may start services and brokers in
+	// any order, as Kafka Streams waits for its brokers. Run tries again
+	// after 200 ms, doubling to at most 10 s, and logs each failed attempt
+	// at warn level; meanwhile State is starting and Ready is not closed,
+	// and cancelling Run's context ends the wait (Run returns nil). A
+	// refused password or certificate (ErrAuthentication, ErrTLS) fails at
+	// once: trying the same again cannot succeed. Default 0: wait until
+	// the context ends. A negative value tries once.
+	StartupTimeout time.Duration
 }
 
 const (
