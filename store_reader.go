@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
+	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -95,7 +96,9 @@ type KeyOwner struct {
 	Local bool
 	// StandbyLag is how many records this instance's standby copy of the
 	// partition is behind its changelog (weir_standby_lag_records, what a
-	// standby read would miss), -1 when this instance holds no such copy.
+	// standby read would miss), -1 when this instance holds no such copy,
+	// and math.MaxInt64 when how far behind it is is not known: its last
+	// update failed, or none ended in the last 30 s.
 	// The lags of other instances' standbys are theirs to tell: a lookup
 	// with a lag bound asks them (ktable.View.WithStandbyReads).
 	StandbyLag int64
@@ -301,29 +304,32 @@ func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
 	id := fmt.Sprintf("%d_%d", sub, p)
 	tasks := r.a.Tasks()
 	i := slices.IndexFunc(tasks, func(t TaskInfo) bool { return t.ID == id })
+	view := func() error { return st.View(func(db *changelog.DB) error { return fn(db.Space(r.name, p)) }) }
 	switch {
 	case i < 0 && r.maxLag >= 0:
 		r.a.mu.Lock()
 		sbs := r.a.standbys
 		r.a.mu.Unlock()
-		var lag int64
-		ok := false
+		err := stream.ErrNoStandby
 		if sbs != nil {
-			lag, ok = sbs.StoreLag(assign.TaskID{Subtopology: sub, Partition: p}, r.name)
+			err = sbs.Read(assign.TaskID{Subtopology: sub, Partition: p}, r.name, r.maxLag, view)
 		}
+		var behind *stream.StandbyBehindError
 		switch {
-		case !ok:
+		case errors.Is(err, stream.ErrNoStandby):
 			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotHere}
-		case lag > r.maxLag:
-			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreStandbyBehind,
-				Err: fmt.Errorf("the standby is %d records behind, more than the %d allowed", lag, r.maxLag)}
+		case errors.As(err, &behind):
+			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreStandbyBehind, Err: err}
+		case errors.Is(err, local.ErrClosed):
+			return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotRunning}
 		}
+		return err
 	case i < 0:
 		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotHere}
 	case tasks[i].Restoring:
 		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreRestoring}
 	}
-	err = st.View(func(db *changelog.DB) error { return fn(db.Space(r.name, p)) })
+	err = view()
 	if errors.Is(err, local.ErrClosed) {
 		return &StoreUnavailableError{Store: r.name, Partition: p, Task: id, Reason: StoreNotRunning}
 	}

@@ -3,8 +3,10 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -22,11 +24,21 @@ const standbyHolder = -1
 // before trying that standby again.
 // A runner that found a standby standbyBehind records or more behind
 // goes round again at once.
+//
+// A standby whose last update failed, or whose last successful update
+// ended more than standbyStale ago (the runner busy with a full copy of
+// another), has a lag nobody knows: it reports UnknownLag.
 const (
 	standbyPoll    = 250 * time.Millisecond
 	standbyBackoff = 5 * time.Second
 	standbyBehind  = 10_000
+	standbyStale   = 30 * time.Second
 )
+
+// UnknownLag is the lag reported for a standby whose copy may be of any
+// age: its updates fail, or it has not been updated for standbyStale. No
+// lag bound admits it.
+const UnknownLag int64 = math.MaxInt64
 
 // Standbys runs the standby and warm-up tasks of one instance
 // (Config.StandbyReplicas, Config.MaxWarmups): the union of what the group
@@ -78,7 +90,24 @@ type standbyRun struct {
 	sb       *task.Standby
 	retryAt  time.Time // after a failure: not before then
 	failures int
-	updated  bool // an update has completed: Lag means something
+	updated  bool      // an update has completed: Lag means something
+	syncedAt time.Time // when the last successful update ended
+}
+
+// lag returns the standby's lag of store as StoreLag does. s.mu is held.
+func (r *standbyRun) lag(store string) (int64, bool) {
+	lag, ok := r.sb.Lag(store)
+	if ok && !r.fresh() {
+		lag = UnknownLag
+	}
+	return lag, ok
+}
+
+// fresh reports whether the last update succeeded recently enough for the
+// standby's lag to mean something; while an update of it runs, its lag is
+// the live remainder of that update.
+func (r *standbyRun) fresh() bool {
+	return r.failures == 0 && time.Since(r.syncedAt) <= standbyStale
 }
 
 // WarmupProbes is what the runner needs to move warm-up tasks: when a
@@ -211,9 +240,11 @@ func (s *Standbys) Yield(ctx context.Context, id assign.TaskID) {
 
 // StoreLag returns how far behind its changelog this instance's standby
 // (or warm-up) copy of store's partition of task id is, in records (see
-// task.Standby.Lag); false when the instance keeps no such copy that it
-// has brought up to date at least once, or a thread of the instance holds
-// the task now (the copy is then the task's, restoring or running).
+// task.Standby.Lag), or UnknownLag when its last update failed or is
+// older than standbyStale; false when the instance keeps no such copy
+// that it has brought up to date at least once, or a thread of the
+// instance holds the task now (the copy is then the task's, restoring or
+// running).
 func (s *Standbys) StoreLag(id assign.TaskID, store string) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -221,7 +252,49 @@ func (s *Standbys) StoreLag(id assign.TaskID, store string) (int64, bool) {
 	if r == nil || !r.updated || s.sh.Local.HeldByThread(id) {
 		return 0, false
 	}
-	return r.sb.Lag(store)
+	return r.lag(store)
+}
+
+// ErrNoStandby is returned by Read when the instance keeps no standby
+// copy of the store partition that it could read.
+var ErrNoStandby = errors.New("weir: no standby copy of the store partition here")
+
+// StandbyBehindError is returned by Read for a standby copy further
+// behind than the bound; Lag is UnknownLag when nobody knows how far.
+type StandbyBehindError struct{ Lag, MaxLag int64 }
+
+func (e *StandbyBehindError) Error() string {
+	if e.Lag == UnknownLag {
+		return fmt.Sprintf("the standby has not been brought up to date for %v or its updates fail, so how far behind it is is unknown", standbyStale)
+	}
+	return fmt.Sprintf("the standby is %d records behind, more than the %d allowed", e.Lag, e.MaxLag)
+}
+
+// Read runs fn, a read of this instance's standby copy of store's
+// partition of task id, when the copy is at most maxLag records behind
+// (see StoreLag): ErrNoStandby when there is no such copy, a
+// *StandbyBehindError when it is further behind. A full copy cannot empty
+// the store while fn runs (task.Standby.Read).
+func (s *Standbys) Read(id assign.TaskID, store string, maxLag int64, fn func() error) error {
+	s.mu.Lock()
+	r := s.running[id]
+	if r == nil || !r.updated || s.sh.Local.HeldByThread(id) {
+		s.mu.Unlock()
+		return ErrNoStandby
+	}
+	sb, fresh := r.sb, r.fresh()
+	s.mu.Unlock()
+	if !fresh {
+		return &StandbyBehindError{Lag: UnknownLag, MaxLag: maxLag}
+	}
+	lag, ran, err := sb.Read(store, maxLag, fn)
+	switch {
+	case ran:
+		return err
+	case lag > maxLag:
+		return &StandbyBehindError{Lag: lag, MaxLag: maxLag}
+	}
+	return ErrNoStandby
 }
 
 // Tasks returns the tasks whose standbys the runner keeps, sorted.
@@ -339,8 +412,10 @@ func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
 		if uctx.Err() != nil {
 			return false // yielded, or the instance is stopping
 		}
+		s.mu.Lock() // StoreLag reads failures
 		r.failures++
 		r.retryAt = time.Now().Add(standbyBackoff)
+		s.mu.Unlock()
 		s.log.Warn("standby update failed; trying again later", "standby", id.String(), "failures", r.failures, "retry_in", standbyBackoff, "error", err)
 		return false
 	}
@@ -350,7 +425,7 @@ func (s *Standbys) update(ctx context.Context, id assign.TaskID) (behind bool) {
 		total += lag
 	}
 	s.mu.Lock()
-	r.failures, r.updated = 0, true
+	r.failures, r.updated, r.syncedAt = 0, true, time.Now()
 	// A warm-up caught up: time to move its task here.
 	if total <= s.w.AcceptableLag && s.warmSet()[id] && time.Since(s.probedAt[id]) >= probeRetry {
 		s.probedAt[id] = time.Now()

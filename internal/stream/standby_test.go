@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -10,9 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // The runner's probing: a probe asked for starts at once, probes are at
@@ -128,5 +133,63 @@ func TestStandbysProbePacing(t *testing.T) {
 	}
 	if calls.Load() != 3 {
 		t.Errorf("%d probes in all, want 3", calls.Load())
+	}
+}
+
+// A standby's lag is only as good as its last update: after a failed one,
+// or when none succeeded for standbyStale, it is UnknownLag, which no lag
+// bound admits, and a read of it is refused as behind without running.
+func TestStandbyLagGrowsStaleWhenUpdatesFail(t *testing.T) {
+	t.Parallel()
+	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	m, err := metrics.New(prometheus.NewRegistry(), "app", noSource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	loc, err := local.New(db, log, time.Hour, map[string]int{"s": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &graph.Node{Name: "p", Kind: graph.KindProcessor}
+	sh := &task.Shared{Config: task.Config{ApplicationID: "app"}, DB: db, Metrics: m, Local: loc,
+		Graph:  &graph.Graph{Nodes: []*graph.Node{n}, Stores: []*graph.Store{{Name: "s", Users: []*graph.Node{n}}}},
+		Layout: &topics.Layout{Subs: []*graph.Subtopology{{ID: 0, Nodes: []*graph.Node{n}}}}}
+	s := NewStandbys(sh, log, WarmupProbes{})
+	id := assign.TaskID{}
+	r := &standbyRun{sb: task.NewStandby(sh, log, id), updated: true, syncedAt: time.Now()}
+	s.running[id] = r
+
+	ran := 0
+	read := func() error { ran++; return nil }
+	if lag, ok := s.StoreLag(id, "s"); !ok || lag != 0 {
+		t.Fatalf("lag of a standby just updated = %d, %v; want 0", lag, ok)
+	}
+	if err := s.Read(id, "s", 0, read); err != nil || ran != 1 {
+		t.Fatalf("read of a standby just updated = %v (ran %d)", err, ran)
+	}
+	for _, c := range []struct {
+		name     string
+		failures int
+		synced   time.Time
+	}{
+		{"after a failed update", 1, time.Now()},
+		{"with no update for longer than standbyStale", 0, time.Now().Add(-standbyStale - time.Second)},
+	} {
+		r.failures, r.syncedAt = c.failures, c.synced
+		if lag, ok := s.StoreLag(id, "s"); !ok || lag != UnknownLag {
+			t.Errorf("%s: lag = %d, %v; want UnknownLag", c.name, lag, ok)
+		}
+		var behind *StandbyBehindError
+		if err := s.Read(id, "s", 1<<40, read); !errors.As(err, &behind) || ran != 1 {
+			t.Errorf("%s: read = %v (ran %d); want it refused as behind", c.name, err, ran-1)
+		}
+	}
+	if err := s.Read(assign.TaskID{Partition: 1}, "s", 0, read); !errors.Is(err, ErrNoStandby) {
+		t.Errorf("read of a standby this instance does not keep = %v, want ErrNoStandby", err)
 	}
 }

@@ -165,10 +165,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	}
 	full := reason != ""
 	if full {
-		// Before the drop: a standby read (StoreReader.WithStandbyReads)
-		// must see the store as behind from the moment it empties.
-		st.remaining.Store(max(end, 1))
-		if err := st.space.Drop(); err != nil {
+		if err := st.empty(end); err != nil {
 			return 0, err
 		}
 		if from, err = r.Start(ctx); err != nil {
@@ -354,4 +351,15 @@ func (t *Task) checkpointSince(c changelog.Checkpoint) time.Time {
 		return time.Time{}
 	}
 	return last.Add(-t.sh.CleanupDelay)
+}
+
+// empty drops the store's data for a full restore of behind records.
+// A standby read (Standby.Read, for StoreReader.WithStandbyReads) must
+// see the store as behind from the moment it empties, and none may be
+// under way while it does.
+func (st *taskStore) empty(behind int64) error {
+	st.dropping.Lock()
+	defer st.dropping.Unlock()
+	st.remaining.Store(max(behind, 1))
+	return st.space.Drop()
 }

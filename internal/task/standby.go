@@ -80,6 +80,25 @@ func (s *Standby) Lag(store string) (int64, bool) {
 	return st.remaining.Load(), true
 }
 
+// Read runs fn, a read of the standby's copy of store, when the copy is at
+// most maxLag records behind, and returns the lag it found; ran reports
+// whether fn ran (false for a store the task does not have, or a copy
+// further behind). A full copy cannot empty the store while fn runs, so a
+// read sees the copy as it was when the lag was checked, or later. Safe to
+// call from any goroutine.
+func (s *Standby) Read(store string, maxLag int64, fn func() error) (lag int64, ran bool, err error) {
+	st := s.t.stores[store]
+	if st == nil {
+		return 0, false, nil
+	}
+	st.dropping.RLock()
+	defer st.dropping.RUnlock()
+	if lag = st.remaining.Load(); lag > maxLag {
+		return lag, false, nil
+	}
+	return lag, true, fn()
+}
+
 // Close drops the standby's lag gauges. Its state stays on disk, where the
 // local state's cleaner drops it unless a task or standby takes it again
 // (Config.State.CleanupDelay).

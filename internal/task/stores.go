@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,10 @@ type taskStore struct {
 	ckptAt, stagAt time.Time
 	// remaining is the restore's records left, for metrics.
 	remaining atomic.Int64
+	// dropping is held for writing while a full restore empties the
+	// store, and for reading by a standby read (Standby.Read): no read
+	// spans the drop, and one that starts after it sees remaining set.
+	dropping sync.RWMutex
 }
 
 // sourceLog is the log the store's checkpoints are offsets of, as
