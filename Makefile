@@ -15,6 +15,8 @@ UNIT_MODULES := $(filter-out integration,$(MODULES))
 
 # env.sh written by integration/env/up.sh (see integration/env/common.sh).
 ENV_FILE := $(or $(WEIR_ENV_DIR),$(or $(WEIR_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/weir)/env)/env.sh
+# The replicated three-broker cluster's (WEIR_BROKERS=3 up.sh).
+ENV3_FILE := $(or $(WEIR_REPLICATED_ENV_DIR),$(or $(WEIR_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/weir)/env3)/env.sh
 
 GO_TEST_FLAGS ?=
 INTEGRATION_TIMEOUT ?= 30m
@@ -80,6 +82,8 @@ fuzz:
 ## that cluster is running.
 test-integration:
 	@if [ -f "$(ENV_FILE)" ] && [ -z "$$WEIR_BOOTSTRAP_SERVERS" ]; then . "$(ENV_FILE)"; fi; \
+	if [ -f "$(ENV3_FILE)" ] && [ -z "$$WEIR_REPLICATED_BOOTSTRAP_SERVERS" ]; then . "$(ENV3_FILE)"; fi; \
+	echo "== replicated cluster: $${WEIR_REPLICATED_BOOTSTRAP_SERVERS:-<none>}"; \
 	echo "== integration tests: Kafka $${WEIR_KAFKA_VERSION:-?} at $${WEIR_BOOTSTRAP_SERVERS:-<none>}, $${WEIR_REGISTRY_VERSION:-registry} at $${WEIR_SCHEMA_REGISTRY_URL:-<none>}"; \
 	cd integration && go test -p 1 $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
@@ -91,13 +95,14 @@ chaos:
 	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && cd integration && \
 	WEIR_CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -count=1 -v -run '^TestChaos$$' -timeout 90m .
 
-## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1 (no-op when up).
+## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1, and a
+## replicated three-broker Kafka cluster beside them (no-op when up).
 kafka-up:
-	@$(ENV_DIR)/up.sh
+	@$(ENV_DIR)/up.sh && WEIR_BROKERS=3 $(ENV_DIR)/up.sh
 
 ## kafka-down: stop them by their recorded PIDs and delete their data.
 kafka-down:
-	@$(ENV_DIR)/down.sh
+	@$(ENV_DIR)/down.sh; WEIR_BROKERS=3 $(ENV_DIR)/down.sh
 
 ## lint: gofmt and go vet over every module.
 lint:

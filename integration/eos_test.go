@@ -965,17 +965,41 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 //
 // It does not run in parallel with the other tests: it loads both cores on
 // purpose, and sharing them would slow both it and the others.
-func TestExactlyOnceUnderKill9(t *testing.T) { exactlyOnceUnderKill9(t, 0) }
+func TestExactlyOnceUnderKill9(t *testing.T) {
+	exactlyOnceUnderKill9(t, eosRun{c: kafka.Cluster(t), records: eosRecords})
+}
 
 // TestExactlyOnceUnderKill9WithStandbys is TestExactlyOnceUnderKill9 with
 // one standby per task: the kills move tasks between their standbys and
 // their owners (a standby yields to its task restoring on the same
 // instance, a task closed by a rebalance becomes a standby), and the
 // output must stay exact.
-func TestExactlyOnceUnderKill9WithStandbys(t *testing.T) { exactlyOnceUnderKill9(t, 1) }
+func TestExactlyOnceUnderKill9WithStandbys(t *testing.T) {
+	exactlyOnceUnderKill9(t, eosRun{c: kafka.Cluster(t), records: eosRecords, standbys: 1})
+}
 
-func exactlyOnceUnderKill9(t *testing.T, standbys int) {
-	c := kafka.Cluster(t)
+// eosRun is what one run of the exactly-once verification varies.
+type eosRun struct {
+	c        *kafka.Env
+	records  int
+	standbys int
+	// fault, when set, is the failure injected in each round instead of
+	// the kill of a random instance; it returns what it did, for the log.
+	fault func(round int, cl *eosCluster, rng *rand.Rand) string
+}
+
+// killRandom kills a random instance of cl with SIGKILL and restarts it,
+// waiting until it has tasks again.
+func killRandom(cl *eosCluster, rng *rand.Rand) string {
+	slot := rng.IntN(len(cl.children))
+	killed := time.Now()
+	cl.kill(slot)
+	cl.waitTasks(slot, 60*time.Second)
+	return fmt.Sprintf("killed instance %d; restarted, tasks again after %v", slot, time.Since(killed).Round(time.Millisecond))
+}
+
+func exactlyOnceUnderKill9(t *testing.T, run eosRun) {
+	c, standbys := run.c, run.standbys
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, eosPartitions, nil)
@@ -1002,7 +1026,7 @@ func exactlyOnceUnderKill9(t *testing.T, standbys int) {
 	// Each round hands some chunks to a producer goroutine and, while they
 	// are produced and processed, kills a random instance and restarts it;
 	// the last round only produces.
-	msgs := eosInput(in, eosRecords, eosKeys, rng)
+	msgs := eosInput(in, run.records, eosKeys, rng)
 	producer := newChunkProducer(t, c)
 	chunks := (len(msgs) + eosChunk - 1) / eosChunk
 	admin := c.Admin(t)
@@ -1017,14 +1041,16 @@ func exactlyOnceUnderKill9(t *testing.T, standbys int) {
 			// processing of the round's records.
 			delay := time.Duration(rng.Int64N(int64(eosMaxKillDelay)))
 			time.Sleep(delay)
-			slot := rng.IntN(eosInstances)
 			cl.checkAlive()
 			lag := inputLag(t, c, admin, app, in)
-			killed := time.Now()
-			cl.kill(slot)
-			cl.waitTasks(slot, 60*time.Second)
-			t.Logf("kill %d/%d: instance %d, %v into round %d (chunks %d-%d), %d input records not committed; restarted, tasks again after %v",
-				round+1, eosKills, slot, delay.Round(time.Millisecond), round, from, to-1, lag, time.Since(killed).Round(time.Millisecond))
+			var did string
+			if run.fault != nil {
+				did = run.fault(round, cl, rng)
+			} else {
+				did = killRandom(cl, rng)
+			}
+			t.Logf("fault %d/%d, %v into round %d (chunks %d-%d), %d input records not committed: %s",
+				round+1, eosKills, delay.Round(time.Millisecond), round, from, to-1, lag, did)
 		}
 		select {
 		case err := <-done:

@@ -14,6 +14,16 @@
 #   WEIR_REGISTRY_MGMT_PORT Apicurio management (health) port (default 18082)
 #   WEIR_REGISTRY_JAVA  java binary (version 21 or newer) for Apicurio 3.3.x
 #   WEIR_UP_TIMEOUT     seconds to wait for each service (default 120)
+#   WEIR_BROKERS        1 (default): one broker with every listener, and the
+#                       registry; 3: a replicated three-broker KRaft cluster
+#                       (each node broker and controller, its own process,
+#                       data and ports; replication factor 3 and
+#                       min.insync.replicas 2 by default), PLAINTEXT only and
+#                       no registry, in its own run directory
+#                       (WEIR_REPLICATED_ENV_DIR, default $CACHE/env3)
+#                       on ports 29092.. by default, so both can run at once.
+#                       Broker N listens on WEIR_KAFKA_PORT + 10*(N-1), its
+#                       controller on WEIR_CONTROLLER_PORT + 10*(N-1).
 
 KAFKA_VERSION=4.4.0
 # Apicurio 3.3.x is built for Java 21; 3.0.9 is the newest 3.x that runs on
@@ -23,9 +33,23 @@ APICURIO_OLD=3.0.9
 
 ENV_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE_DIR="${WEIR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/weir}"
-RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
-KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
-CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
+BROKERS="${WEIR_BROKERS:-1}"
+case "$BROKERS" in
+  1)
+    RUN_DIR="${WEIR_ENV_DIR:-$CACHE_DIR/env}"
+    KAFKA_PORT="${WEIR_KAFKA_PORT:-19092}"
+    CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-19093}"
+    ;;
+  3)
+    RUN_DIR="${WEIR_REPLICATED_ENV_DIR:-$CACHE_DIR/env3}"
+    KAFKA_PORT="${WEIR_KAFKA_PORT:-29092}"
+    CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-29093}"
+    ;;
+  *)
+    printf 'weir-env: WEIR_BROKERS=%s: want 1 or 3\n' "$BROKERS" >&2
+    exit 2
+    ;;
+esac
 SASL_SSL_PORT="${WEIR_SASL_SSL_PORT:-19094}"
 PROXIED_PORT="${WEIR_PROXIED_PORT:-19095}"
 FAULT_PROXY_PORT="${WEIR_FAULT_PROXY_PORT:-19096}"
@@ -40,9 +64,7 @@ REGISTRY_PORT="${WEIR_REGISTRY_PORT:-18081}"
 REGISTRY_MGMT_PORT="${WEIR_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 UP_TIMEOUT="${WEIR_UP_TIMEOUT:-120}"
 
-BROKER_PID="$RUN_DIR/broker.pid"
 REGISTRY_PID="$RUN_DIR/registry.pid"
-BROKER_LOG="$RUN_DIR/broker.log"
 REGISTRY_LOG="$RUN_DIR/registry.log"
 ENV_FILE="$RUN_DIR/env.sh"
 
@@ -82,29 +104,51 @@ port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# launch_broker: run the broker on $RUN_DIR/server.properties in the
-# background and record its PID (up.sh at first, restart.sh again on the
-# same data).
+# Per broker N (1..BROKERS): its files and ports. The single broker keeps
+# the names it always had (broker.pid, broker.log, server.properties,
+# kafka-data), which tools outside this directory read.
+broker_file() { # broker_file N NAME EXT: $RUN_DIR/NAME.EXT, or NAME-N.EXT
+  if [ "$BROKERS" = 1 ]; then echo "$RUN_DIR/$2$3"; else echo "$RUN_DIR/$2-$1$3"; fi
+}
+broker_pid() { broker_file "$1" broker .pid; }
+broker_log() { broker_file "$1" broker .log; }
+broker_conf() { broker_file "$1" server .properties; }
+broker_data() { broker_file "$1" kafka-data ""; }
+broker_meta() { broker_file "$1" kafka-meta ""; }
+broker_port() { echo $((KAFKA_PORT + 10 * ($1 - 1))); }
+controller_port() { echo $((CONTROLLER_PORT + 10 * ($1 - 1))); }
+BROKER_PID=$(broker_pid 1)
+BROKER_LOG=$(broker_log 1)
+
+# launch_broker N: run broker N on its server.properties in the background
+# and record its PID (up.sh at first, restart.sh again on the same data).
 launch_broker() {
+  local n=${1:-1} blog
+  blog=$(broker_log "$n")
   KAFKA_LIBS="${KAFKA_LIBS:-$CACHE_DIR/kafka-$KAFKA_VERSION/libs}"
-  log "starting Apache Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT"
-  # The previous run's log is kept in broker-history.log (the last 64 MiB),
-  # for a test that restarts the broker and then has to explain a failure.
-  if [ -s "$BROKER_LOG" ]; then
-    cat "$BROKER_LOG" >>"$RUN_DIR/broker-history.log"
-    if [ "$(wc -c <"$RUN_DIR/broker-history.log")" -gt $((64 << 20)) ]; then
-      tail -c $((32 << 20)) "$RUN_DIR/broker-history.log" >"$RUN_DIR/broker-history.log.tmp" &&
-        mv "$RUN_DIR/broker-history.log.tmp" "$RUN_DIR/broker-history.log"
+  log "starting Apache Kafka $KAFKA_VERSION broker $n on 127.0.0.1:$(broker_port "$n")"
+  # The previous run's log is kept in *-history.log (the last 64 MiB), for
+  # a test that restarts the broker and then has to explain a failure.
+  local hist="${blog%.log}-history.log"
+  if [ -s "$blog" ]; then
+    cat "$blog" >>"$hist"
+    if [ "$(wc -c <"$hist")" -gt $((64 << 20)) ]; then
+      tail -c $((32 << 20)) "$hist" >"$hist.tmp" && mv "$hist.tmp" "$hist"
     fi
   fi
-  nohup java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+  local heap=1g
+  [ "$BROKERS" = 1 ] || heap=768m
+  nohup java -Xms256m -Xmx$heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
-    -cp "$KAFKA_LIBS/*" kafka.Kafka "$RUN_DIR/server.properties" >"$BROKER_LOG" 2>&1 </dev/null 9>&- &
-  echo $! >"$BROKER_PID"
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$(broker_conf "$n")" >"$blog" 2>&1 </dev/null 9>&- &
+  echo $! >"$(broker_pid "$n")"
 }
 
-# broker_ready: the broker logged its start and every listener accepts.
+# broker_ready N: broker N logged its start and every listener accepts.
 broker_ready() {
-  grep -q "Kafka Server started" "$BROKER_LOG" 2>/dev/null && port_open "$KAFKA_PORT" &&
+  local n=${1:-1}
+  grep -q "Kafka Server started" "$(broker_log "$n")" 2>/dev/null && port_open "$(broker_port "$n")" || return 1
+  if [ "$BROKERS" = 1 ]; then
     port_open "$SASL_SSL_PORT" && port_open "$PROXIED_PORT"
+  fi
 }

@@ -32,6 +32,9 @@ stop() {
 }
 
 stop registry "$REGISTRY_PID"
-stop broker "$BROKER_PID"
-rm -rf "$RUN_DIR/kafka-data" "$RUN_DIR/kafka-meta" "$ENV_FILE"
+for n in $(seq 1 "$BROKERS"); do
+  stop "broker $n" "$(broker_pid "$n")"
+  rm -rf "$(broker_data "$n")" "$(broker_meta "$n")"
+done
+rm -f "$ENV_FILE"
 log "down"

@@ -10,7 +10,9 @@
 #   - Apicurio Registry 3.x with in-memory storage, used through its
 #     Confluent-compatible API (/apis/ccompat/v7).
 # Both come from Maven Central (fetched once into $WEIR_CACHE_DIR) and run
-# with the machine's java. Running up.sh while the cluster is up does nothing
+# with the machine's java. With WEIR_BROKERS=3 it starts instead a
+# replicated cluster of three brokers (see common.sh), with no registry,
+# and writes WEIR_REPLICATED_* variables to its own env.sh. Running up.sh while the cluster is up does nothing
 # but print the environment again. Stop it with down.sh.
 #
 # On success it prints, and writes to $WEIR_ENV_DIR/env.sh:
@@ -168,6 +170,81 @@ EOF
   launch_broker
 }
 
+# start_replicated: three KRaft nodes, each broker and controller, on one
+# cluster id; replicated internal topics and min.insync.replicas 2.
+start_replicated() {
+  local n port voters="" cluster_id any=0
+  for n in 1 2 3; do
+    if alive "$(broker_pid "$n")"; then any=1; fi
+  done
+  if [ $any = 1 ]; then
+    for n in 1 2 3; do
+      alive "$(broker_pid "$n")" || fail "broker $n of the replicated cluster is not running while others are: run down.sh, then up.sh (WEIR_BROKERS=3)" /dev/null
+    done
+    log "replicated cluster already running"
+    return 0
+  fi
+  for n in 1 2 3; do
+    for port in "$(broker_port "$n")" "$(controller_port "$n")"; do
+      if port_open "$port"; then
+        fail "port $port is taken by a process up.sh did not start; set WEIR_KAFKA_PORT and WEIR_CONTROLLER_PORT" /dev/null
+      fi
+    done
+    voters="$voters${voters:+,}$n@127.0.0.1:$(controller_port "$n")"
+  done
+  fetch_kafka
+  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  for n in 1 2 3; do
+    rm -rf "$(broker_data "$n")" "$(broker_meta "$n")"
+    cat >"$(broker_conf "$n")" <<EOF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$(broker_data "$n")
+metadata.log.dir=$(broker_meta "$n")
+num.partitions=1
+auto.create.topics.enable=false
+# Replicated as production clusters are: a produce needs two in-sync
+# replicas, so one broker may be down.
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=8
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+# Leaders go back to their preferred replica only when a test says so.
+auto.leader.rebalance.enable=false
+# A stopped broker drops out of the ISR within seconds, not 30.
+replica.lag.time.max.ms=5000
+log.cleaner.enable=true
+log.cleaner.backoff.ms=500
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=16777216
+log.retention.check.interval.ms=1000
+log.segment.delete.delay.ms=1000
+log.initial.task.delay.ms=1000
+delete.topic.enable=true
+EOF
+    java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
+      kafka.tools.StorageTool format -t "$cluster_id" -c "$(broker_conf "$n")" >"$RUN_DIR/format-$n.log" 2>&1 ||
+      fail "formatting broker $n's storage failed" "$RUN_DIR/format-$n.log"
+  done
+  for n in 1 2 3; do
+    launch_broker "$n"
+  done
+}
+
 # make_tls: a key pair and a self-signed certificate for the broker's
 # SASL_SSL listener (names localhost and 127.0.0.1), made with the JDK's
 # keytool; clients trust the certificate itself ($TLS_DIR/ca.pem).
@@ -218,11 +295,13 @@ start_registry() {
 }
 
 wait_broker() {
-  local deadline=$((SECONDS + UP_TIMEOUT))
-  until broker_ready; do
-    running "$BROKER_PID" || fail "the broker exited during start" "$BROKER_LOG"
-    [ $SECONDS -lt $deadline ] || fail "the broker did not start within ${UP_TIMEOUT}s" "$BROKER_LOG"
-    sleep 0.2
+  local deadline=$((SECONDS + UP_TIMEOUT)) n
+  for n in $(seq 1 "$BROKERS"); do
+    until broker_ready "$n"; do
+      running "$(broker_pid "$n")" || fail "broker $n exited during start" "$(broker_log "$n")"
+      [ $SECONDS -lt $deadline ] || fail "broker $n did not start within ${UP_TIMEOUT}s" "$(broker_log "$n")"
+      sleep 0.2
+    done
   done
 }
 
@@ -244,6 +323,22 @@ wait_registry() {
 }
 
 t0=$SECONDS
+if [ "$BROKERS" = 3 ]; then
+  start_replicated
+  wait_broker
+  log "replicated cluster ready after $((SECONDS - t0))s"
+  servers=""
+  for n in 1 2 3; do
+    servers="$servers${servers:+,}127.0.0.1:$(broker_port "$n")"
+  done
+  cat >"$ENV_FILE" <<EOF
+export WEIR_REPLICATED_BOOTSTRAP_SERVERS=$servers
+export WEIR_REPLICATED_ENV_DIR=$RUN_DIR
+export WEIR_REPLICATED_RESTART="$ENV_SRC/restart.sh"
+EOF
+  cat "$ENV_FILE"
+  exit 0
+fi
 start_broker
 start_registry
 wait_broker

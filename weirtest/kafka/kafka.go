@@ -99,9 +99,10 @@ func (c *Env) Admin(t testing.TB) sarama.ClusterAdmin {
 	return admin
 }
 
-// CreateTopic creates topic name with the given number of partitions,
-// replication factor 1 and the given topic configs (nil for the broker's
-// defaults), then waits, for at most 30 s, until the metadata shows every
+// CreateTopic creates topic name with the given number of partitions, the
+// broker's default replication factor (default.replication.factor: 1 on
+// the single broker of `make kafka-up`, 3 on its replicated cluster) and
+// the given topic configs (nil for the broker's defaults), then waits, for at most 30 s, until the metadata shows every
 // partition with a leader. When the test ends the topic is deleted, after
 // the clients the test opened later have been closed (cleanups run last in,
 // first out); errors on delete are ignored. Any failure fails the test.
@@ -112,7 +113,7 @@ func (c *Env) CreateTopic(t testing.TB, name string, partitions int32, configs m
 	for k, v := range configs {
 		entries[k] = &v
 	}
-	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}
+	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1, ConfigEntries: entries}
 	if err := admin.CreateTopic(name, detail, false); err != nil {
 		t.Fatalf("weirtest/kafka: create topic %q (%d partitions, configs %v): %v", name, partitions, configs, err)
 		return

@@ -1,0 +1,155 @@
+package integration
+
+// Exactly once on a replicated cluster: the three-broker KRaft cluster of
+// `make kafka-up` (integration/env/up.sh with WEIR_BROKERS=3), with
+// replication factor 3 and min.insync.replicas 2, where partition leaders,
+// group and transaction coordinators move while weir commits.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// replicatedCluster is the three-broker cluster, given by
+// WEIR_REPLICATED_BOOTSTRAP_SERVERS and restarted through
+// WEIR_REPLICATED_RESTART (integration/env/restart.sh).
+type replicatedCluster struct {
+	*kafka.Env
+	restart string
+}
+
+// replicated returns the three-broker cluster. Without it the test is
+// skipped, or fails under CI=true: CI never skips integration tests.
+func replicated(t *testing.T) *replicatedCluster {
+	t.Helper()
+	servers := os.Getenv("WEIR_REPLICATED_BOOTSTRAP_SERVERS")
+	if servers == "" {
+		const msg = "WEIR_REPLICATED_BOOTSTRAP_SERVERS is not set: `make kafka-up` starts the replicated three-broker cluster and writes it to ~/.cache/weir/env3/env.sh"
+		if ci, err := strconv.ParseBool(os.Getenv("CI")); err == nil && ci {
+			t.Fatal(msg + ", and integration tests never skip when CI=true")
+		}
+		t.Skip(msg)
+	}
+	return &replicatedCluster{Env: &kafka.Env{Brokers: strings.Split(servers, ","), KafkaVersion: os.Getenv("WEIR_KAFKA_VERSION"), Source: kafka.SourceEnv},
+		restart: os.Getenv("WEIR_REPLICATED_RESTART")}
+}
+
+// broker runs restart.sh on broker n (1-3) with its flag ("" restarts
+// with SIGTERM, "-kill" with SIGKILL, "-stop" and "-start").
+func (rc *replicatedCluster) broker(t *testing.T, flag string, n int) {
+	t.Helper()
+	args := []string{strconv.Itoa(n)}
+	if flag != "" {
+		args = append([]string{flag}, args...)
+	}
+	cmd := exec.Command(rc.restart, args...)
+	cmd.Env = append(os.Environ(), "WEIR_BROKERS=3")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restart.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// moveLeaders makes another replica the leader of every partition of the
+// topics: it rotates each partition's replica list so that the next
+// broker is the preferred replica, then elects the preferred replicas.
+// It returns how many leaders moved.
+func moveLeaders(t *testing.T, admin sarama.ClusterAdmin, topics ...string) int {
+	t.Helper()
+	md, err := admin.DescribeTopics(topics)
+	if err != nil {
+		t.Fatalf("describing %v: %v", topics, err)
+	}
+	elect := map[string][]int32{}
+	for _, tm := range md {
+		if tm.Err != sarama.ErrNoError {
+			t.Fatalf("describing %s: %v", tm.Name, tm.Err)
+		}
+		parts := slices.Clone(tm.Partitions)
+		slices.SortFunc(parts, func(a, b *sarama.PartitionMetadata) int { return int(a.ID - b.ID) })
+		assignment := make([][]int32, len(parts))
+		for i, p := range parts {
+			if len(p.Replicas) < 2 {
+				t.Fatalf("%s/%d has replicas %v: the replicated cluster's topics need 3", tm.Name, p.ID, p.Replicas)
+			}
+			// The current leader goes last; the replica after it leads.
+			r := slices.Clone(p.Replicas)
+			if at := slices.Index(r, p.Leader); at >= 0 {
+				r = append(r[at+1:], r[:at+1]...)
+			}
+			assignment[i] = r
+			elect[tm.Name] = append(elect[tm.Name], p.ID)
+		}
+		if err := admin.AlterPartitionReassignments(tm.Name, assignment); err != nil {
+			t.Fatalf("reordering the replicas of %s: %v", tm.Name, err)
+		}
+	}
+	// The reassignment of the same replicas in a new order completes at
+	// once; the election may still find an old order for a moment.
+	moved := 0
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		res, err := admin.ElectLeaders(sarama.PreferredElection, elect)
+		if err != nil {
+			return false, fmt.Sprintf("electing the preferred leaders: %v", err)
+		}
+		moved = 0
+		for topic, ps := range res {
+			for p, r := range ps {
+				switch r.ErrorCode {
+				case sarama.ErrNoError:
+					moved++
+				case sarama.ErrElectionNotNeeded:
+				default:
+					return false, fmt.Sprintf("electing the leader of %s/%d: %v", topic, p, r.ErrorCode)
+				}
+			}
+		}
+		return true, ""
+	})
+	return moved
+}
+
+// TestExactlyOnceUnderKill9OnThreeBrokers is TestExactlyOnceUnderKill9 on
+// the replicated cluster: every topic, internal ones too, has three
+// replicas and needs two in sync.
+func TestExactlyOnceUnderKill9OnThreeBrokers(t *testing.T) {
+	rc := replicated(t)
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2})
+}
+
+// TestExactlyOnceAcrossLeaderMoves: while three instances process and
+// commit, every round moves the leader of every partition of the input,
+// the outputs, the store's changelog, the group's offsets
+// (__consumer_offsets, so the group coordinator moves) and the
+// transaction log (__transaction_state, so the transaction coordinators
+// move), and every other round also kills an instance with SIGKILL. The
+// read_committed output must hold every input record exactly once and
+// every aggregate right.
+func TestExactlyOnceAcrossLeaderMoves(t *testing.T) {
+	rc := replicated(t)
+	admin := rc.Admin(t)
+	total := 0
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
+		topics := []string{cl.base.In, cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog", "__consumer_offsets", "__transaction_state"}
+		moved := moveLeaders(t, admin, topics...)
+		total += moved
+		did := fmt.Sprintf("moved %d leaders", moved)
+		if round%2 == 1 {
+			did += "; " + killRandom(cl, rng)
+		}
+		return did
+	}})
+	if total == 0 {
+		t.Error("no leader moved: the test proved nothing")
+	}
+}
