@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,16 @@ func (rc *replicatedCluster) broker(t *testing.T, flag string, n int) {
 	cmd.Env = append(os.Environ(), "WEIR_BROKERS=3")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("restart.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// allUp starts every broker that is stopped, so that a test that failed
+// with a broker down leaves the cluster whole for the next.
+func (rc *replicatedCluster) allUp() {
+	for n := 1; n <= 3; n++ {
+		cmd := exec.Command(rc.restart, "-start", strconv.Itoa(n))
+		cmd.Env = append(os.Environ(), "WEIR_BROKERS=3")
+		_ = cmd.Run() // "running already" for the brokers that are up
 	}
 }
 
@@ -152,4 +163,76 @@ func TestExactlyOnceAcrossLeaderMoves(t *testing.T) {
 	if total == 0 {
 		t.Error("no leader moved: the test proved nothing")
 	}
+}
+
+// setMinISR sets min.insync.replicas of the topics.
+func setMinISR(t *testing.T, admin sarama.ClusterAdmin, n int, topics ...string) {
+	t.Helper()
+	v := strconv.Itoa(n)
+	for _, topic := range topics {
+		// The admin client may first ask a broker that just stopped.
+		kafka.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+			err := admin.IncrementalAlterConfig(sarama.TopicResource, topic, map[string]sarama.IncrementalAlterConfigsEntry{
+				"min.insync.replicas": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v},
+			}, false)
+			return err == nil, fmt.Sprintf("setting min.insync.replicas=%s on %s: %v", v, topic, err)
+		})
+	}
+}
+
+// TestExactlyOnceThroughBrokerRestartsAndReplicaLoss: every round stops
+// one broker (in turn, so the three restart as in a rolling restart;
+// every other stop a SIGKILL crash), which moves the leaders and the
+// coordinators it held; while it is down the outputs and the changelog
+// need all three replicas in sync (min.insync.replicas 3), so every
+// produce to them fails with NOT_ENOUGH_REPLICAS until the broker is back;
+// every other round also kills an instance. The output must stay exact.
+func TestExactlyOnceThroughBrokerRestartsAndReplicaLoss(t *testing.T) {
+	rc := replicated(t)
+	admin := rc.Admin(t)
+	t.Cleanup(rc.allUp)
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
+		n := round%3 + 1
+		written := []string{cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog"}
+		start := time.Now()
+		if round%2 == 0 {
+			rc.broker(t, "-stop", n)
+		} else {
+			rc.killBroker(t, n)
+		}
+		setMinISR(t, admin, 3, written...)
+		// The outage is the injected fault: its length is the point.
+		time.Sleep(3 * time.Second)
+		setMinISR(t, admin, 2, written...)
+		rc.broker(t, "-start", n)
+		did := fmt.Sprintf("broker %d down for %v (%s), its outputs needing 3 replicas meanwhile", n, time.Since(start).Round(time.Millisecond), map[bool]string{true: "SIGTERM", false: "SIGKILL"}[round%2 == 0])
+		if round%2 == 1 {
+			did += "; " + killRandom(cl, rng)
+		}
+		return did
+	}})
+}
+
+// killBroker stops broker n with SIGKILL and leaves it stopped.
+func (rc *replicatedCluster) killBroker(t *testing.T, n int) {
+	t.Helper()
+	pidFile := fmt.Sprintf("%s/broker-%d.pid", os.Getenv("WEIR_REPLICATED_ENV_DIR"), n)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("broker %d's pid: %v", n, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("broker %d's pid file %s: %v", n, pidFile, err)
+	}
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Kill()
+	}
+	if err != nil {
+		t.Fatalf("SIGKILL broker %d (pid %d): %v", n, pid, err)
+	}
+	kafka.Eventually(t, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		return p.Signal(syscall.Signal(0)) != nil, fmt.Sprintf("broker %d (pid %d) still runs", n, pid)
+	})
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -498,14 +501,68 @@ func (th *Thread) PartitionCount(topic string) (int32, error) {
 // producer is created before the old one is closed, so that a failed
 // creation leaves the thread a producer to shut down with (whose calls then
 // fail with txn.ErrClosed or its own error, never a panic).
+//
+// The transaction coordinator may not answer at once: one that just took
+// over from a broker that died, or whose previous transaction cannot
+// complete while its partitions lack in-sync replicas, answers
+// CONCURRENT_TRANSACTIONS or NOT_COORDINATOR for as long as that lasts.
+// Stopping the thread would not end it sooner, so the thread tries again,
+// with a warning each time, until the coordinator answers, the error is
+// not one that passes, or the thread stops.
 func (th *Thread) rebuildProducer() error {
-	p, err := th.newProducer()
-	if err != nil {
-		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+	var p *txn.Producer
+	var err error
+	wait := rebuildFirstWait
+	for attempt := 1; ; attempt++ {
+		if p, err = th.newProducer(); err == nil {
+			break
+		}
+		if !initRetriable(err) || th.ctx.Err() != nil {
+			return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+		}
+		th.log.Warn("the transaction coordinator cannot initialise the producer yet; trying again", "attempt", attempt, "retry_in", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-th.ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		wait = min(2*wait, rebuildMaxWait)
 	}
 	if err := th.producer.Close(); err != nil {
 		th.log.Debug("closing the old producer", "error", err)
 	}
 	th.producer = p
 	return nil
+}
+
+// Waits between attempts to rebuild a producer whose coordinator is not
+// ready (rebuildProducer).
+const (
+	rebuildFirstWait = 200 * time.Millisecond
+	rebuildMaxWait   = 5 * time.Second
+)
+
+// initRetriable reports whether initialising a transactional producer
+// failed for a reason that passes by itself: the coordinator moving,
+// loading or finishing the previous transaction, or no broker reachable
+// for now. A fenced producer, refused permissions or a bad configuration
+// do not pass.
+func initRetriable(err error) bool {
+	if errors.Is(err, txn.ErrFenced) {
+		return false
+	}
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case sarama.ErrConcurrentTransactions, sarama.ErrConsumerCoordinatorNotAvailable, sarama.ErrNotCoordinatorForConsumer,
+			sarama.ErrOffsetsLoadInProgress, sarama.ErrRequestTimedOut, sarama.ErrNetworkException, sarama.ErrNotEnoughReplicas,
+			sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition:
+			return true
+		}
+		return false
+	}
+	var nerr net.Error
+	return errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected) ||
+		errors.Is(err, io.EOF) || errors.As(err, &nerr) || errors.Is(err, syscall.ECONNREFUSED)
 }

@@ -336,3 +336,40 @@ func TestConsecutiveAbortsAreBounded(t *testing.T) {
 		t.Fatalf("abort 4 in a row = %v, want the thread to fail with the cause", err)
 	}
 }
+
+// A coordinator that is not ready to initialise the new producer (it took
+// over from a broker that died, or is still completing the last
+// transaction: CONCURRENT_TRANSACTIONS, seen on the replicated cluster
+// when a broker is killed mid-commit) does not stop the thread: the
+// rebuild tries again until the coordinator answers.
+func TestRebuildWaitsForTheCoordinator(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	th := failureThread(t, Config{}, fake)
+	calls := 0
+	for _, busy := range []error{sarama.ErrConcurrentTransactions, sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable, sarama.ErrOutOfBrokers} {
+		calls = 0
+		th.newProducer = func() (*txn.Producer, error) {
+			calls++
+			if calls < 3 {
+				return nil, fmt.Errorf("txn: creating producer: %w", busy)
+			}
+			return txn.Wrap(txntest.New(true)), nil
+		}
+		old := th.producer
+		if err := th.rebuildProducer(); err != nil {
+			t.Fatalf("rebuild while the coordinator answers %v = %v; want it to wait", busy, err)
+		}
+		if calls != 3 || th.producer == old {
+			t.Fatalf("after %v: %d attempts, producer replaced %v; want 3 and a new producer", busy, calls, th.producer != old)
+		}
+	}
+	calls = 0
+	th.newProducer = func() (*txn.Producer, error) {
+		calls++
+		return nil, fmt.Errorf("txn: creating producer: %w", sarama.ErrTransactionalIDAuthorizationFailed)
+	}
+	if err := th.rebuildProducer(); !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) || calls != 1 {
+		t.Fatalf("rebuild refused for good = %v after %d attempts; want the refusal after 1", err, calls)
+	}
+}
