@@ -158,6 +158,13 @@ func (r *Reader) End(ctx context.Context) (int64, error) {
 	return r.listOffset(ctx, sarama.OffsetNewest, sarama.ReadCommitted, "end")
 }
 
+// HighWatermark returns the partition's high watermark: the offset after
+// its last replicated record, committed or not. Above End it means a
+// transaction is open on the partition. Retries as End does.
+func (r *Reader) HighWatermark(ctx context.Context) (int64, error) {
+	return r.listOffset(ctx, sarama.OffsetNewest, sarama.ReadUncommitted, "high watermark")
+}
+
 // Start returns the log start offset: the earliest offset the partition
 // still holds, where a full restore begins. Offsets below it fail ReadTo
 // with an [OffsetOutOfRangeError]. Retries as End does.

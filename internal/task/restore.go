@@ -281,6 +281,27 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	if err != nil {
 		return 0, err
 	}
+	// A task's state must not start below a transaction that is still
+	// open: its records may yet commit (a commit whose marker is on its
+	// way, while the group's offsets already say committed). A store
+	// following its input topic is exempt: other producers write there.
+	for mode == restoreActive && !st.source {
+		lso, err := t.awaitStable(ctx, r, st, next)
+		if err != nil {
+			return 0, err
+		}
+		if lso <= next {
+			break
+		}
+		end = lso
+		next, err = r.ReadTo(ctx, next, end, apply)
+		if serr := settle(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 	// Having read up to end, the state holds everything the changelog had
 	// when the restore started; later records are newer than start.
 	if err := st.space.SetCheckpointAt(next, start); err != nil {
@@ -362,4 +383,51 @@ func (st *taskStore) empty(behind int64) error {
 	defer st.dropping.Unlock()
 	st.remaining.Store(max(behind, 1))
 	return st.space.Drop()
+}
+
+// openTxnWarnEvery is how long a restore waits on a transaction left open
+// on its changelog before it says so, and then how often it says so again.
+const openTxnWarnEvery = 30 * time.Second
+
+// openTxnPoll is how often a restore held by an open transaction looks at
+// the changelog's last stable offset again.
+const openTxnPoll = 100 * time.Millisecond
+
+// awaitStable returns pos when no transaction is open on the store's
+// changelog partition at or above pos (its high watermark is not above
+// it), and otherwise waits until the last stable offset passes pos and
+// returns it: the records of the open transaction, and any committed after
+// them, must be restored before the task may start. A transaction open
+// past the transaction timeout of its producer (one that died) is aborted
+// by its coordinator, which moves the offset on; one that stays open (a
+// lost marker) keeps the task restoring, with a warning every
+// openTxnWarnEvery, never reported as restored. It returns early when ctx
+// ends.
+func (t *Task) awaitStable(ctx context.Context, r *changelog.Reader, st *taskStore, pos int64) (int64, error) {
+	hwm, err := r.HighWatermark(ctx)
+	if err != nil || hwm <= pos {
+		return pos, err
+	}
+	began, warned := time.Now(), time.Now()
+	for {
+		lso, err := r.End(ctx)
+		if err != nil {
+			return pos, err
+		}
+		if lso > pos {
+			return lso, nil
+		}
+		if time.Since(warned) >= openTxnWarnEvery {
+			warned = time.Now()
+			t.log.Warn("restore held below the changelog's high watermark by an open transaction; the task starts once it ends",
+				"store", st.spec.Name, "topic", st.topic, "last_stable_offset", lso, "high_watermark", hwm, "waited", time.Since(began).Round(time.Second))
+		}
+		timer := time.NewTimer(openTxnPoll)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return pos, ctx.Err()
+		case <-timer.C:
+		}
+	}
 }
