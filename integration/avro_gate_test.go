@@ -439,3 +439,45 @@ func TestAvroSinkSchemaCheckedAtStart(t *testing.T) {
 		t.Errorf("the store's schema after a good start: %v", err)
 	}
 }
+
+// Several replicas of a new application started at the same moment (a
+// first deploy, or the first start after a fork or a rescale) race to
+// set their store subjects' compatibility level and to register their
+// schemas on the real registry; every one of them starts. Three rounds,
+// each with a new application id and three instances started together.
+func TestSimultaneousFirstStartsOnTheRegistry(t *testing.T) {
+	c := kafka.Cluster(t)
+	t.Parallel()
+	reg := newRegistry(t, c)
+	in := c.Name(t, "simultaneous-in")
+	c.CreateTopic(t, in, 3, nil)
+	for round := range 3 {
+		app := c.Name(t, fmt.Sprintf("simultaneous-%d", round))
+		deleteSubjects(t, c, schema.StoreSubject(app, profiles, schema.Key), schema.StoreSubject(app, profiles, schema.Value))
+		build := func() *processor.Topology {
+			tp := processor.NewTopology()
+			p := tp.AddProcessor("noop", processor.Func(func(processor.Context[string, string], processor.Record[string, string]) error { return nil }),
+				tp.AddSource("in", in, serde.String(), serde.String()))
+			tp.AddStore(processor.KeyValue(profiles, serde.String(), avroSerde[itUserV1Go](t, reg, itUserV1)), p)
+			return tp
+		}
+		var insts []*instance
+		for range 3 {
+			insts = append(insts, start(t, build(), registryConfig(c, app, t)))
+		}
+		for i, in := range insts {
+			select {
+			case <-in.app.Ready():
+			case err := <-in.done:
+				t.Fatalf("round %d: instance %d of 3 started together: %v", round, i, err)
+			case <-time.After(90 * time.Second):
+				t.Fatalf("round %d: instance %d not ready in 90 s", round, i)
+			}
+		}
+		for _, in := range insts {
+			if err := in.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

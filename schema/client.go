@@ -96,6 +96,16 @@ func (c *Client) Register(ctx context.Context, subject, schema string) (Register
 		s, err = sc.LookupSchema(subject, schema, srclient.Avro)
 		return err
 	})
+	var inc *IncompatibleError
+	if errors.As(err, &inc) {
+		// Another client (an instance of the same application starting
+		// at the same moment) may have registered it just before, and a
+		// registry may answer the second registration with a conflict:
+		// what counts is that the subject holds the schema now.
+		if r, lerr := c.Lookup(ctx, subject, schema); lerr == nil {
+			return r, nil
+		}
+	}
 	if err != nil {
 		return Registered{}, err
 	}
@@ -176,11 +186,41 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (string, error) {
 
 // SetCompatibility sets the compatibility level of subject (Confluent's
 // PUT /config/{subject}); the subject need not have versions yet.
+//
+// A refusal while the subject already has level is success: another
+// client (an instance of the same application starting at the same
+// moment) set it just before, and Apicurio Registry answers a second
+// setting with 409 "A rule named 'COMPATIBILITY' already exists".
 func (c *Client) SetCompatibility(ctx context.Context, subject string, level Compatibility) error {
-	return c.call(ctx, "set compatibility of", subject, 0, func(sc *srclient.SchemaRegistryClient) error {
+	err := c.call(ctx, "set compatibility of", subject, 0, func(sc *srclient.SchemaRegistryClient) error {
 		_, err := sc.ChangeSubjectCompatibilityLevel(subject, srclient.CompatibilityLevel(level))
 		return err
 	})
+	if err == nil {
+		return nil
+	}
+	var inc *IncompatibleError
+	var re *RegistryError
+	if errors.As(err, &inc) || errors.As(err, &re) {
+		if now, cerr := c.subjectCompatibility(ctx, subject); cerr == nil && now == level {
+			return nil
+		}
+	}
+	return err
+}
+
+// subjectCompatibility returns subject's own compatibility level, not the
+// global one.
+func (c *Client) subjectCompatibility(ctx context.Context, subject string) (Compatibility, error) {
+	var level *srclient.CompatibilityLevel
+	err := c.call(ctx, "get compatibility of", subject, 0, func(sc *srclient.SchemaRegistryClient) (err error) {
+		level, err = sc.GetCompatibilityLevel(subject, false)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return Compatibility(*level), nil
 }
 
 // Compatibility returns the compatibility level that applies to subject:

@@ -116,6 +116,17 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(200, map[string]any{"subject": "ok-value", "id": 7, "version": 3, "schema": `"string"`})
 	case r.Method == http.MethodPost && r.URL.Path == "/subjects/refusing-value/versions":
 		answer(409, map[string]any{"error_code": 409, "message": "Incompatible schema: field x changed type"})
+	case r.Method == http.MethodPut && (r.URL.Path == "/config/raced-value" || r.URL.Path == "/config/other-level-value"):
+		// Apicurio's answer to a second setting of a subject's level.
+		answer(409, map[string]any{"error_code": 409, "message": "A rule named 'COMPATIBILITY' already exists."})
+	case r.Method == http.MethodGet && r.URL.Path == "/config/raced-value":
+		answer(200, map[string]any{"compatibilityLevel": "BACKWARD_TRANSITIVE"})
+	case r.Method == http.MethodGet && r.URL.Path == "/config/other-level-value":
+		answer(200, map[string]any{"compatibilityLevel": "NONE"})
+	case r.Method == http.MethodPost && r.URL.Path == "/subjects/raced-value/versions":
+		answer(409, map[string]any{"error_code": 409, "message": "Artifact version already exists"})
+	case r.Method == http.MethodPost && r.URL.Path == "/subjects/raced-value":
+		answer(200, map[string]any{"subject": "raced-value", "id": 9, "version": 1, "schema": `"string"`})
 	case r.Method == http.MethodPut && r.URL.Path == "/config/ok-value":
 		var body map[string]string
 		_ = json.NewDecoder(r.Body).Decode(&body)
@@ -370,5 +381,31 @@ func TestCheckCoversTheLevelsVersions(t *testing.T) {
 	}
 	if level, err := c.Compatibility(ctx, "new-value"); err != nil || level != Backward {
 		t.Errorf("level of a subject without its own = %q, %v; want the global BACKWARD", level, err)
+	}
+}
+
+// Several instances of one application starting together race to set a
+// store subject's level and register its schema: a refusal because
+// another one just did the same is success, and anything else is not.
+func TestConcurrentFirstStartsAgree(t *testing.T) {
+	t.Parallel()
+	_, srv := newFake(t)
+	c, err := New(Config{URL: srv.URL, RetryTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.SetCompatibility(ctx, "raced-value", BackwardTransitive); err != nil {
+		t.Errorf("setting the level another instance just set: %v", err)
+	}
+	if err := c.SetCompatibility(ctx, "other-level-value", BackwardTransitive); err == nil {
+		t.Error("a refused setting was taken for success though the subject has another level")
+	}
+	if r, err := c.Register(ctx, "raced-value", `"string"`); err != nil || r.ID != 9 {
+		t.Errorf("registering a schema another instance just registered = %+v, %v; want id 9", r, err)
+	}
+	var inc *IncompatibleError
+	if _, err := c.Register(ctx, "refusing-value", `"string"`); !errors.As(err, &inc) {
+		t.Errorf("a refused schema = %v, want an IncompatibleError", err)
 	}
 }
