@@ -36,7 +36,7 @@ INTEGRATION_RACE ?=
 # otherwise.
 NORACE_PKGS := github.com/weirstream/weir/examples/relay
 
-.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz chaos
+.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz chaos soak
 
 # Every fuzz target of the root module, as package:Target.
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
@@ -94,6 +94,15 @@ CHAOS_ROUNDS ?= 5
 chaos:
 	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && cd integration && \
 	WEIR_CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -count=1 -v -run '^TestChaos$$' -timeout 90m .
+
+## soak: three exactly-once instances on the replicated cluster under
+## steady input for SOAK (default 30m) while a nemesis injects a fault
+## every 20-60 s; the verifier checks every record at the end
+## (integration/soak_test.go).
+SOAK ?= 30m
+soak:
+	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && . "$(ENV3_FILE)" && cd integration && \
+	WEIR_SOAK=$(SOAK) go test -count=1 -v -run '^TestSoak$$' -timeout 6h .
 
 ## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1, and a
 ## replicated three-broker Kafka cluster beside them (no-op when up).

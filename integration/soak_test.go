@@ -1,0 +1,251 @@
+package integration
+
+// The soak: three exactly-once instances on the replicated cluster under
+// steady input for WEIR_SOAK (say 30m; `make soak SOAK=30m`), while a
+// nemesis injects a fault every 20-60 s, drawn from: the leaders of every
+// partition moved, a broker restarted (SIGTERM), a broker crashed
+// (SIGKILL) and restarted, replicas lost (a broker down while the outputs
+// need all three in sync), the broker of a transaction coordinator of the
+// application killed, and an instance killed with SIGKILL. After each
+// fault it measures how long the group took to commit new input; at the
+// end the read_committed verifier checks every record and aggregate.
+// Instance 0 is never killed, so its memory is watched over the whole run.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// soakRate is the input rate, records a second, in batches of soakBatch.
+const (
+	soakRate  = 500
+	soakBatch = 50
+)
+
+func TestSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("WEIR_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("the soak runs with WEIR_SOAK set to a duration (make soak SOAK=30m)")
+	}
+	rc := replicated(t)
+	c := rc.Env
+	admin := c.Admin(t)
+	t.Cleanup(rc.allUp)
+	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
+	for _, topic := range []string{in, echo, aggOut} {
+		c.CreateTopic(t, topic, eosPartitions, nil)
+	}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	t.Logf("soak for %v, seed %d", d, seed)
+	cl := newEOSCluster(t, eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee}, eosInstances)
+	for i := range eosInstances {
+		cl.waitTasks(i, time.Minute)
+	}
+
+	// Steady input from a goroutine of its own.
+	var (
+		mu       sync.Mutex
+		sent     []*sarama.ProducerMessage
+		prodErr  error
+		stopProd = make(chan struct{})
+		prodDone = make(chan struct{})
+	)
+	producer := newChunkProducer(t, c)
+	prng := rand.New(rand.NewPCG(seed>>2, seed)) // the producer's own
+	go func() {
+		defer close(prodDone)
+		next := make([]int, eosKeys)
+		tick := time.NewTicker(time.Second * soakBatch / soakRate)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopProd:
+				return
+			case <-tick.C:
+			}
+			batch := make([]*sarama.ProducerMessage, soakBatch)
+			for i := range batch {
+				k := prng.IntN(eosKeys)
+				batch[i] = &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(fmt.Sprintf("k%03d", k)), Value: sarama.StringEncoder(strconv.Itoa(next[k]))}
+				next[k]++
+			}
+			if err := producer.p.SendMessages(batch); err != nil {
+				mu.Lock()
+				prodErr = err
+				mu.Unlock()
+				return
+			}
+			mu.Lock()
+			sent = append(sent, batch...)
+			mu.Unlock()
+		}
+	}()
+	committed := func() int64 {
+		got, err := groupCommitted(admin, app, in, eosPartitions)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		for _, off := range got {
+			n += max(off, 0)
+		}
+		return n
+	}
+
+	start := time.Now()
+	deadline := start.Add(d)
+	// Instance 0's memory is compared from when it is warm (its caches
+	// and buffers filled) to the end.
+	warmup := max(2*time.Minute, d/6)
+	var rssStart int64
+	faults := map[string]int{}
+	var longest time.Duration
+	var longestAfter string
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Duration(20+rng.IntN(41)) * time.Second) // the nemesis' pace
+		cl.checkAlive()
+		if rssStart == 0 && time.Since(start) >= warmup {
+			rssStart = childRSS(t, cl, 0)
+		}
+		mu.Lock()
+		perr := prodErr
+		mu.Unlock()
+		if perr != nil {
+			t.Fatalf("producing input: %v", perr)
+		}
+		before := committed()
+		began := time.Now()
+		did := soakFault(t, rc, admin, cl, rng)
+		faults[strings.Fields(did)[0]]++
+		kafka.Eventually(t, 5*time.Minute, 100*time.Millisecond, func() (bool, string) {
+			cl.checkAlive()
+			return committed() > before, fmt.Sprintf("no input committed since the fault (%s)", did)
+		})
+		stall := time.Since(began)
+		if stall > longest {
+			longest, longestAfter = stall, did
+		}
+		t.Logf("%v: %s; new input committed %v after the fault began", time.Since(start).Round(time.Second), did, stall.Round(time.Millisecond))
+	}
+	close(stopProd)
+	<-prodDone
+	rssEnd := childRSS(t, cl, 0)
+	mu.Lock()
+	msgs := sent
+	mu.Unlock()
+	input := inputByPartition(t, msgs, eosPartitions)
+	waitInputCommitted(t, c, app, in, input, eosCompleteTimeout, cl.checkAlive)
+	cl.stopAll()
+	writeSentinels(t, c, echo, eosPartitions)
+	writeSentinels(t, c, aggOut, eosPartitions)
+	echoF := newFindings("echo " + echo)
+	verifyEcho(echoF, input, readToSentinels(t, c, echo, eosPartitions, sarama.ReadCommitted))
+	aggF := newFindings("agg-out " + aggOut)
+	verifyAgg(aggF, input, readToSentinels(t, c, aggOut, eosPartitions, sarama.ReadCommitted))
+	echoF.report(t)
+	aggF.report(t)
+	total := 0
+	for _, n := range faults {
+		total += n
+	}
+	t.Logf("soak summary: %v, %d records processed, %d faults %v, violations %d (echo) + %d (agg-out), longest stall %v (after %s), instance 0 RSS %d KiB when warm, %d KiB at the end (%+.1f%%)",
+		time.Since(start).Round(time.Second), len(msgs), total, faults, echoF.total(), aggF.total(), longest.Round(time.Millisecond), longestAfter,
+		rssStart, rssEnd, 100*float64(rssEnd-rssStart)/float64(max(rssStart, 1)))
+	if rssStart > 0 && float64(rssEnd) > 1.1*float64(rssStart) {
+		t.Errorf("instance 0's RSS grew from %d to %d KiB, more than 10%%", rssStart, rssEnd)
+	}
+}
+
+// soakFault injects one fault drawn at random and says what it did; its
+// first word names its kind.
+func soakFault(t *testing.T, rc *replicatedCluster, admin sarama.ClusterAdmin, cl *eosCluster, rng *rand.Rand) string {
+	t.Helper()
+	written := []string{cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog"}
+	n := 1 + rng.IntN(3)
+	switch rng.IntN(6) {
+	case 0:
+		moved := moveLeaders(t, admin, cl.base.In, cl.base.Echo, cl.base.AggOut, cl.base.App+"-agg-changelog", "__consumer_offsets", "__transaction_state")
+		return fmt.Sprintf("leaders: %d moved", moved)
+	case 1:
+		rc.broker(t, "", n)
+		return fmt.Sprintf("restart: broker %d (SIGTERM)", n)
+	case 2:
+		rc.broker(t, "-kill", n)
+		return fmt.Sprintf("crash: broker %d (SIGKILL)", n)
+	case 3:
+		rc.broker(t, "-stop", n)
+		setMinISR(t, admin, 3, written...)
+		time.Sleep(time.Duration(5+rng.IntN(11)) * time.Second) // the outage
+		setMinISR(t, admin, 2, written...)
+		rc.broker(t, "-start", n)
+		return fmt.Sprintf("replicas: broker %d down with the outputs needing 3 in sync", n)
+	case 4:
+		b := coordinatorBroker(t, rc.Env, admin, cl.base.App)
+		if b < 0 {
+			rc.broker(t, "-kill", n)
+			return fmt.Sprintf("coordinator: none found; broker %d crashed instead", n)
+		}
+		rc.broker(t, "-kill", int(b))
+		return fmt.Sprintf("coordinator: broker %d, which held a transaction coordinator of the application, crashed", b)
+	default:
+		slot := 1 + rng.IntN(len(cl.children)-1) // instance 0 lives throughout
+		cl.kill(slot)
+		cl.waitTasks(slot, time.Minute)
+		return fmt.Sprintf("instance: %d killed with SIGKILL and restarted", slot)
+	}
+}
+
+// coordinatorBroker returns the broker id (1-3) of the transaction
+// coordinator of one of app's transactional ids, -1 when none is found.
+func coordinatorBroker(t *testing.T, c *kafka.Env, admin sarama.ClusterAdmin, app string) int32 {
+	t.Helper()
+	ta, ok := admin.(sarama.TransactionClusterAdmin)
+	if !ok {
+		return -1
+	}
+	listed, err := ta.ListTransactions(nil, nil, -1)
+	if err != nil {
+		return -1
+	}
+	cl, err := sarama.NewClient(c.Brokers, c.SaramaConfig())
+	if err != nil {
+		return -1
+	}
+	defer cl.Close()
+	for _, l := range listed {
+		if !strings.HasPrefix(l.TransactionalID, app+"-") {
+			continue
+		}
+		if b, err := cl.TransactionCoordinator(l.TransactionalID); err == nil {
+			return b.ID()
+		}
+	}
+	return -1
+}
+
+// childRSS returns the resident set of slot's process in KiB.
+func childRSS(t *testing.T, cl *eosCluster, slot int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cl.children[slot].cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("instance %d's status: %v", slot, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kib
+		}
+	}
+	return 0
+}
