@@ -108,11 +108,41 @@ func TestSoak(t *testing.T) {
 	// Instance 0's memory is compared from when it is warm (its caches
 	// and buffers filled) to the end.
 	warmup := max(2*time.Minute, d/6)
+	// A monitor samples the committed input every 200 ms: the longest
+	// time without progress while input flows is the stall, charged to
+	// the fault that began last before it.
+	var (
+		monMu   sync.Mutex
+		current = "none"
+		gaps    = map[string]time.Duration{} // fault -> longest gap since it began
+		order   []string
+	)
+	monDone, stopMon := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(monDone)
+		last, lastAt := committed(), time.Now()
+		for {
+			select {
+			case <-stopMon:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			n := committed()
+			now := time.Now()
+			gap := now.Sub(lastAt)
+			monMu.Lock()
+			if gap > gaps[current] {
+				gaps[current] = gap
+			}
+			monMu.Unlock()
+			if n > last {
+				last, lastAt = n, now
+			}
+		}
+	}()
 	var rssStart int64
 	faults := map[string]int{}
-	var longest time.Duration
-	var longestAfter string
-	for time.Now().Before(deadline) {
+	for i := 0; time.Now().Before(deadline); i++ {
 		time.Sleep(time.Duration(20+rng.IntN(41)) * time.Second) // the nemesis' pace
 		cl.checkAlive()
 		if rssStart == 0 && time.Since(start) >= warmup {
@@ -124,20 +154,30 @@ func TestSoak(t *testing.T) {
 		if perr != nil {
 			t.Fatalf("producing input: %v", perr)
 		}
-		before := committed()
+		monMu.Lock()
+		if i > 0 {
+			t.Logf("  longest time without new committed input since %s: %v", current, gaps[current].Round(time.Millisecond))
+		}
+		current = fmt.Sprintf("fault %d", i+1)
+		order = append(order, current)
+		monMu.Unlock()
 		began := time.Now()
 		did := soakFault(t, rc, admin, cl, rng)
-		faults[strings.Fields(did)[0]]++
-		kafka.Eventually(t, 5*time.Minute, 100*time.Millisecond, func() (bool, string) {
-			cl.checkAlive()
-			return committed() > before, fmt.Sprintf("no input committed since the fault (%s)", did)
-		})
-		stall := time.Since(began)
-		if stall > longest {
-			longest, longestAfter = stall, did
-		}
-		t.Logf("%v: %s; new input committed %v after the fault began", time.Since(start).Round(time.Second), did, stall.Round(time.Millisecond))
+		faults[strings.TrimSuffix(strings.Fields(did)[0], ":")]++
+		t.Logf("%v: fault %d: %s (took %v)", began.Sub(start).Round(time.Second), i+1, did, time.Since(began).Round(time.Millisecond))
 	}
+	// The last fault's recovery is watched too.
+	time.Sleep(20 * time.Second)
+	close(stopMon)
+	<-monDone
+	var longest time.Duration
+	longestAfter := "none"
+	for _, f := range order {
+		if gaps[f] > longest {
+			longest, longestAfter = gaps[f], f
+		}
+	}
+	t.Logf("  longest time without new committed input since %s: %v", current, gaps[current].Round(time.Millisecond))
 	close(stopProd)
 	<-prodDone
 	rssEnd := childRSS(t, cl, 0)
