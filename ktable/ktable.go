@@ -72,7 +72,7 @@ func (v *View[K, V]) Get(key K) (value V, found bool, err error) {
 	if err != nil || !found {
 		return value, false, err
 	}
-	value, err = v.values.Deserialize(v.r.Name(), vb)
+	value, err = serde.Decode(v.values, v.r.Name(), vb)
 	if err != nil {
 		return value, false, fmt.Errorf("ktable: %s: deserialize value: %w", v.r.Name(), err)
 	}
@@ -152,10 +152,10 @@ func (v *View[K, V]) scan(lo, hi []byte) iter.Seq2[K, V] {
 						next = append([]byte(nil), kb...)
 						return false
 					}
-					k, err := v.keys.Deserialize(v.r.Name(), kb)
+					k, err := serde.Decode(v.keys, v.r.Name(), kb)
 					if err == nil {
 						var val V
-						if val, err = v.values.Deserialize(v.r.Name(), vb); err == nil {
+						if val, err = serde.Decode(v.values, v.r.Name(), vb); err == nil {
 							entries = append(entries, entry{k, val})
 							return true
 						}
@@ -245,7 +245,7 @@ func (v *WindowView[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[time.Time,
 		// reader.
 		var ws []window
 		err = v.r.FetchWindows(kb, from, to, func(start time.Time, vb []byte) bool {
-			val, err := v.values.Deserialize(v.r.Name(), vb)
+			val, err := serde.Decode(v.values, v.r.Name(), vb)
 			if err != nil {
 				v.setErr(fmt.Errorf("ktable: %s: decode window: %w", v.r.Name(), err))
 				return false

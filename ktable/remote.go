@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/serde"
 )
 
 // HandlerPath is where an application mounts [Handler] on the server
@@ -359,7 +360,7 @@ func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, er
 	if err != nil || !a.Found {
 		return value, false, err
 	}
-	value, err = v.values.Deserialize(v.r.Name(), a.Value)
+	value, err = serde.Decode(v.values, v.r.Name(), a.Value)
 	if err != nil {
 		return value, false, fmt.Errorf("ktable: %s: deserialize value from %s: %w", v.r.Name(), from, err)
 	}
@@ -523,7 +524,7 @@ func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time
 	}
 	out := make([]WindowValue[V], 0, len(a.Windows))
 	for _, w := range a.Windows {
-		val, err := v.values.Deserialize(name, w.Value)
+		val, err := serde.Decode(v.values, name, w.Value)
 		if err != nil {
 			return nil, fmt.Errorf("ktable: %s: deserialize window at %d from %s: %w", name, w.Start, src, err)
 		}
@@ -593,10 +594,10 @@ func (v *View[K, V]) lookupScan(ctx context.Context, lo, hi []byte) iter.Seq2[K,
 					break // the next partition may be readable
 				}
 				for _, e := range page.Entries {
-					k, err := v.keys.Deserialize(name, e.Key)
+					k, err := serde.Decode(v.keys, name, e.Key)
 					var val V
 					if err == nil {
-						val, err = v.values.Deserialize(name, e.Value)
+						val, err = serde.Decode(v.values, name, e.Value)
 					}
 					if err != nil {
 						v.setErr(fmt.Errorf("ktable: %s, partition %d from %s: decode entry: %w", name, p, src, err))

@@ -33,7 +33,7 @@ func (c *codec[K, V]) value(v V) ([]byte, error) {
 }
 
 func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
-	k, err := c.keys.Deserialize(c.name, b)
+	k, err := serde.Decode(c.keys, c.name, b)
 	if err != nil {
 		return k, fmt.Errorf("store %s: deserialize key: %w", c.name, err)
 	}
@@ -41,7 +41,7 @@ func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
 }
 
 func (c *codec[K, V]) decodeValue(b []byte) (V, error) {
-	v, err := c.values.Deserialize(c.name, b)
+	v, err := serde.Decode(c.values, c.name, b)
 	if err != nil {
 		return v, fmt.Errorf("store %s: deserialize value: %w", c.name, err)
 	}

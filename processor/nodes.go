@@ -170,14 +170,14 @@ func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
 func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
-	k, err := s.keys.Deserialize(raw.Topic, raw.Key)
+	k, err := serde.Decode(s.keys, raw.Topic, raw.Key)
 	if err != nil {
 		return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
 	}
 	var v V
 	tombstone := s.tombstones && raw.Value == nil
 	if !tombstone {
-		if v, err = s.values.Deserialize(raw.Topic, raw.Value); err != nil {
+		if v, err = serde.Decode(s.values, raw.Topic, raw.Value); err != nil {
 			return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
 		}
 	}

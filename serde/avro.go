@@ -64,6 +64,13 @@ type AvroConfig struct {
 	// 1 MiB, Kafka's default message.max.bytes; a negative value removes
 	// the bound.
 	MaxBytes int
+
+	// MaxItems bounds the array items and map entries of one record,
+	// together. Every block count is also checked against the bytes left
+	// (an item takes at least a byte, except items of types that take
+	// none, such as null), so what a record makes the decoder allocate is
+	// bounded by its size. Default [DefaultAvroMaxItems] (1,048,576).
+	MaxItems int
 }
 
 // Avro returns the serde of T in Avro binary with the Confluent wire
@@ -83,8 +90,15 @@ type AvroConfig struct {
 // written under an older schema gains the defaults of fields added since
 // and loses fields removed since. That is how weir migrates state lazily.
 //
+// Untrusted bytes: before the decoder runs, the body is checked against
+// the writer schema (every length, block count, union and enum index,
+// nesting up to 256 levels, AvroConfig.MaxBytes and MaxItems), so that no
+// record can make the decoder allocate without bound, panic or write
+// outside a slice; a panic inside the decoder all the same becomes a
+// [*FormatError].
+//
 // Errors: nil data is [ErrNull]; a frame shorter than its header, a wrong
-// magic byte, an id the registry does not know (wrapping
+// magic byte, a malformed body, an id the registry does not know (wrapping
 // [ErrUnknownSchema]), a writer schema that cannot be resolved into
 // cfg.Schema, and data that does not decode are [*FormatError]s, carrying
 // the id once it has been read. A registry that cannot be reached is not
@@ -107,14 +121,16 @@ func Avro[T any](cfg AvroConfig) (*AvroSerde[T], error) {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100
 	}
-	maxBytes := cfg.MaxBytes
-	if maxBytes == 0 {
-		maxBytes = 1 << 20
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	if cfg.MaxItems <= 0 {
+		cfg.MaxItems = DefaultAvroMaxItems
 	}
 	s := &AvroSerde[T]{
 		cfg:      cfg,
 		reader:   reader,
-		api:      avro.Config{MaxByteSliceSize: maxBytes}.Freeze(),
+		api:      avro.Config{MaxByteSliceSize: cfg.MaxBytes, MaxSliceAllocSize: cfg.MaxItems}.Freeze(),
 		resolved: lru.New[int, resolution](cfg.CacheSize),
 	}
 	s.readers.New = func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(s.api)) }
@@ -143,7 +159,8 @@ type AvroSerde[T any] struct {
 // schema. A failed resolution is kept too: a topic full of records of an
 // unresolvable schema should not ask the registry for every record.
 type resolution struct {
-	schema avro.Schema
+	schema avro.Schema // decodes into the reader schema
+	writer avro.Schema // what the bytes are, checked before decoding
 	err    *FormatError
 }
 
@@ -166,7 +183,7 @@ func (s *AvroSerde[T]) Register(ctx context.Context, topic string) (int, error) 
 	}
 	s.ids.Store(topic, r.ID)
 	// Data written under the serde's own id needs no resolution.
-	s.resolved.Add(r.ID, resolution{schema: s.reader})
+	s.resolved.Add(r.ID, resolution{schema: s.reader, writer: s.reader})
 	return r.ID, nil
 }
 
@@ -179,7 +196,7 @@ func (s *AvroSerde[T]) Register(ctx context.Context, topic string) (int, error) 
 // concurrent use.
 func (s *AvroSerde[T]) UseID(topic string, id int) {
 	s.ids.Store(topic, id)
-	s.resolved.Add(id, resolution{schema: s.reader})
+	s.resolved.Add(id, resolution{schema: s.reader, writer: s.reader})
 }
 
 // headerLen is the wire format's header: magic byte and schema id.
@@ -220,11 +237,11 @@ func (s *AvroSerde[T]) Deserialize(_ string, data []byte) (T, error) {
 		return v, &FormatError{Format: "avro", SchemaID: NoSchemaID, Reason: "wrong magic byte: not the Confluent wire format"}
 	}
 	id := int(int32(binary.BigEndian.Uint32(data[1:headerLen])))
-	sch, err := s.resolve(id)
+	res, err := s.resolve(id)
 	if err != nil {
 		return v, err
 	}
-	if reason, err := s.decode(sch, data[headerLen:], &v); err != nil {
+	if reason, err := s.decode(res, data[headerLen:], &v); err != nil {
 		var zero T
 		return zero, &FormatError{Format: "avro", SchemaID: id, Reason: reason, Err: err}
 	}
@@ -239,15 +256,34 @@ var errTrailing = errors.New("trailing bytes")
 // values; decode reads with a Reader of its own and treats EOF as the
 // truncation it is, and bytes left over as corruption. The reason is in
 // weir's words: hamba's messages may quote what they read.
-func (s *AvroSerde[T]) decode(sch avro.Schema, body []byte, v *T) (string, error) {
+//
+// The body is checked against the writer schema first (checkAvro), and a
+// panic of the decoder all the same is turned into an error: hamba/avro
+// is not written for hostile input.
+func (s *AvroSerde[T]) decode(res resolution, body []byte, v *T) (reason string, err error) {
+	if reason, err := checkAvro(res.writer, body, s.cfg.MaxBytes, s.cfg.MaxItems); err != nil {
+		return reason, err
+	}
+	return s.decodeUnchecked(res, body, v)
+}
+
+// decodeUnchecked is decode without the check of the body: hamba's decoder
+// alone, its panics turned into errors.
+func (s *AvroSerde[T]) decodeUnchecked(res resolution, body []byte, v *T) (reason string, err error) {
 	r := s.readers.Get().(*avro.Reader)
 	defer func() {
+		if p := recover(); p != nil {
+			// The reader's state is unknown: it does not go back to the
+			// pool.
+			reason, err = "the decoder failed on the data", fmt.Errorf("%w: %v", ErrDecoderPanic, p)
+			return
+		}
 		r.Reset(nil)
 		r.Error = nil
 		s.readers.Put(r)
 	}()
 	r.Reset(body)
-	r.ReadVal(sch, v)
+	r.ReadVal(res.schema, v)
 	switch {
 	case errors.Is(r.Error, io.EOF):
 		return "the data ends before the record does (truncated)", r.Error
@@ -262,28 +298,28 @@ func (s *AvroSerde[T]) decode(sch avro.Schema, body []byte, v *T) (string, error
 
 // resolve returns the schema that decodes data written under writer id
 // into the reader schema.
-func (s *AvroSerde[T]) resolve(id int) (avro.Schema, error) {
+func (s *AvroSerde[T]) resolve(id int) (resolution, error) {
 	if r, ok := s.resolved.Get(id); ok {
 		if r.err != nil {
-			return nil, r.err
+			return resolution{}, r.err
 		}
-		return r.schema, nil
+		return r, nil
 	}
 	text, err := s.cfg.Registry.SchemaByID(context.Background(), id)
 	if errors.Is(err, schema.ErrNotFound) {
 		// Not cached: the id may yet appear (a registry restored from a
 		// backup), and unknown ids are rare enough to ask again.
-		return nil, &FormatError{Format: "avro", SchemaID: id, Reason: "the registry does not know the schema id", Err: errors.Join(ErrUnknownSchema, err)}
+		return resolution{}, &FormatError{Format: "avro", SchemaID: id, Reason: "the registry does not know the schema id", Err: errors.Join(ErrUnknownSchema, err)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("serde: avro: fetch writer schema id %d: %w", id, err)
+		return resolution{}, fmt.Errorf("serde: avro: fetch writer schema id %d: %w", id, err)
 	}
 	r := s.resolution(id, text)
 	s.resolved.Add(id, r)
 	if r.err != nil {
-		return nil, r.err
+		return resolution{}, r.err
 	}
-	return r.schema, nil
+	return r, nil
 }
 
 func (s *AvroSerde[T]) resolution(id int, text string) resolution {
@@ -292,7 +328,7 @@ func (s *AvroSerde[T]) resolution(id int, text string) resolution {
 		return resolution{err: &FormatError{Format: "avro", SchemaID: id, Reason: "the writer schema does not parse", Err: err}}
 	}
 	if writer.Fingerprint() == s.reader.Fingerprint() {
-		return resolution{schema: s.reader}
+		return resolution{schema: s.reader, writer: s.reader}
 	}
 	resolved, err := avro.NewSchemaCompatibility().Resolve(s.reader, writer)
 	if err != nil {
@@ -301,5 +337,5 @@ func (s *AvroSerde[T]) resolution(id int, text string) resolution {
 		return resolution{err: &FormatError{Format: "avro", SchemaID: id,
 			Reason: fmt.Sprintf("the writer schema cannot be resolved into the reader schema: %v", err), Err: err}}
 	}
-	return resolution{schema: resolved}
+	return resolution{schema: resolved, writer: writer}
 }

@@ -70,6 +70,28 @@ type Serde[T any] interface {
 	Deserialize(topic string, data []byte) (T, error)
 }
 
+// ErrDecoderPanic is wrapped by the [*FormatError] that [Decode] returns
+// for data on which a deserializer panicked.
+var ErrDecoderPanic = errors.New("serde: the deserializer panicked")
+
+// Decode returns s.Deserialize(topic, data), with a panic inside it turned
+// into a [*FormatError] wrapping [ErrDecoderPanic]: a serde that fails on
+// bytes it did not expect (its own bug, or a library's) then reaches the
+// error policies (skip, dead-letter, fail with the record's coordinates)
+// instead of crashing the process in a loop. weir decodes every record,
+// state entry and query answer through it. The panic's value stays out of
+// the error's text (it may quote data) and is reachable by errors.As.
+func Decode[T any](s Serde[T], topic string, data []byte) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, &FormatError{Format: fmt.Sprintf("%T", s), SchemaID: NoSchemaID,
+				Reason: "the deserializer panicked", Err: fmt.Errorf("%w: %v", ErrDecoderPanic, p)}
+		}
+	}()
+	return s.Deserialize(topic, data)
+}
+
 // ErrNull is returned by a serde that has no representation for nil data,
 // such as [Int64] for a record without a value.
 var ErrNull = errors.New("serde: null data")

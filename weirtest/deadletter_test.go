@@ -142,3 +142,58 @@ func TestTopicErrorsOverrideTheDefault(t *testing.T) {
 		t.Fatalf("a poison record of own, under the default Fail: Pipe = %v, want a *weir.RecordError naming own", err)
 	}
 }
+
+// panicky is a serde whose Deserialize panics on the bytes "boom", as a
+// serde with a bug (or a library's decoder) might on bytes it did not
+// expect.
+type panicky struct{ serde.Serde[string] }
+
+func (p panicky) Deserialize(topic string, data []byte) (string, error) {
+	if string(data) == "boom" {
+		var m map[string]int
+		m["x"]++ // nil map: panics
+	}
+	return p.Serde.Deserialize(topic, data)
+}
+
+// TestPanickingSerdeIsDeadLettered: a deserializer that panics on a record
+// does not crash the application: the panic is a deserialization error,
+// which the policy dead-letters, and the records around it are processed.
+func TestPanickingSerdeIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	top := processor.NewTopology()
+	src := top.AddSource("in", "in", serde.String(), panicky{serde.String()})
+	top.AddSink("out", "out", serde.String(), serde.String(), src)
+	d, err := weirtest.New(top, weirtest.Config{DeserializationErrors: weir.DeadLetter("dlq")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := weirtest.Input(d, "in", serde.String(), serde.String())
+	for _, v := range []string{"a", "boom", "b"} {
+		if err := in.Pipe("k", v, time.UnixMilli(1)); err != nil {
+			t.Fatalf("Pipe %q: %v", v, err)
+		}
+	}
+	out, err := weirtest.Output(d, "out", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range out {
+		got = append(got, r.Value)
+	}
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("processed %v, want [a b]", got)
+	}
+	dead, err := weirtest.Output(d, "dlq", serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || string(dead[0].Value) != "boom" {
+		t.Fatalf("dead letters %v, want the record boom", dead)
+	}
+	if kind, _ := header(dead[0], weir.DeadLetterHeaderKind); kind != "deserialization" {
+		t.Errorf("dead letter kind %q, want deserialization", kind)
+	}
+}

@@ -52,7 +52,7 @@ func (s *KeyValueView[K, V]) Get(key K) (value V, found bool, err error) {
 	if err != nil || vb == nil {
 		return value, false, err
 	}
-	if value, err = s.values.Deserialize(s.name, vb); err != nil {
+	if value, err = serde.Decode(s.values, s.name, vb); err != nil {
 		return value, false, fmt.Errorf("weirtest: store %s: value: %w", s.name, err)
 	}
 	return value, true, nil
@@ -67,11 +67,11 @@ func (s *KeyValueView[K, V]) All() ([]KeyValue[K, V], error) {
 	}
 	var out []KeyValue[K, V]
 	for kb, vb := range b.Range(nil, nil) {
-		k, err := s.keys.Deserialize(s.name, kb)
+		k, err := serde.Decode(s.keys, s.name, kb)
 		if err != nil {
 			return nil, fmt.Errorf("weirtest: store %s: key: %w", s.name, err)
 		}
-		v, err := s.values.Deserialize(s.name, vb)
+		v, err := serde.Decode(s.values, s.name, vb)
 		if err != nil {
 			return nil, fmt.Errorf("weirtest: store %s: value: %w", s.name, err)
 		}

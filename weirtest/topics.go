@@ -99,13 +99,13 @@ func (o *OutputTopic[K, V]) ReadAll() ([]processor.Record[K, V], error) {
 	msgs := o.d.outputs[o.topic]
 	out := make([]processor.Record[K, V], 0, len(msgs))
 	for _, m := range msgs {
-		k, err := o.keys.Deserialize(o.topic, m.Key)
+		k, err := serde.Decode(o.keys, o.topic, m.Key)
 		if err != nil {
 			return nil, fmt.Errorf("weirtest: %s@%d: key: %w", o.topic, m.Offset, err)
 		}
 		rec := processor.Record[K, V]{Key: k, Timestamp: m.Timestamp, Tombstone: m.Value == nil}
 		if !rec.Tombstone {
-			if rec.Value, err = o.values.Deserialize(o.topic, m.Value); err != nil {
+			if rec.Value, err = serde.Decode(o.values, o.topic, m.Value); err != nil {
 				return nil, fmt.Errorf("weirtest: %s@%d: value: %w", o.topic, m.Offset, err)
 			}
 		}
