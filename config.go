@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirstream/weir/internal/hostport"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/schema"
 )
@@ -491,8 +491,8 @@ func (c *Config) Validate() error {
 		bad("Queue.MaxBytes", "negative (%d)", c.Queue.MaxBytes)
 	}
 	if c.AdvertisedAddr != "" {
-		if host, port, err := net.SplitHostPort(c.AdvertisedAddr); err != nil || host == "" || port == "" {
-			bad("AdvertisedAddr", "%q: want host:port", c.AdvertisedAddr)
+		if err := hostport.Check(c.AdvertisedAddr); err != nil {
+			bad("AdvertisedAddr", "%q: want a plain host:port (a DNS name or an IP address, and a port from 1 to 65535): %v", c.AdvertisedAddr, err)
 		}
 	}
 	if c.StandbyReplicas < 0 {

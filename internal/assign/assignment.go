@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/weirstream/weir/internal/hostport"
 )
 
 // Assignment is what the group leader tells each member besides its
@@ -84,6 +86,10 @@ func decodeAssignment(b []byte) (Assignment, error) {
 		h.Addr = string(d.bytes(d.length("host address length")))
 		d.taskSet("host active tasks", func(t TaskID) { h.Active = append(h.Active, t) })
 		d.taskSet("host standby tasks", func(t TaskID) { h.Standby = append(h.Standby, t) })
+		if hostport.Check(h.Addr) != nil {
+			// Not a plain host:port (see hostport): no lookup goes there.
+			continue
+		}
 		a.Hosts = append(a.Hosts, h)
 	}
 	if version >= 2 {

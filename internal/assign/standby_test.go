@@ -142,6 +142,12 @@ func TestAssignmentEncoding(t *testing.T) {
 			t.Errorf("round trip of %+v = %+v, %v", a, got, err)
 		}
 	}
+	// A leader's hosts whose address is not a plain host:port (a member
+	// advertising a path, say) are dropped: no lookup goes there.
+	forged := Assignment{Hosts: []Host{{Addr: "evil/x?:80", Active: []TaskID{{0, 1}}}, {Addr: "b:2", Active: []TaskID{{0, 0}}}}}
+	if got, err := decodeAssignment(encodeAssignment(forged)); err != nil || !reflect.DeepEqual(got.Hosts, forged.Hosts[1:]) {
+		t.Errorf("hosts of an assignment with a forged address = %+v, %v; want only b:2", got.Hosts, err)
+	}
 	if got, err := decodeAssignment(nil); err != nil || !reflect.DeepEqual(got, Assignment{}) {
 		t.Errorf("no user data = %+v, %v; want nothing", got, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/weirstream/weir/internal/hostport"
 )
 
 // UserData is what a member tells the group leader about its process in
@@ -190,6 +192,12 @@ func decodeSubscription(b []byte) (subscription, error) {
 	})
 	if version >= 2 {
 		s.Addr = string(d.bytes(d.length("address length")))
+		if s.Addr != "" && hostport.Check(s.Addr) != nil {
+			// A member's address ends up in the URLs the others send
+			// lookups to: one that is not a plain host:port is dropped,
+			// and the member serves no queries.
+			s.Addr = ""
+		}
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))

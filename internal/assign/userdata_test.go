@@ -220,3 +220,16 @@ func TestSubscriptionProcess(t *testing.T) {
 		}
 	}
 }
+
+// A member's address reaches the URLs other members send lookups to: one
+// that is not a plain host:port is dropped at decoding, and the member
+// serves no queries.
+func TestSubscriptionDropsAForgedAddress(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"host:1/latest/meta-data/?leak=", "evil/x?:80", "http://h:1"} {
+		got, err := decodeSubscription(encodeSubscription(subscription{UserData: UserData{ProcessID: "p", Addr: addr}}))
+		if err != nil || got.Addr != "" || got.ProcessID != "p" {
+			t.Errorf("address %q decoded as %+v, %v; want it dropped", addr, got, err)
+		}
+	}
+}
