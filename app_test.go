@@ -3,7 +3,11 @@ package weir
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -87,5 +91,52 @@ func TestRunWaitsForTheBrokers(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "no broker answers"); n < 3 {
 		t.Errorf("%d attempts logged in all; want the bounded run to have tried again too", n)
+	}
+}
+
+// /healthz and /readyz name the state to anyone, and the failure's text
+// (broker addresses, the SASL user, a processor's error) only to requests
+// Config.Authorizer allows HealthDetails.
+func TestHealthShowsTheCauseOnlyWhenAuthorized(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		auth   Authorizer
+		detail bool
+	}{
+		{"no authorizer", nil, false},
+		{"refused", AuthorizerFunc(func(*http.Request, Resource) error { return errors.New("no") }), false},
+		{"allowed", AuthorizerFunc(func(_ *http.Request, r Resource) error {
+			if r != HealthDetails {
+				return errors.New("no")
+			}
+			return nil
+		}), true},
+	} {
+		cfg := Config{ApplicationID: "health", Brokers: []string{"127.0.0.1:1"}, Guarantee: AtLeastOnce, StateDir: t.TempDir(),
+			Logger: slog.New(slog.DiscardHandler), Authorizer: c.auth}
+		cfg.Net.DialTimeout, cfg.Net.StartupTimeout = time.Second, -1
+		app, err := New(passThrough(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Run(context.Background()); err == nil {
+			t.Fatal("Run succeeded without a broker")
+		}
+		srv := httptest.NewServer(app.Handler())
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		if resp.StatusCode != http.StatusServiceUnavailable || lines[0] != "failed" {
+			t.Fatalf("%s: /healthz = %d %q, want 503 failed", c.name, resp.StatusCode, body)
+		}
+		if got := len(lines) > 1 && strings.Contains(string(body), "127.0.0.1:1"); got != c.detail {
+			t.Errorf("%s: /healthz = %q; the failure shown %v, want %v", c.name, body, got, c.detail)
+		}
 	}
 }

@@ -182,6 +182,14 @@ type Config struct {
 	// instance serves no queries and views read only locally.
 	AdvertisedAddr string
 
+	// Authorizer decides who may read what through weir's HTTP handlers:
+	// the stores the query handler (ktable.Handler) serves, and the
+	// failure text of /healthz and /readyz (HealthDetails). Default nil:
+	// every such request is refused (403), and the health endpoints answer
+	// with the state's name only. AllowAll opens them to whoever reaches
+	// the port; see docs/security.md, "Queries over HTTP".
+	Authorizer Authorizer
+
 	// ClientID starts the client id of every broker connection weir
 	// opens: "<ClientID>-<thread>" for thread i's group member,
 	// "<ClientID>-<thread>-producer" for its producer, "<ClientID>-admin"

@@ -126,30 +126,32 @@ func (a *App) State() (State, error) {
 //   - /readyz: 200 when every assigned task is restored and processing
 //     (StateRunning), else 503.
 //
-// The body is the state's name, and the cause of a failure.
+// The body is the state's name and, when Config.Authorizer allows the
+// request HealthDetails, the cause of a failure, which may name broker
+// addresses, the SASL user or quote a processor's error.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
 		s, cause := a.State()
-		a.writeState(w, s, cause, s != StateFailed && s != StateStopped)
+		a.writeState(w, req, s, cause, s != StateFailed && s != StateStopped)
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
 		s, cause := a.State()
-		a.writeState(w, s, cause, s == StateRunning)
+		a.writeState(w, req, s, cause, s == StateRunning)
 	})
 	return mux
 }
 
-func (a *App) writeState(w http.ResponseWriter, s State, cause error, ok bool) {
+func (a *App) writeState(w http.ResponseWriter, req *http.Request, s State, cause error, ok bool) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	fmt.Fprintln(w, s)
-	if cause != nil {
+	if cause != nil && a.Authorize(req, HealthDetails) == nil {
 		fmt.Fprintln(w, cause)
 	}
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,11 +25,41 @@ import (
 // function it returns is called.
 func serveStores(t *testing.T, ln net.Listener, app *weir.App) (closeServer func()) {
 	mux := http.NewServeMux()
-	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
+	mux.Handle(ktable.HandlerPath, ktable.Handler(app, testStores))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return func() { _ = srv.Close() }
+}
+
+// testStores are the stores the query tests serve.
+var testStores = ktable.ServeStores("counts", "per-minute", "per-ms")
+
+// postQuery sends body, a query of the Handler's protocol, for store to
+// the Handler at addr and returns the status, the decoded answer and the
+// Retry-After header.
+func postQuery(t *testing.T, addr, store, body string) (status int, a queryAnswer, retryAfter string) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+ktable.HandlerPath+store, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	return resp.StatusCode, a, resp.Header.Get("Retry-After")
+}
+
+// queryAnswer is the part of a Handler's answer the tests look at.
+type queryAnswer struct {
+	Found  bool   `json:"found"`
+	Value  []byte `json:"value"`
+	Reason string `json:"reason"`
+}
+
+// keyQuery is the body of a lookup of key k.
+func keyQuery(k string, extra string) string {
+	b, _ := json.Marshal([]byte(k))
+	return `{"op":"get","key":` + string(b) + extra + `}`
 }
 
 // countedKeys creates in (4 partitions), produces to it keys k000 to
@@ -130,19 +159,25 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 	t.Logf("%d of %d keys answered by instance B over HTTP", remote, len(want))
 
 	// Malformed requests and unknown stores get clear answers.
-	for path, status := range map[string]int{
-		ktable.HandlerPath + "nope/keys/" + base64.RawURLEncoding.EncodeToString([]byte("k")): http.StatusNotFound,
-		ktable.HandlerPath + "counts/keys/***":                                                http.StatusBadRequest,
-		ktable.HandlerPath + "counts":                                                         http.StatusBadRequest,
+	for _, c := range []struct {
+		store, body string
+		status      int
+	}{
+		{"nope", keyQuery("k", ""), http.StatusNotFound},
+		{"counts", `{"op":"get","key":"***"}`, http.StatusBadRequest},
+		{"counts", `not json`, http.StatusBadRequest},
+		{"counts", `{"op":"other"}`, http.StatusBadRequest},
+		{"counts", `{"op":"windows","key":"aw=="}`, http.StatusBadRequest},
 	} {
-		resp, err := http.Get("http://" + addrs[0] + path)
-		if err != nil {
-			t.Fatal(err)
+		if status, _, _ := postQuery(t, addrs[0], c.store, c.body); status != c.status {
+			t.Errorf("POST %s %s = HTTP %d, want %d", c.store, c.body, status, c.status)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != status {
-			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
-		}
+	}
+	// Keys never travel in URLs: a GET is refused.
+	if resp, err := http.Get("http://" + addrs[0] + ktable.HandlerPath + "counts"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET = HTTP %d, want 405", resp.StatusCode)
 	}
 
 	// B stops; its handler still listens, and answers 503.
@@ -150,18 +185,9 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range want {
-		resp, err := http.Get("http://" + addrs[1] + ktable.HandlerPath + "counts/keys/" + base64.RawURLEncoding.EncodeToString([]byte(k)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body struct {
-			Found  bool   `json:"found"`
-			Reason string `json:"reason"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || body.Found || body.Reason != weir.StoreNotRunning || resp.Header.Get("Retry-After") == "" {
-			t.Fatalf("stopped B answered %s with HTTP %d %+v (%v), want a 503 %q with Retry-After", k, resp.StatusCode, body, err, weir.StoreNotRunning)
+		status, body, retry := postQuery(t, addrs[1], "counts", keyQuery(k, ""))
+		if status != http.StatusServiceUnavailable || body.Found || body.Reason != weir.StoreNotRunning || retry == "" {
+			t.Fatalf("stopped B answered %s with HTTP %d %+v, want a 503 %q with Retry-After", k, status, body, weir.StoreNotRunning)
 		}
 		break // one key shows it: the App is not running
 	}
@@ -273,23 +299,13 @@ func TestLookupFromStandbys(t *testing.T) {
 
 	// A's handler: with max_lag from its standby, without a 503.
 	k := onB[0]
-	u := "http://" + addrs[0] + ktable.HandlerPath + "counts/keys/" + base64.RawURLEncoding.EncodeToString([]byte(k))
 	for _, c := range []struct {
 		query  string
 		status int
-	}{{"", http.StatusServiceUnavailable}, {"?max_lag=10", http.StatusOK}, {"?max_lag=-1", http.StatusBadRequest}, {"?max_lag=x", http.StatusBadRequest}} {
-		resp, err := http.Get(u + c.query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body struct {
-			Found bool   `json:"found"`
-			Value []byte `json:"value"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || err != nil {
-			t.Errorf("GET %s%s = HTTP %d (%v), want %d", k, c.query, resp.StatusCode, err, c.status)
+	}{{"", http.StatusServiceUnavailable}, {`,"max_lag":10`, http.StatusOK}, {`,"max_lag":-1`, http.StatusBadRequest}, {`,"max_lag":"x"`, http.StatusBadRequest}} {
+		status, body, _ := postQuery(t, addrs[0], "counts", keyQuery(k, c.query))
+		if status != c.status {
+			t.Errorf("POST %s%s = HTTP %d, want %d", k, c.query, status, c.status)
 			continue
 		}
 		if c.status == http.StatusOK {
@@ -400,15 +416,12 @@ func TestWindowLookupsAcrossInstances(t *testing.T) {
 	if !o.Local {
 		owner = addrs[1]
 	}
-	enc := base64.RawURLEncoding.EncodeToString([]byte("busy"))
-	rng := fmt.Sprintf("?from=%d&to=%d", m.UnixMilli(), m.Add(time.Minute).UnixMilli())
+	enc, _ := json.Marshal([]byte("busy"))
+	rng := fmt.Sprintf(`,"from":%d,"to":%d`, m.UnixMilli(), m.Add(time.Minute).UnixMilli())
+	windows := `{"op":"windows","key":` + string(enc) + rng + `}`
 	kafka.Eventually(t, 60*time.Second, 200*time.Millisecond, func() (bool, string) {
-		resp, err := http.Get("http://" + owner + ktable.HandlerPath + "per-ms/windows/" + enc + rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusRequestEntityTooLarge, fmt.Sprintf("a fetch of %d windows: HTTP %d, want 413", busy, resp.StatusCode)
+		status, _, _ := postQuery(t, owner, "per-ms", windows)
+		return status == http.StatusRequestEntityTooLarge, fmt.Sprintf("a fetch of %d windows: HTTP %d, want 413", busy, status)
 	})
 	// A range of fewer windows is answered.
 	perMs, err := ktable.Window(a, "per-ms", serde.String(), serde.Int64())
@@ -430,20 +443,15 @@ func TestWindowLookupsAcrossInstances(t *testing.T) {
 	}
 	t.Logf("key busy (%d windows) runs on this instance: %v; a lookup of all of them: %d windows, %v", busy, o.Local, len(all), err)
 
-	for path, status := range map[string]int{
-		ktable.HandlerPath + "per-minute/keys/" + enc:                     http.StatusBadRequest,
-		ktable.HandlerPath + "counts/windows/" + enc + rng:                http.StatusBadRequest,
-		ktable.HandlerPath + "per-minute/windows/" + enc + "?from=x&to=1": http.StatusBadRequest,
-		ktable.HandlerPath + "per-minute/windows/" + enc + "?from=2&to=1": http.StatusBadRequest,
-		ktable.HandlerPath + "per-minute/other/" + enc:                    http.StatusBadRequest,
+	for _, c := range []struct{ store, body string }{
+		{"per-minute", `{"op":"get","key":` + string(enc) + `}`},
+		{"counts", windows},
+		{"per-minute", `{"op":"windows","key":` + string(enc) + `,"from":"x","to":1}`},
+		{"per-minute", `{"op":"windows","key":` + string(enc) + `,"from":2,"to":1}`},
+		{"per-minute", `{"op":"other","key":` + string(enc) + `}`},
 	} {
-		resp, err := http.Get("http://" + addrs[0] + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != status {
-			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
+		if status, _, _ := postQuery(t, addrs[0], c.store, c.body); status != http.StatusBadRequest {
+			t.Errorf("POST %s %s = HTTP %d, want 400", c.store, c.body, status)
 		}
 	}
 }
@@ -531,19 +539,15 @@ func TestScansAcrossInstances(t *testing.T) {
 		t.Fatalf("LookupPrefix(k59): %d keys (%v), want 100", len(got), err)
 	}
 
-	for path, status := range map[string]int{
-		ktable.HandlerPath + "counts/partitions/x":         http.StatusBadRequest,
-		ktable.HandlerPath + "counts/partitions/9":         http.StatusBadRequest,
-		ktable.HandlerPath + "counts/partitions/0?lo=***":  http.StatusBadRequest,
-		ktable.HandlerPath + "counts/partitions/0?hi=azAw": http.StatusOK,
+	for body, want := range map[string]int{
+		`{"op":"scan","partition":"x"}`:           http.StatusBadRequest,
+		`{"op":"scan","partition":9}`:             http.StatusBadRequest,
+		`{"op":"scan","partition":0,"lo":"***"}`:  http.StatusBadRequest,
+		`{"op":"scan","partition":0,"hi":"azAw"}`: http.StatusOK,
 	} {
-		resp, err := http.Get("http://" + addrs[1] + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != status && !(status == http.StatusOK && resp.StatusCode == http.StatusServiceUnavailable) {
-			t.Errorf("GET %s = HTTP %d, want %d", path, resp.StatusCode, status)
+		status, _, _ := postQuery(t, addrs[1], "counts", body)
+		if status != want && !(want == http.StatusOK && status == http.StatusServiceUnavailable) {
+			t.Errorf("POST %s = HTTP %d, want %d", body, status, want)
 		}
 	}
 }
@@ -570,7 +574,7 @@ func TestLookupsOverHTTPS(t *testing.T) {
 		cfg.AdvertisedAddr = ln.Addr().String()
 		insts[i] = start(t, b, cfg)
 		mux := http.NewServeMux()
-		mux.Handle(ktable.HandlerPath, ktable.Handler(insts[i].app))
+		mux.Handle(ktable.HandlerPath, ktable.Handler(insts[i].app, testStores))
 		srv := httptest.NewUnstartedServer(mux)
 		srv.Listener.Close()
 		srv.Listener = ln

@@ -120,6 +120,8 @@ func baseConfig(c *kafka.Env, app string, t *testing.T) weir.Config {
 		Guarantee:      weir.AtLeastOnce,
 		CommitInterval: 200 * time.Millisecond,
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
+		// The tests' handlers listen on loopback only.
+		Authorizer: weir.AllowAll,
 	}
 }
 

@@ -15,8 +15,9 @@
 // moving) or ask the instance that runs it. View.Lookup (WindowView.Lookup
 // for a key's windows, View.LookupAll and its kin for scans) does the
 // asking:
-// with Config.AdvertisedAddr set on every instance and [Handler] mounted
-// at [HandlerPath] next to the metrics, it forwards a lookup to the
+// with Config.AdvertisedAddr and Config.Authorizer set on every instance
+// and [Handler] mounted at [HandlerPath] next to the metrics (serving the
+// stores [ServeStores] names), it forwards a lookup to the
 // instance the group's newest assignment gives the key's partition to.
 // Reads never see a store that has been closed: they fail once the App
 // stops.

@@ -1,23 +1,22 @@
 package ktable
 
 import (
+	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/hostport"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -27,8 +26,19 @@ import (
 //
 //	mux := http.NewServeMux()
 //	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-//	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
-const HandlerPath = "/weir/v1/stores/"
+//	mux.Handle(ktable.HandlerPath, ktable.Handler(app, ktable.ServeStores("counts")))
+//
+// Version 2 of the protocol carries keys in the request's body, never in
+// its URL (v1 put them in the path, where proxies log them). Instances of
+// the two versions do not answer each other: during a rolling upgrade
+// from v1, a lookup that reaches an instance of the other version fails
+// as StoreUnreachable until the upgrade is done.
+const HandlerPath = "/weir/v2/stores/"
+
+// maxQueryBytes bounds the body of a query a Handler reads: a key of
+// Kafka's default largest record, base64 encoded, twice (a scan's
+// bounds), in JSON.
+const maxQueryBytes = 4 << 20
 
 // DefaultLookupTimeout bounds a forwarded lookup of a view made without
 // WithClient: connecting, sending and reading the answer.
@@ -37,6 +47,23 @@ const DefaultLookupTimeout = 5 * time.Second
 // maxAnswerBytes bounds the answer a lookup reads from another instance:
 // a value of Kafka's default largest record, base64 encoded, in JSON.
 const maxAnswerBytes = 4 << 20
+
+// query is the JSON body of a request to a Handler: what to read, with
+// keys as the store's serialized bytes (base64 in JSON).
+type query struct {
+	// Op is "get" (Key), "windows" (Key, From, To) or "scan"
+	// (Partition, Lo, Hi).
+	Op        string `json:"op"`
+	Key       []byte `json:"key,omitempty"`
+	From      int64  `json:"from,omitempty"`
+	To        int64  `json:"to,omitempty"`
+	Partition int32  `json:"partition,omitempty"`
+	Lo        []byte `json:"lo,omitempty"`
+	Hi        []byte `json:"hi,omitempty"`
+	// MaxLag, when set, lets the instance answer from its standby copy
+	// at most that many records behind.
+	MaxLag *int64 `json:"max_lag,omitempty"`
+}
 
 // answer is the JSON a Handler sends: the value (base64, the store's
 // serialized bytes) with found, or why the partition cannot be read.
@@ -91,25 +118,49 @@ const (
 	MaxLookupWindowBytes = 2 << 20
 )
 
+// HandlerOption configures [Handler].
+type HandlerOption func(*handler)
+
+// ServeStores names the stores the handler serves: no other store is
+// read, whoever asks, and a request for one is answered 404 as for a
+// store that does not exist. Without it the handler serves none.
+func ServeStores(names ...string) HandlerOption {
+	return func(h *handler) {
+		for _, n := range names {
+			h.allowed[n] = true
+		}
+	}
+}
+
 // Handler serves lookups of app's stores for the views of the other
-// instances: for key-value stores (View.Lookup), GET
-// HandlerPath + "<store>/keys/<key>"; for window stores
-// (WindowView.Lookup), GET
-// HandlerPath + "<store>/windows/<key>?from=<ms>&to=<ms>", the windows of
-// key that start in [from, to] (Unix milliseconds, both ends included),
-// at most MaxLookupWindows windows and MaxLookupWindowBytes of values
-// (beyond, 413: ask for a shorter range); for a page of a key-value
-// store's partition (View.LookupAll, LookupRange, LookupPrefix), GET
-// HandlerPath + "<store>/partitions/<p>?lo=<key>&hi=<key>", the entries
-// with lo <= key < hi (either bound may be left out), in key order, at
-// most 1,024 entries or about 1 MiB per page, with "more" set when the
-// range goes on after the page's last key. The key is the store's
-// serialized key in unpadded base64url. It answers from this instance's
-// committed state only, as a local View.Get does, so a partition whose
-// task does not run here, or still restores, is a 503 naming the reason,
-// never data from a store that is closing or was left behind.
+// instances. Every request is a POST to HandlerPath + "<store>" (the
+// store's name path-escaped) whose JSON body says what to read, keys
+// being the store's serialized bytes in base64 (JSON's []byte): for a key
+// of a key-value store (View.Lookup) {"op": "get", "key": ...}; for a
+// window store (WindowView.Lookup) {"op": "windows", "key": ..., "from":
+// <ms>, "to": <ms>}, the windows of the key that start in [from, to] (Unix
+// milliseconds, both ends included), at most MaxLookupWindows windows and
+// MaxLookupWindowBytes of values (beyond, 413: ask for a shorter range);
+// for a page of a key-value store's partition (View.LookupAll,
+// LookupRange, LookupPrefix) {"op": "scan", "partition": p, "lo": ...,
+// "hi": ...}, the entries with lo <= key < hi (either bound may be left
+// out), in key order, at most 1,024 entries or about 1 MiB per page, with
+// "more" set when the range goes on after the page's last key. Keys never
+// travel in URLs, which proxies and servers log. The body is read up to
+// 4 MiB.
 //
-// With the query parameter max_lag=N it also answers from this
+// Access: a store is served only when ServeStores names it (any other is
+// 404) and app's Config.Authorizer allows the request
+// weir.StoreResource(store) (403 otherwise, and without an authorizer
+// always); both are checked before anything is read. Other instances'
+// views send their requests through their WithCredentials hook, or with
+// the client certificate of WithHTTPS's client, for the authorizer to
+// identify them.
+//
+// It answers from this instance's committed state only, as a local
+// View.Get does, so a partition whose task does not run here, or still
+// restores, is a 503 naming the reason, never data from a store that is
+// closing or was left behind. With "max_lag": N it also answers from this
 // instance's standby copy of the partition when that copy is at most N
 // records behind (weir.StoreReader.WithStandbyReads), which is how a view
 // with standby reads asks the standbys of a partition whose task cannot
@@ -120,48 +171,55 @@ const (
 // "<base64>"}, ...]} for a window fetch, {"entries": [{"key":
 // "<base64>", "value": "<base64>"}, ...], "more": true} for a page of a
 // scan; 503 {"reason", "task", "partition", "error"} with Retry-After: 1;
-// 404 for an unknown store; 400 for a malformed request or a route of
-// the other kind of store.
-// Values travel as the store's serialized bytes: the asking view
-// deserializes them with its own serde.
-func Handler(app *weir.App) http.Handler {
-	return &handler{app: app, readers: map[string]*weir.StoreReader{}}
+// 404 for a store not served; 403 for a request the authorizer refuses;
+// 400 for a malformed request or an op of the other kind of store; 405
+// for a method other than POST. Values travel as the store's serialized
+// bytes: the asking view deserializes them with its own serde.
+func Handler(app *weir.App, opts ...HandlerOption) http.Handler {
+	h := &handler{app: app, readers: map[string]*weir.StoreReader{}, allowed: map[string]bool{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 type handler struct {
 	app     *weir.App
+	allowed map[string]bool // ServeStores; read-only after Handler
 	mu      sync.Mutex
 	readers map[string]*weir.StoreReader
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		reply(w, http.StatusMethodNotAllowed, answer{Error: "only GET"})
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reply(w, http.StatusMethodNotAllowed, answer{Error: "only POST"})
 		return
 	}
-	// A store name never holds a raw "/" (views escape it), so the first
-	// one ends it.
 	rest, ok := strings.CutPrefix(req.URL.EscapedPath(), HandlerPath)
-	store, rest, ok2 := strings.Cut(rest, "/")
-	route, enc, ok3 := strings.Cut(rest, "/")
-	if !ok || !ok2 || !ok3 || store == "" || (route != "keys" && route != "windows" && route != "partitions") || strings.Contains(enc, "/") {
-		reply(w, http.StatusBadRequest, answer{Error: "want " + HandlerPath + "<store>/keys/<base64url key>, " + HandlerPath + "<store>/windows/<base64url key>?from=<ms>&to=<ms> or " + HandlerPath + "<store>/partitions/<partition>?lo=<base64url key>&hi=<base64url key>"})
+	store, err := url.PathUnescape(rest)
+	if !ok || err != nil || store == "" || strings.Contains(rest, "/") {
+		reply(w, http.StatusBadRequest, answer{Error: "want POST " + HandlerPath + "<store>"})
 		return
 	}
-	if s, err := url.PathUnescape(store); err == nil {
-		store = s
+	if !h.allowed[store] {
+		reply(w, http.StatusNotFound, answer{Error: "no such store here"})
+		return
 	}
-	var key []byte
-	var partition int64
-	var err error
-	if route == "partitions" {
-		partition, err = strconv.ParseInt(enc, 10, 32)
-	} else {
-		key, err = base64.RawURLEncoding.DecodeString(enc)
+	if err := h.app.Authorize(req, weir.StoreResource(store)); err != nil {
+		reply(w, http.StatusForbidden, answer{Error: "not authorized"})
+		return
+	}
+	var q query
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxQueryBytes+1))
+	if err == nil && len(body) > maxQueryBytes {
+		err = fmt.Errorf("over %d bytes", maxQueryBytes)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &q)
 	}
 	if err != nil {
-		reply(w, http.StatusBadRequest, answer{Error: "the key is not unpadded base64url, or the partition not a number"})
+		reply(w, http.StatusBadRequest, answer{Error: "the body is not a query"})
 		return
 	}
 	r, err := h.reader(store)
@@ -169,55 +227,43 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		reply(w, http.StatusNotFound, answer{Error: err.Error()})
 		return
 	}
-	if windowed := route == "windows"; r.Windowed() != windowed {
-		want := "keys"
-		if r.Windowed() {
-			want = "windows"
-		}
-		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s is read at %s%s/%s/<key>", store, HandlerPath, url.PathEscape(store), want)})
+	if q.Op != "get" && q.Op != "windows" && q.Op != "scan" {
+		reply(w, http.StatusBadRequest, answer{Error: `op must be "get", "windows" or "scan"`})
 		return
 	}
-	q := req.URL.Query()
-	if ml := q.Get("max_lag"); ml != "" {
-		n, err := strconv.ParseInt(ml, 10, 64)
-		if err != nil || n < 0 {
+	if windowed := q.Op == "windows"; r.Windowed() != windowed {
+		want := `"get" or "scan"`
+		if r.Windowed() {
+			want = `"windows"`
+		}
+		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s is read with op %s", store, want)})
+		return
+	}
+	if q.MaxLag != nil {
+		if *q.MaxLag < 0 {
 			reply(w, http.StatusBadRequest, answer{Error: "max_lag must be a number of records, 0 or more"})
 			return
 		}
-		r = r.WithStandbyReads(n)
+		r = r.WithStandbyReads(*q.MaxLag)
 	}
 	var a answer
-	switch route {
-	case "keys":
-		a.Value, a.Found, err = r.Get(key)
-	case "partitions":
-		var lo, hi []byte
-		var lerr, herr error
-		if v := q.Get("lo"); v != "" {
-			lo, lerr = base64.RawURLEncoding.DecodeString(v)
-		}
-		if v := q.Get("hi"); v != "" {
-			hi, herr = base64.RawURLEncoding.DecodeString(v)
-		}
-		if lerr != nil || herr != nil {
-			reply(w, http.StatusBadRequest, answer{Error: "lo and hi must be unpadded base64url keys"})
-			return
-		}
-		if n, perr := r.Partitions(); perr == nil && (partition < 0 || partition >= int64(n)) {
+	switch q.Op {
+	case "get":
+		a.Value, a.Found, err = r.Get(q.Key)
+	case "scan":
+		if n, perr := r.Partitions(); perr == nil && (q.Partition < 0 || q.Partition >= n) {
 			reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s has partitions 0 to %d", store, n-1)})
 			return
 		}
-		a.Entries, a.More, err = scanPage(r, int32(partition), lo, hi)
+		a.Entries, a.More, err = scanPage(r, q.Partition, q.Lo, q.Hi)
 	default:
-		from, ferr := strconv.ParseInt(q.Get("from"), 10, 64)
-		to, terr := strconv.ParseInt(q.Get("to"), 10, 64)
-		if ferr != nil || terr != nil || from > to {
+		if q.From > q.To {
 			reply(w, http.StatusBadRequest, answer{Error: "from and to must be Unix milliseconds, from at most to"})
 			return
 		}
 		var size int
 		tooMany := false
-		err = r.FetchWindows(key, time.UnixMilli(from), time.UnixMilli(to), func(start time.Time, v []byte) bool {
+		err = r.FetchWindows(q.Key, time.UnixMilli(q.From), time.UnixMilli(q.To), func(start time.Time, v []byte) bool {
 			size += len(v)
 			if len(a.Windows) == MaxLookupWindows || size > MaxLookupWindowBytes {
 				tooMany = true
@@ -284,16 +330,38 @@ func reply(w http.ResponseWriter, status int, a answer) {
 type forwarding struct {
 	client *http.Client
 	scheme string // "http" or "https"
+	// credentials, when set, adds the view's credentials to every
+	// request it forwards (WithCredentials).
+	credentials func(*http.Request) error
 }
 
 func defaultForwarding() forwarding {
-	return forwarding{client: &http.Client{Timeout: DefaultLookupTimeout}, scheme: "http"}
+	return forwarding{client: noRedirects(&http.Client{Timeout: DefaultLookupTimeout}), scheme: "http"}
+}
+
+// noRedirects returns a copy of c that follows no redirect: an answer is
+// the addressed instance's own, never one another server sends it to.
+func noRedirects(c *http.Client) *http.Client {
+	cc := *c
+	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cc
 }
 
 // WithClient makes v's lookups use c to reach other instances over plain
-// HTTP (timeouts, a proxy, a transport of your own). It returns v.
+// HTTP (timeouts, a proxy, a transport of your own); a redirect is never
+// followed, whatever c's CheckRedirect says. It returns v.
 func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
-	v.fw = forwarding{client: c, scheme: "http"}
+	v.fw.client, v.fw.scheme = noRedirects(c), "http"
+	return v
+}
+
+// WithCredentials makes v call add on every request it forwards to
+// another instance, to add what that instance's Config.Authorizer
+// identifies it by (a bearer token, a signature); an error from add fails
+// the lookup. Mutual TLS needs no hook: give WithHTTPS a client whose
+// transport presents a certificate. It returns v.
+func (v *View[K, V]) WithCredentials(add func(*http.Request) error) *View[K, V] {
+	v.fw.credentials = add
 	return v
 }
 
@@ -304,7 +372,7 @@ func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 // its certificate must name. Like WithClient, call it before the view is
 // shared. It returns v.
 func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
-	v.fw = forwarding{client: c, scheme: "https"}
+	v.fw.client, v.fw.scheme = noRedirects(c), "https"
 	return v
 }
 
@@ -350,13 +418,14 @@ func (v *View[K, V]) Lookup(ctx context.Context, key K) (value V, found bool, er
 	if o.Local || v.r.Advertised() == "" {
 		return v.Get(key)
 	}
-	path := url.PathEscape(o.Store) + "/keys/" + base64.RawURLEncoding.EncodeToString(kb)
 	a, from, err := forward(ctx, v.r, o,
 		func() (answer, error) {
 			vb, found, err := v.r.Get(kb)
 			return answer{Found: found, Value: vb}, err
 		},
-		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, nil, maxLag) })
+		func(addr string, maxLag int64) (answer, error) {
+			return ask(ctx, v.fw, o, addr, query{Op: "get", Key: kb}, maxLag)
+		})
 	if err != nil || !a.Found {
 		return value, false, err
 	}
@@ -402,43 +471,54 @@ func forward(ctx context.Context, r *weir.StoreReader, o weir.KeyOwner, local fu
 	return answer{}, "", err
 }
 
-// ask sends GET HandlerPath+path, over fw, (with query q, and max_lag when maxLag
+// ask sends q to the Handler at addr over fw (with max_lag when maxLag
 // >= 0, which lets the instance answer from its standby copy within that
-// many records) to the Handler at addr, and returns its answer.
-func ask(ctx context.Context, fw forwarding, o weir.KeyOwner, addr, path string, q url.Values, maxLag int64) (answer, error) {
+// many records), and returns its answer. addr comes from the group's
+// assignment: it is checked to be a plain host:port again here, and the
+// URL is built from its parts, so no member can make a view send a
+// request elsewhere than HandlerPath on some host. Errors name the
+// instance and the store, never the key.
+func ask(ctx context.Context, fw forwarding, o weir.KeyOwner, addr string, q query, maxLag int64) (answer, error) {
 	unreachable := func(err error) error {
 		return &weir.StoreUnavailableError{Store: o.Store, Partition: o.Partition, Task: o.Task, Reason: weir.StoreUnreachable, Instance: addr, Err: err}
 	}
-	u := fw.scheme + "://" + addr + HandlerPath + path
+	if err := hostport.Check(addr); err != nil {
+		return answer{}, unreachable(fmt.Errorf("the instance's address is not host:port: %w", err))
+	}
 	if maxLag >= 0 {
-		q = maps.Clone(q)
-		if q == nil {
-			q = url.Values{}
-		}
-		q.Set("max_lag", strconv.FormatInt(maxLag, 10))
+		q.MaxLag = &maxLag
 	}
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	body, err := json.Marshal(q)
 	if err != nil {
 		return answer{}, fmt.Errorf("ktable: %s: %w", o.Store, err)
+	}
+	u := url.URL{Scheme: fw.scheme, Host: addr, Path: HandlerPath + o.Store, RawPath: HandlerPath + url.PathEscape(o.Store)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return answer{}, fmt.Errorf("ktable: %s: %w", o.Store, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if fw.credentials != nil {
+		if err := fw.credentials(req); err != nil {
+			return answer{}, fmt.Errorf("ktable: %s: adding credentials: %w", o.Store, err)
+		}
 	}
 	resp, err := fw.client.Do(req)
 	if err != nil {
 		return answer{}, unreachable(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return answer{}, unreachable(err)
 	}
-	if len(body) > maxAnswerBytes {
+	if len(raw) > maxAnswerBytes {
 		return answer{}, fmt.Errorf("ktable: %s: the answer of %s is over %d bytes", o.Store, addr, maxAnswerBytes)
 	}
 	var a answer
-	if err := json.Unmarshal(body, &a); err != nil {
-		// Not a weir Handler's answer: something else listens there.
+	if err := json.Unmarshal(raw, &a); err != nil {
+		// Not a weir Handler's answer: something else listens there, or
+		// a redirect (never followed).
 		return answer{}, unreachable(fmt.Errorf("HTTP %d, not a store answer: %w", resp.StatusCode, err))
 	}
 	switch resp.StatusCode {
@@ -461,14 +541,21 @@ type WindowValue[V any] struct {
 // WithClient makes v's lookups use c to reach other instances over
 // plain HTTP, as View.WithClient does. It returns v.
 func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
-	v.fw = forwarding{client: c, scheme: "http"}
+	v.fw.client, v.fw.scheme = noRedirects(c), "http"
+	return v
+}
+
+// WithCredentials makes v call add on every request it forwards, as
+// View.WithCredentials does. It returns v.
+func (v *WindowView[K, V]) WithCredentials(add func(*http.Request) error) *WindowView[K, V] {
+	v.fw.credentials = add
 	return v
 }
 
 // WithHTTPS makes v's lookups reach other instances over HTTPS with c,
 // as View.WithHTTPS does. It returns v.
 func (v *WindowView[K, V]) WithHTTPS(c *http.Client) *WindowView[K, V] {
-	v.fw = forwarding{client: c, scheme: "https"}
+	v.fw.client, v.fw.scheme = noRedirects(c), "https"
 	return v
 }
 
@@ -514,10 +601,9 @@ func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time
 	if o.Local || v.r.Advertised() == "" {
 		a, err = local()
 	} else {
-		path := url.PathEscape(o.Store) + "/windows/" + base64.RawURLEncoding.EncodeToString(kb)
-		q := url.Values{"from": {strconv.FormatInt(from.UnixMilli(), 10)}, "to": {strconv.FormatInt(to.UnixMilli(), 10)}}
+		q := query{Op: "windows", Key: kb, From: from.UnixMilli(), To: to.UnixMilli()}
 		a, src, err = forward(ctx, v.r, o, local,
-			func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, q, maxLag) })
+			func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, q, maxLag) })
 	}
 	if err != nil {
 		return nil, err
@@ -632,14 +718,7 @@ func (v *View[K, V]) page(ctx context.Context, p int32, from, hi []byte) (answer
 		a, err := local()
 		return a, "this instance", err
 	}
-	q := url.Values{}
-	if from != nil {
-		q.Set("lo", base64.RawURLEncoding.EncodeToString(from))
-	}
-	if hi != nil {
-		q.Set("hi", base64.RawURLEncoding.EncodeToString(hi))
-	}
-	path := url.PathEscape(o.Store) + "/partitions/" + strconv.Itoa(int(p))
+	q := query{Op: "scan", Partition: p, Lo: from, Hi: hi}
 	return forward(ctx, v.r, o, local,
-		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, path, q, maxLag) })
+		func(addr string, maxLag int64) (answer, error) { return ask(ctx, v.fw, o, addr, q, maxLag) })
 }

@@ -99,6 +99,7 @@ func run() error {
 		Guarantee:      guarantee,
 		Logger:         logger,
 		AdvertisedAddr: o.advertise,
+		Authorizer:     countsOnly(),
 	}
 	if o.describe {
 		return kafkaio.Describe(os.Stdout, Topology(o.input, o.output, nil), cfg)
@@ -141,6 +142,20 @@ func run() error {
 	return app.Run(ctx)
 }
 
+// countsOnly is the example's authorizer: the word counts are what the
+// instances ask each other for, and the example trusts the network they
+// listen on with them; it shows nothing else (no failure text on
+// /healthz). A service would check the caller here (a client
+// certificate, a token).
+func countsOnly() weir.Authorizer {
+	return weir.AuthorizerFunc(func(_ *http.Request, r weir.Resource) error {
+		if r == weir.StoreResource("counts") {
+			return nil
+		}
+		return errors.New("only the word counts are served")
+	})
+}
+
 // handler is what -metrics-addr serves: the App's /metrics, /healthz and
 // /readyz, and with queries the word counts (GET /words/<word>) and the
 // store queries of the other instances (ktable.HandlerPath).
@@ -154,7 +169,7 @@ func handler(app *weir.App, queries bool) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", app.Handler())
-	mux.Handle(ktable.HandlerPath, ktable.Handler(app))
+	mux.Handle(ktable.HandlerPath, ktable.Handler(app, ktable.ServeStores("counts")))
 	mux.HandleFunc("GET /words/{word}", func(w http.ResponseWriter, r *http.Request) {
 		word := r.PathValue("word")
 		n, _, err := counts.Lookup(r.Context(), word)

@@ -116,6 +116,7 @@ func TestWordQueriesAcrossInstances(t *testing.T) {
 			Brokers:        c.Brokers,
 			StateDir:       t.TempDir(),
 			AdvertisedAddr: addr,
+			Authorizer:     countsOnly(),
 			Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
 		})
 		if err != nil {
