@@ -119,3 +119,24 @@ func TestCompareDescriptors(t *testing.T) {
 		t.Fatalf("a later descriptor version: %v", diffs)
 	}
 }
+
+// FuzzParseDescriptor: the descriptor is read from a topic whoever may
+// write it can fill; parsing any bytes fails or succeeds, never panics,
+// and a descriptor of this version compares with itself without a
+// refused difference.
+func FuzzParseDescriptor(f *testing.F) {
+	f.Add([]byte(`{"version":1,"application_id":"a","stores":[{"name":"s","type":"key-value"}],"internal_topics":[{"topic":"a-s-changelog","kind":"changelog"}]}`))
+	f.Add([]byte(`{"version":99}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseDescriptor(b)
+		if err != nil || d == nil || d.Version != DescriptorVersion {
+			return // a later version is refused by design
+		}
+		for _, diff := range CompareDescriptors(d, d) {
+			if diff.Refused {
+				t.Fatalf("a descriptor refuses itself: %v", diff)
+			}
+		}
+	})
+}

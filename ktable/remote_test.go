@@ -160,3 +160,44 @@ func TestHandlerServesOnlyWhatIsAllowed(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQueryAnswer: another instance's answer is untrusted bytes; a view
+// takes it, or fails with an error, never panics. The same bytes as a
+// query reach a handler, which answers without a panic.
+func FuzzQueryAnswer(f *testing.F) {
+	f.Add([]byte(`{"found":true,"value":"dg=="}`), 200)
+	f.Add([]byte(`{"windows":[{"start":1,"value":"dg=="}],"entries":[{"key":"aw==","value":""}],"more":true}`), 200)
+	f.Add([]byte(`{"reason":"restoring","partition":-5}`), 503)
+	f.Add([]byte(`{"op":"scan","partition":-1,"lo":"aw==","max_lag":-1}`), 200)
+	var body atomic.Value
+	var status atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(int(status.Load()))
+		_, _ = w.Write(body.Load().([]byte))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	top := processor.NewTopology()
+	src := top.AddSource("in", "in", serde.String(), serde.String())
+	p := top.AddProcessor("p", processor.Func(func(processor.Context[string, string], processor.Record[string, string]) error { return nil }), src)
+	top.AddStore(processor.KeyValue("s", serde.String(), serde.String()), p)
+	app, err := weir.New(top, weir.Config{ApplicationID: "a", Brokers: []string{"127.0.0.1:1"}, StateDir: f.TempDir(),
+		Logger: slog.New(slog.DiscardHandler), Authorizer: weir.AllowAll})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := Handler(app, ServeStores("s"))
+	f.Fuzz(func(t *testing.T, b []byte, code int) {
+		if code < 200 || code > 599 {
+			code = 200
+		}
+		body.Store(b)
+		status.Store(int64(code))
+		_, _ = ask(context.Background(), defaultForwarding(), owner, addr, query{Op: "get", Key: []byte("k")}, -1)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, HandlerPath+"s", strings.NewReader(string(b))))
+		if rec.Code == http.StatusOK {
+			t.Fatalf("a handler whose App is not running answered 200 to %q", b)
+		}
+	})
+}

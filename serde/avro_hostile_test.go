@@ -55,8 +55,10 @@ func frame(id int, body []byte) []byte {
 // decoded the first with a nil error and a slice of negative length, wrote
 // the second's longs through that slice, and allocated 1 GiB for the third
 // and panicked on the fourth: each is a FormatError now, and nothing panics.
+//
+// Not parallel: it measures what the decoder allocates, which other tests
+// running beside it would add to.
 func TestCraftedAvroBlockCounts(t *testing.T) {
-	t.Parallel()
 	reg := newFakeRegistry()
 	s := newAvro[xs](t, reg, xsSchema)
 	id, _ := s.Register(t.Context(), "t")

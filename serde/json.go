@@ -17,7 +17,10 @@ import (
 // fit T is a [*FormatError] whose reason gives the byte offset and the Go
 // type involved; unlike encoding/json's own messages it never quotes the
 // data (the JSON error stays reachable through errors.As). Unknown fields
-// are ignored, as encoding/json does. A value that cannot be encoded (a NaN,
+// are ignored, as encoding/json does. Untrusted bytes are bounded by
+// encoding/json itself: nesting deeper than 10,000 levels is a syntax
+// error, and what it allocates is proportional to the record's size,
+// which the topic's max.message.bytes bounds. A value that cannot be encoded (a NaN,
 // a channel, a failing MarshalJSON) is a [*FormatError] too.
 func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
 

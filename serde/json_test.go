@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,4 +96,15 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("round trip %+v -> %s -> %+v, %v", v, b, again, err)
 		}
 	})
+}
+
+// JSON nested far deeper than any document is refused as a FormatError,
+// without a panic or a stack overflow.
+func TestJSONDeepNestingIsAFormatError(t *testing.T) {
+	t.Parallel()
+	deep := []byte(strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000))
+	var fe *FormatError
+	if _, err := JSON[any]().Deserialize("t", deep); !errors.As(err, &fe) {
+		t.Fatalf("a million nested arrays = %v, want a FormatError", err)
+	}
 }

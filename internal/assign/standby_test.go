@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/hostport"
 )
 
 func TestPlanStandbys(t *testing.T) {
@@ -274,4 +276,24 @@ func TestPlanStandbysSpreadAProcesssTasks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzDecodeAssignment: the leader's assignment reaches every member as
+// bytes any member of the group may have written; it decodes or fails,
+// never panics, and every host it keeps has a plain host:port address.
+func FuzzDecodeAssignment(f *testing.F) {
+	f.Add(encodeAssignment(Assignment{Standbys: []TaskID{{0, 1}}, Hosts: []Host{{Addr: "a:1", Active: []TaskID{{0, 0}}}}}))
+	f.Add(encodeAssignment(Assignment{Hosts: []Host{{Addr: "evil/x?:80"}}}))
+	f.Add([]byte{2, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := decodeAssignment(b)
+		if err != nil {
+			return
+		}
+		for _, h := range a.Hosts {
+			if hostport.Check(h.Addr) != nil {
+				t.Fatalf("kept a host with address %q", h.Addr)
+			}
+		}
+	})
 }
