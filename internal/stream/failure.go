@@ -75,6 +75,7 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	if err := th.producer.Send(m); err != nil {
 		return err
 	}
+	th.noteTopic(m.Topic)
 	if th.isolate[m.Topic] {
 		// Finding the record the broker refuses: one record a batch.
 		ctx, cancel := context.WithTimeout(context.Background(), th.in.TransactionTimeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -371,5 +372,26 @@ func TestRebuildWaitsForTheCoordinator(t *testing.T) {
 	}
 	if err := th.rebuildProducer(); !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) || calls != 1 {
 		t.Fatalf("rebuild refused for good = %v after %d attempts; want the refusal after 1", err, calls)
+	}
+}
+
+// Topics a dynamic sink chose are checked for open transactions like the
+// layout's: the thread remembers each one it wrote (bounded).
+func TestDynamicSinkTopicsAreChecked(t *testing.T) {
+	t.Parallel()
+	th := failureThread(t, Config{}, txntest.New(true))
+	for _, topic := range []string{"tenant-a", "out", "tenant-b", "tenant-a"} {
+		if err := th.Send(msgFrom("in", 1, topic, []byte("k"), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := th.writtenTopics()
+	for _, want := range []string{"app-s-changelog", "compacted", "out", "tenant-a", "tenant-b"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("written topics %v lack %s", got, want)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("written topics %v, want 5", got)
 	}
 }

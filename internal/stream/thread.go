@@ -127,6 +127,48 @@ type Thread struct {
 	// isolate names the topics whose records are sent one at a time until
 	// the next commit, to find a record the broker refuses (see settle).
 	isolate map[string]bool
+	// dynamic holds the topics the thread has written that the layout does
+	// not know (dynamic sinks choose them per record), at most
+	// maxDynamicTopics, so that the open-transaction checks look at them
+	// too (writtenTopics).
+	dynamic map[string]struct{}
+}
+
+// maxDynamicTopics bounds the topics of dynamic sinks a thread remembers
+// for its open-transaction checks; past it, later ones are not checked
+// (and a warning says so once).
+const maxDynamicTopics = 10_000
+
+// noteTopic records that the thread wrote to topic.
+func (th *Thread) noteTopic(topic string) {
+	if _, known := th.in.Layout.Limits[topic]; known {
+		return
+	}
+	if _, ok := th.dynamic[topic]; ok {
+		return
+	}
+	if th.dynamic == nil {
+		th.dynamic = map[string]struct{}{}
+	}
+	if len(th.dynamic) == maxDynamicTopics {
+		th.log.Warn("more topics written by dynamic sinks than the open-transaction checks follow; later ones are not checked", "limit", maxDynamicTopics)
+	}
+	if len(th.dynamic) >= maxDynamicTopics {
+		return
+	}
+	th.dynamic[topic] = struct{}{}
+}
+
+// writtenTopics returns every topic the thread writes or has written: the
+// layout's (sinks, repartition topics, changelogs, dead-letter topics) and
+// those its dynamic sinks chose.
+func (th *Thread) writtenTopics() []string {
+	out := slices.Collect(maps.Keys(th.in.Layout.Limits))
+	for t := range th.dynamic {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // New connects a stream thread: its group member, and its producer with
@@ -242,7 +284,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 	// commit left open there would make the group's offset fetches fail
 	// as unstable until a marker comes, and the next commit's marker would
 	// commit the aborted transaction's offsets.
-	for topic := range th.in.Layout.Limits {
+	for _, topic := range th.writtenTopics() {
 		ps, err := th.pclient.Partitions(topic)
 		if err != nil {
 			th.log.Warn("not checking for records of aborted transactions", "topic", topic, "error", err)
