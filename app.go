@@ -352,6 +352,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		},
 		ProcessID: dir.ProcessID,
 		Admin:     admin,
+		AdminMeta: kc,
 		OnPublish: a.noteReady,
 		Hosts:     &stream.Hosts{},
 		Members:   dir,

@@ -33,7 +33,7 @@ type LastTransaction struct {
 func DescribeLast(admin sarama.ClusterAdmin, transactionalID string) (LastTransaction, error) {
 	ta, ok := admin.(sarama.TransactionClusterAdmin)
 	if !ok {
-		return LastTransaction{}, errors.New("txn: the admin client cannot describe transactions")
+		return LastTransaction{}, ErrCannotDescribe
 	}
 	states, err := ta.DescribeTransactions([]string{transactionalID})
 	if err != nil {
@@ -58,8 +58,12 @@ func DescribeLast(admin sarama.ClusterAdmin, transactionalID string) (LastTransa
 // transaction of the same epoch that a lost abort marker left open would
 // look the same; a producer that checks after each of its own aborts (as
 // weir's threads do) has ended those before its next transaction.
+//
+// A transaction described as PrepareCommit counts as committed: its
+// coordinator logged the decision to commit, and completes it (also when
+// the next InitProducerId of the id finds it so) whatever happens next.
 func (l LastTransaction) Committed(producerID int64, dp DanglingPartition) bool {
-	return l.State == "CompleteCommit" && l.ProducerID == producerID && int32(l.ProducerEpoch) == dp.ProducerEpoch
+	return (l.State == "CompleteCommit" || l.State == "PrepareCommit") && l.ProducerID == producerID && int32(l.ProducerEpoch) == dp.ProducerEpoch
 }
 
 // errTransactionalIDNotFound is Kafka's TRANSACTIONAL_ID_NOT_FOUND (105),

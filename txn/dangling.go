@@ -55,18 +55,27 @@ func (e *DanglingError) Error() string {
 // ask again once it has ended.
 var ErrTxnInProgress = errors.New("txn: a transaction of the transactional id is in progress")
 
+// ErrCannotDescribe is the answer of the open-transaction checks
+// ([FindDangling], [OpenTransactions], [DescribeLast]) given an admin
+// client without the calls (not a [sarama.TransactionClusterAdmin]).
+var ErrCannotDescribe = errors.New("txn: the admin client cannot describe transactions and producers")
+
 // FindDangling checks, for a transactional id whose producer was just
 // initialised (so that none of its transactions is open), that no
 // partition of topics holds an open transaction of its producer id, and
 // returns a [*DanglingError] naming those that do. It returns another
 // error when it cannot tell: [ErrTxnInProgress] while a transaction of the
-// id is open or ending, or another (a broker before Kafka 3.0, missing
-// permissions, no leader), after which the caller decides whether to go
-// on. topics maps each topic to its partitions.
-func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[string][]int32) error {
+// id is open or ending, an [*UnansweredError] when a partition's leader
+// did not answer for it cleanly after opts' attempts (a leader that just
+// lost the partition answers NOT_LEADER_OR_FOLLOWER and no producers,
+// which is no evidence that nothing is open), or another (a broker before
+// Kafka 3.0, missing permissions), after which the caller decides whether
+// to go on. topics maps each topic to its partitions. Records found are
+// reported even when other partitions did not answer.
+func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[string][]int32, opts ...CheckOption) error {
 	ta, ok := admin.(sarama.TransactionClusterAdmin)
 	if !ok {
-		return errors.New("txn: the admin client cannot describe transactions")
+		return ErrCannotDescribe
 	}
 	states, err := ta.DescribeTransactions([]string{transactionalID})
 	if err != nil {
@@ -81,15 +90,12 @@ func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[
 	case st.TransactionState == "Ongoing" || strings.HasPrefix(st.TransactionState, "Prepare"):
 		return fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, st.TransactionState)
 	}
-	parts, err := ta.DescribeProducers(topics)
-	if err != nil && len(parts) == 0 {
-		return fmt.Errorf("txn: describing the producers of %d topic(s): %w", len(topics), err)
-	}
+	open, err := OpenTransactions(admin, topics, opts...)
 	found := &DanglingError{TransactionalID: transactionalID, ProducerID: st.ProducerID}
-	for topic, ps := range parts {
-		for p, r := range ps {
-			for _, ap := range r.ActiveProducers {
-				if ap.ProducerID == st.ProducerID && ap.CurrentTxnStartOffset >= 0 {
+	for topic, ps := range open {
+		for p, held := range ps {
+			for _, ap := range held {
+				if ap.ProducerID == st.ProducerID {
 					found.Partitions = append(found.Partitions, DanglingPartition{topic, p, ap.CurrentTxnStartOffset, ap.ProducerEpoch})
 				}
 			}
@@ -104,9 +110,8 @@ func FindDangling(admin sarama.ClusterAdmin, transactionalID string, topics map[
 		})
 		return found
 	}
-	// Some partitions answered, others did not: what did answer is clean.
 	if err != nil {
-		return fmt.Errorf("txn: describing the producers of some partitions: %w", err)
+		return fmt.Errorf("txn: describing the producers of %d topic(s): %w", len(topics), err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -18,6 +19,10 @@ type txnAdmin struct {
 	producers map[string]map[int32]sarama.DescribeProducersResponsePartition
 	err       error
 	asked     map[string][]int32
+	// then, when set, answers DescribeProducers from the second call on
+	// (a leader move the metadata refresh found).
+	then  map[string]map[int32]sarama.DescribeProducersResponsePartition
+	calls int
 }
 
 func (a *txnAdmin) DescribeTransactions(ids []string) (map[string]sarama.TransactionState, error) {
@@ -25,12 +30,27 @@ func (a *txnAdmin) DescribeTransactions(ids []string) (map[string]sarama.Transac
 }
 
 func (a *txnAdmin) DescribeProducers(tps map[string][]int32) (map[string]map[int32]sarama.DescribeProducersResponsePartition, error) {
-	a.asked = tps
+	a.calls++
+	if a.calls > 1 {
+		if a.then != nil {
+			return a.then, nil
+		}
+		return a.producers, a.err
+	}
+	a.asked = tps // the first question: every partition
 	return a.producers, a.err
 }
 
 func (a *txnAdmin) ListTransactions([]string, []int64, int64) ([]sarama.ListTransactionsResponseTransactionState, error) {
 	return nil, nil
+}
+
+// refresher records the topics whose metadata it was asked to refresh.
+type refresher struct{ topics []string }
+
+func (r *refresher) RefreshMetadata(topics ...string) error {
+	r.topics = append(r.topics, topics...)
+	return nil
 }
 
 func producersOn(states ...sarama.ProducerState) sarama.DescribeProducersResponsePartition {
@@ -47,6 +67,7 @@ func TestFindDangling(t *testing.T) {
 		states    map[string]sarama.TransactionState
 		producers map[string]map[int32]sarama.DescribeProducersResponsePartition
 		err       error
+		then      map[string]map[int32]sarama.DescribeProducersResponsePartition
 		dangling  []DanglingPartition
 		fails     string // another error, containing this
 	}{
@@ -73,7 +94,29 @@ func TestFindDangling(t *testing.T) {
 		{name: "cannot tell: one partition did not answer",
 			states:    empty,
 			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {0: producersOn()}},
-			err:       errors.New("no leader for echo/1"), fails: "some partitions"},
+			err:       errors.New("no leader for echo/1"), fails: "did not say"},
+		{name: "cannot tell: the old leader answers NOT_LEADER_OR_FOLLOWER and no producers",
+			states: empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+				"echo":              {0: producersOn(), 1: {ErrorCode: sarama.ErrNotLeaderForPartition}},
+				"app-agg-changelog": {0: producersOn(), 1: producersOn()},
+			},
+			fails: "echo/1"},
+		{name: "the new leader, asked after a refresh, has our records open",
+			states: empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+				"echo":              {0: producersOn(), 1: {ErrorCode: sarama.ErrNotLeaderForPartition}},
+				"app-agg-changelog": {0: producersOn(), 1: producersOn()},
+			},
+			then:     map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {1: producersOn(sarama.ProducerState{ProducerID: 7, ProducerEpoch: 6, CurrentTxnStartOffset: 88})}},
+			dangling: []DanglingPartition{{"echo", 1, 88, 6}}},
+		{name: "the new leader, asked after a refresh, has nothing open",
+			states: empty,
+			producers: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+				"echo":              {0: producersOn(), 1: {ErrorCode: sarama.ErrNotLeaderForPartition}},
+				"app-agg-changelog": {0: producersOn(), 1: producersOn()},
+			},
+			then: map[string]map[int32]sarama.DescribeProducersResponsePartition{"echo": {1: producersOn()}}},
 		{name: "a transaction of ours is open: the check is misplaced",
 			states: map[string]sarama.TransactionState{id: {TransactionState: "Ongoing", ProducerID: 7}}, fails: "is Ongoing"},
 		{name: "a transaction of ours is ending: ask again",
@@ -83,8 +126,12 @@ func TestFindDangling(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a := &txnAdmin{states: tc.states, producers: tc.producers, err: tc.err}
-			err := FindDangling(a, id, topics)
+			a := &txnAdmin{states: tc.states, producers: tc.producers, err: tc.err, then: tc.then}
+			meta := &refresher{}
+			err := FindDangling(a, id, topics, WithMetadata(meta), WithAttempts(3, time.Millisecond))
+			if tc.then != nil && (len(meta.topics) == 0 || meta.topics[0] != "echo") {
+				t.Fatalf("refreshed %v before asking again, want echo", meta.topics)
+			}
 			var de *DanglingError
 			switch {
 			case tc.dangling != nil:

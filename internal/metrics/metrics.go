@@ -33,7 +33,7 @@ type Metrics struct {
 
 	CommitDuration *prometheus.HistogramVec
 	Transactions   *prometheus.CounterVec // thread, result = committed|aborted
-	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt|dangling_aborted|dangling_committed|dangling_taken_over
+	ProducerEvents *prometheus.CounterVec // thread, reason = fenced|rebuilt|dangling_aborted|dangling_committed|dangling_taken_over|dangling_check_failed
 	Rebalances     *prometheus.CounterVec // thread
 	Rewinds        *prometheus.CounterVec // thread, mode = in_place|rejoin
 	LastCommit     *prometheus.GaugeVec   // thread: Unix seconds
@@ -145,7 +145,7 @@ func New(reg prometheus.Registerer, app string, src Source) (*Metrics, error) {
 		CommitDuration: histogram("commit_duration_seconds", "Duration of a thread's commit (changelog, flush or transaction, offsets, state).",
 			prometheus.ExponentialBuckets(0.001, 2, 14), "thread"),
 		Transactions:   counter("transactions_total", "Commits per result: committed, aborted.", "thread", "result"),
-		ProducerEvents: counter("producer_events_total", "Producers fenced or rebuilt, and transactions aborted or committed to end records a broker left open (dangling_aborted, dangling_committed; dangling_taken_over for a departed process's), per reason.", "thread", "reason"),
+		ProducerEvents: counter("producer_events_total", "Producers fenced or rebuilt, and transactions aborted or committed to end records a broker left open (dangling_aborted, dangling_committed; dangling_taken_over for a departed process's), and checks for such records that could not be made yet (dangling_check_failed; the thread starts no transaction until one is), per reason.", "thread", "reason"),
 		Rebalances:     counter("rebalances_total", "Assignments received by each thread.", "thread"),
 		LastCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_last_commit_timestamp_seconds", ConstLabels: constLabels,
 			Help: "When each thread last committed successfully (or found nothing to commit), as Unix seconds: time() minus it is how long a thread has made no progress."},

@@ -502,24 +502,35 @@ func (th *Thread) PartitionCount(topic string) (int32, error) {
 // producer is created before the old one is closed, so that a failed
 // creation leaves the thread a producer to shut down with (whose calls then
 // fail with txn.ErrClosed or its own error, never a panic).
-//
-// The transaction coordinator may not answer at once: one that just took
-// over from a broker that died, or whose previous transaction cannot
-// complete while its partitions lack in-sync replicas, answers
-// CONCURRENT_TRANSACTIONS or NOT_COORDINATOR for as long as that lasts.
-// Stopping the thread would not end it sooner, so the thread tries again,
-// with a warning each time, until the coordinator answers, the error is
-// not one that passes, or the thread stops.
 func (th *Thread) rebuildProducer() error {
-	var p *txn.Producer
-	var err error
+	p, err := th.initProducer()
+	if err != nil {
+		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+	}
+	if err := th.producer.Close(); err != nil {
+		th.log.Debug("closing the old producer", "error", err)
+	}
+	th.producer = p
+	return nil
+}
+
+// initProducer builds a producer (newProducer), again and again while it
+// fails for a reason that passes. The transaction coordinator may not
+// answer at once: one that just took over from a broker that died, or
+// whose previous transaction cannot complete while its partitions lack
+// in-sync replicas, answers CONCURRENT_TRANSACTIONS or NOT_COORDINATOR for
+// as long as that lasts. Stopping the thread would not end it sooner, so
+// the thread tries again, with a warning each time, until the coordinator
+// answers, the error is not one that passes, or the thread stops.
+func (th *Thread) initProducer() (*txn.Producer, error) {
 	wait := rebuildFirstWait
 	for attempt := 1; ; attempt++ {
-		if p, err = th.newProducer(); err == nil {
-			break
+		p, err := th.newProducer()
+		if err == nil {
+			return p, nil
 		}
 		if !initRetriable(err) || th.ctx.Err() != nil {
-			return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
+			return nil, err
 		}
 		th.log.Warn("the transaction coordinator cannot initialise the producer yet; trying again", "attempt", attempt, "retry_in", wait, "error", err)
 		t := time.NewTimer(wait)
@@ -530,11 +541,6 @@ func (th *Thread) rebuildProducer() error {
 		t.Stop()
 		wait = min(2*wait, rebuildMaxWait)
 	}
-	if err := th.producer.Close(); err != nil {
-		th.log.Debug("closing the old producer", "error", err)
-	}
-	th.producer = p
-	return nil
 }
 
 // Waits between attempts to rebuild a producer whose coordinator is not

@@ -57,6 +57,10 @@ type Instance struct {
 	// directory's).
 	ProcessID string
 	Admin     sarama.ClusterAdmin
+	// AdminMeta is the client Admin was made from: the open-transaction
+	// checks refresh its metadata when a partition's cached leader no
+	// longer leads it. nil: not refreshed.
+	AdminMeta sarama.Client
 	// OnPublish is called after a thread published a change of its tasks.
 	OnPublish func()
 	// Standbys runs the instance's standby and warm-up tasks; nil without

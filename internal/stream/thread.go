@@ -45,14 +45,27 @@ type Thread struct {
 	pclient     sarama.Client
 	producer    *txn.Producer
 	newProducer func() (*txn.Producer, error)
-	// noDanglingCheck is set once the broker could not answer
-	// checkDangling at producer initialisation.
+	// noDanglingCheck is set once the broker showed it can never answer
+	// the open-transaction checks (checkDangling): too old, the checks
+	// refused, or an embedded test broker. A check that fails for a
+	// reason that passes never sets it.
 	noDanglingCheck bool
-	committer       committer
-	maxBytes        int // the producer's MaxMessageBytes
-	strategy        *assign.Strategy
-	instance        string // group.instance.id, "" without static membership
-	recorded        string // the member id last recorded (recordMember), sarama's goroutine only
+	// lastBefore is what the coordinator said of the thread's
+	// transactional id's last transaction before the first
+	// InitProducerId of the producer being built (newProducer); nil once
+	// a producer passed its checks. Asked again after an init of the
+	// thread's own, it would describe that init's empty transaction, and
+	// records of a commit would be aborted.
+	lastBefore *txn.LastTransaction
+	// checkWait is the wait before the next attempt of an
+	// open-transaction check that failed (awaitCheckable); 0 after one
+	// that was made.
+	checkWait time.Duration
+	committer committer
+	maxBytes  int // the producer's MaxMessageBytes
+	strategy  *assign.Strategy
+	instance  string // group.instance.id, "" without static membership
+	recorded  string // the member id last recorded (recordMember), sarama's goroutine only
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
@@ -211,35 +224,50 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 	}
 	th.maxBytes = pc.Producer.MaxMessageBytes
 	th.newProducer = func() (*txn.Producer, error) {
-		for attempt := 1; ; attempt++ {
-			// Before InitProducerId moves the id on: whether its last
-			// transaction committed (checkDangling).
-			last := th.lastTransaction()
-			p, err := txn.New(th.pclient)
-			if err != nil {
-				return nil, err
-			}
-			err = th.checkDangling(p, false, last)
-			if err == nil {
-				return p, nil
-			}
-			p.Close()
-			// Fenced while ending records a broker left open (a
-			// coordinator just restarted may fence the epoch it gave):
-			// a new producer epoch tries again.
-			if !errors.Is(err, txn.ErrFenced) || attempt >= producerInitAttempts || th.ctx.Err() != nil {
-				return nil, err
-			}
-			th.log.Warn("producer fenced while ending records left open; initialising it again", "attempt", attempt, "error", err)
-		}
+		return th.buildProducer(func() (*txn.Producer, error) { return txn.New(th.pclient) }, th.checkDangling)
 	}
-	if th.producer, err = th.newProducer(); err != nil {
+	if th.producer, err = th.initProducer(); err != nil {
 		th.group.Close()
 		kc.Close()
 		th.pclient.Close()
 		return nil, fmt.Errorf("weir: thread %d: %w", idx, err)
 	}
 	return th, nil
+}
+
+// buildProducer initialises a transactional producer (create) and runs
+// the open-transaction checks on it (check), with a new producer epoch
+// when a check is fenced (at most producerInitAttempts in all). Before the
+// first InitProducerId moves the id on, once per producer built, it asks
+// the coordinator whether the id's last transaction committed
+// (lastBefore), and gives every check that answer.
+func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func(*txn.Producer, bool, txn.LastTransaction) error) (*txn.Producer, error) {
+	for attempt := 1; ; attempt++ {
+		for th.lastBefore == nil {
+			last, err := th.lastTransaction()
+			if err == nil {
+				th.lastBefore = &last
+			} else if err := th.awaitCheckable(err); err != nil {
+				return nil, err
+			}
+		}
+		p, err := create()
+		if err != nil {
+			return nil, err
+		}
+		if err = check(p, false, *th.lastBefore); err == nil {
+			th.lastBefore = nil
+			return p, nil
+		}
+		p.Close()
+		// Fenced while ending records a broker left open (a coordinator
+		// just restarted may fence the epoch it gave): a new producer
+		// epoch tries again.
+		if !errors.Is(err, txn.ErrFenced) || attempt >= producerInitAttempts || th.ctx.Err() != nil {
+			return nil, err
+		}
+		th.log.Warn("producer fenced while ending records left open; initialising it again", "attempt", attempt, "error", err)
+	}
 }
 
 // checkDangling runs after the thread's transactional producer p was
@@ -253,9 +281,19 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // again, and fails if any is still open after danglingAttempts aborts. It
 // runs again after every transaction the thread aborts: the abort's
 // markers can be lost the same way, and the next commit would commit
-// what the abort should have ended. When the check cannot be made (an
-// older broker, missing permissions) it is logged and skipped. At least
-// once there is nothing to check.
+// what the abort should have ended. At least once there is nothing to
+// check.
+//
+// A check that cannot be made fails safe. When the broker can never
+// answer it (before Kafka 3.0, the requests refused by ACLs:
+// cannotEverCheck) the thread logs so once and stops checking, as it
+// always has on such clusters. Any other failure (a broker restarting, a
+// partition whose leader moves, no answer within danglingCallTimeout) is
+// retried with backoff, a warning and
+// weir_producer_events_total{reason="dangling_check_failed"} each time,
+// for as long as it lasts or until the thread stops: the thread starts
+// no transaction meanwhile, since its first commit could commit records
+// the check has not yet seen.
 //
 // At producer initialisation no transaction of the id can be in progress
 // on a real broker (InitProducerId ended it), so one that is reported as
@@ -285,12 +323,20 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 	// as unstable until a marker comes, and the next commit's marker would
 	// commit the aborted transaction's offsets.
 	for _, topic := range th.writtenTopics() {
-		ps, err := th.pclient.Partitions(topic)
-		if err != nil {
-			th.log.Warn("not checking for records of aborted transactions", "topic", topic, "error", err)
-			continue
+		for {
+			ps, err := th.pclient.Partitions(topic)
+			if err == nil {
+				topics[topic] = ps
+				break
+			}
+			if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+				break // a topic that does not exist holds no records
+			}
+			// Not knowing a topic's partitions is not knowing what they hold.
+			if err := th.awaitCheckable(fmt.Errorf("partitions of %s: %w", topic, err)); err != nil {
+				return err
+			}
 		}
-		topics[topic] = ps
 	}
 	// Asked of the admin client, not the producer's: looking a missing
 	// topic up in the producer's metadata (an embedded broker has no
@@ -304,22 +350,28 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 	if afterAbort {
 		wait = danglingWait
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		de, err := th.findDangling(id, topics, wait)
 		wait = danglingWait // after an abort of its own
+		if err == nil {
+			th.checkWait = 0
+		}
 		switch {
-		case err != nil && !afterAbort && attempt == 0:
+		case err != nil && (cannotEverCheck(err) || !afterAbort && attempt == 0 && errors.Is(err, txn.ErrTxnInProgress)):
 			th.noDanglingCheck = true
-			th.log.Warn("could not check for records of aborted transactions; this thread will not check again", "error", err)
+			th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
 			return nil
 		case err != nil:
-			th.log.Warn("could not check for records of aborted transactions", "error", err)
-			return nil
+			if err := th.awaitCheckable(err); err != nil {
+				return err
+			}
+			continue
 		case de == nil:
 			return nil
 		case attempt >= danglingAttempts:
 			return fmt.Errorf("weir: thread %d: still open after %d aborts over them: %w", th.idx, attempt, de)
 		}
+		attempt++
 		committed, aborted := splitDangling(de, last)
 		if len(committed) > 0 {
 			th.log.Warn("partitions hold records of this thread's last transaction, which its coordinator committed, without their commit marker; ending them with a commit",
@@ -363,15 +415,18 @@ func danglingNames(parts []txn.DanglingPartition) []string {
 }
 
 // lastTransaction returns what the coordinator of the thread's
-// transactional id says of its last transaction (checkDangling); the zero
-// value when it cannot tell, which makes the check abort what it finds.
-func (th *Thread) lastTransaction() txn.LastTransaction {
+// transactional id says of its last transaction (checkDangling): the
+// zero value when the checks are off, an error when the coordinator did
+// not answer (checkDangling's rules: one that can never answer turns the
+// checks off). It is asked before the producer's InitProducerId, which
+// completes a transaction left in PrepareCommit as a commit.
+func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
 	if th.in.Admin == nil || th.noDanglingCheck {
-		return txn.LastTransaction{}
+		return txn.LastTransaction{}, nil
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
 	if id == "" {
-		return txn.LastTransaction{}
+		return txn.LastTransaction{}, nil
 	}
 	type answer struct {
 		last txn.LastTransaction
@@ -382,17 +437,69 @@ func (th *Thread) lastTransaction() txn.LastTransaction {
 		last, err := txn.DescribeLast(th.in.Admin, id)
 		done <- answer{last, err}
 	}()
+	var err error
 	select {
 	case a := <-done:
-		if a.err != nil {
-			th.log.Debug("could not describe the last transaction", "transactional_id", id, "error", a.err)
+		if a.err == nil {
+			return a.last, nil
 		}
-		return a.last
+		err = a.err
 	case <-time.After(danglingCallTimeout):
+		err = fmt.Errorf("no answer to describing transactional id %s within %v", id, danglingCallTimeout)
 	case <-th.ctx.Done():
+		return txn.LastTransaction{}, th.ctx.Err()
 	}
-	return txn.LastTransaction{}
+	if cannotEverCheck(err) {
+		th.noDanglingCheck = true
+		th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
+		return txn.LastTransaction{}, nil
+	}
+	return txn.LastTransaction{}, err
 }
+
+// cannotEverCheck reports whether err says the brokers can never answer
+// the open-transaction checks: a broker before Kafka 3.0, requests
+// refused by ACLs, an admin client without the calls.
+func cannotEverCheck(err error) bool {
+	if errors.Is(err, txn.ErrCannotDescribe) {
+		return true
+	}
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case sarama.ErrUnsupportedVersion, sarama.ErrClusterAuthorizationFailed, sarama.ErrTransactionalIDAuthorizationFailed,
+			sarama.ErrTopicAuthorizationFailed, sarama.ErrInvalidRequest:
+			return true
+		}
+	}
+	return false
+}
+
+// awaitCheckable waits before a failed open-transaction check is made
+// again (checkDangling): a warning and a dangling_check_failed event,
+// then checkWait, doubled from checkFirstWait up to checkMaxWait across
+// failures in a row. It returns the context's error when the thread
+// stops meanwhile.
+func (th *Thread) awaitCheckable(cause error) error {
+	th.checkWait = min(max(2*th.checkWait, checkFirstWait), checkMaxWait)
+	th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_check_failed").Inc()
+	th.log.Warn("could not check for records of aborted transactions; no transaction starts until the check passes",
+		"retry_in", th.checkWait, "error", cause)
+	t := time.NewTimer(th.checkWait)
+	defer t.Stop()
+	select {
+	case <-th.ctx.Done():
+		return fmt.Errorf("weir: thread %d: stopped before the check for records of aborted transactions passed (%w): %w", th.idx, cause, th.ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// Waits between failed open-transaction checks (awaitCheckable).
+const (
+	checkFirstWait = 250 * time.Millisecond
+	checkMaxWait   = 10 * time.Second
+)
 
 // findDangling is txn.FindDangling, asked again while a transaction of id
 // is still ending (for at most wait): what it returns is the open records
@@ -421,7 +528,11 @@ func (th *Thread) findDangling(id string, topics map[string][]int32, wait time.D
 // does not implement the calls may not answer them at all).
 func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
 	done := make(chan error, 1)
-	go func() { done <- txn.FindDangling(th.in.Admin, id, topics) }()
+	var opts []txn.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+	}
+	go func() { done <- txn.FindDangling(th.in.Admin, id, topics, opts...) }()
 	select {
 	case err := <-done:
 		return err
@@ -433,8 +544,9 @@ func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
 }
 
 // danglingCallTimeout bounds one check; a broker answers it in
-// milliseconds.
-const danglingCallTimeout = 3 * time.Second
+// milliseconds, and txn.FindDangling's attempts after a leader move take
+// well under a second more.
+const danglingCallTimeout = 5 * time.Second
 
 // producerInitAttempts is how many times a thread initialises its
 // producer when it is fenced while ending records left open

@@ -52,7 +52,7 @@ func (th *Thread) reportUnstable(n int) {
 	if !ok {
 		return
 	}
-	part, held, err := openOnOffsetsPartition(ta, th.in.ApplicationID)
+	part, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
 	if err != nil {
 		th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
 		return
@@ -72,23 +72,21 @@ func (th *Thread) reportUnstable(n int) {
 
 // openOnOffsetsPartition returns the partition of __consumer_offsets
 // holding group's offsets and the producers with a transaction open on
-// it.
-func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, group string) (int32, []sarama.ProducerState, error) {
+// it; an error when its leader did not say (txn.OpenTransactions).
+func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta sarama.Client, group string) (int32, []sarama.ProducerState, error) {
 	part, err := offsetsPartition(ta, group)
 	if err != nil {
 		return 0, nil, err
 	}
-	ps, err := ta.DescribeProducers(map[string][]int32{offsetsTopic: {part}})
+	var opts []txn.CheckOption
+	if meta != nil {
+		opts = append(opts, txn.WithMetadata(meta))
+	}
+	open, err := txn.OpenTransactions(ta, map[string][]int32{offsetsTopic: {part}}, opts...)
 	if err != nil {
 		return 0, nil, err
 	}
-	var held []sarama.ProducerState
-	for _, ap := range ps[offsetsTopic][part].ActiveProducers {
-		if ap.CurrentTxnStartOffset >= 0 {
-			held = append(held, ap)
-		}
-	}
-	return part, held, nil
+	return part, open[offsetsTopic][part], nil
 }
 
 // checkOwnOffsets runs on the loop, with no transaction pending, after
@@ -108,7 +106,11 @@ func (th *Thread) checkOwnOffsets() error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
 		return nil
 	}
-	last := th.lastTransaction()
+	last, err := th.lastTransaction()
+	if err != nil {
+		th.log.Debug("could not describe this thread's last transaction", "error", err)
+		return nil
+	}
 	if last.State != "CompleteCommit" && last.State != "CompleteAbort" {
 		return nil
 	}
@@ -137,7 +139,7 @@ func (th *Thread) openOnOffsets(pid int64) (bool, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		_, held, err := openOnOffsetsPartition(ta, th.in.ApplicationID)
+		_, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
 		open := slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid })
 		done <- answer{open, err}
 	}()

@@ -1,0 +1,262 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/weirstream/weir/internal/txntest"
+	"github.com/weirstream/weir/txn"
+)
+
+// checkAdmin is a transaction admin whose answers the test scripts: the
+// coordinator's state of the id, and for DescribeProducers a queue of
+// answers (the last repeats).
+type checkAdmin struct {
+	sarama.ClusterAdmin
+	mu        sync.Mutex
+	state     sarama.TransactionState
+	stateErr  error
+	producers []producersAnswer
+	described int
+}
+
+type producersAnswer struct {
+	parts map[string]map[int32]sarama.DescribeProducersResponsePartition
+	err   error
+}
+
+func (a *checkAdmin) DescribeTransactions(ids []string) (map[string]sarama.TransactionState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stateErr != nil {
+		return nil, a.stateErr
+	}
+	return map[string]sarama.TransactionState{ids[0]: a.state}, nil
+}
+
+func (a *checkAdmin) DescribeProducers(map[string][]int32) (map[string]map[int32]sarama.DescribeProducersResponsePartition, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.described++
+	ans := a.producers[min(a.described, len(a.producers))-1]
+	return ans.parts, ans.err
+}
+
+func (a *checkAdmin) ListTransactions([]string, []int64, int64) ([]sarama.ListTransactionsResponseTransactionState, error) {
+	return nil, nil
+}
+
+func (a *checkAdmin) DescribeTopics([]string) ([]*sarama.TopicMetadata, error) {
+	return nil, errors.New("no offsets topic here")
+}
+
+// checkClient is the producer's client as the checks use it: its
+// transactional id and the partitions of each topic.
+type checkClient struct {
+	sarama.Client
+	cfg *sarama.Config
+}
+
+func (c checkClient) Config() *sarama.Config { return c.cfg }
+
+func (c checkClient) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
+
+// checkThread is a failureThread with a transactional id, admin and
+// producer's client for the open-transaction checks.
+func checkThread(t *testing.T, admin *checkAdmin) *Thread {
+	th := failureThread(t, Config{}, txntest.New(true))
+	cfg := sarama.NewConfig()
+	cfg.Producer.Transaction.ID = "app-p-0"
+	th.pclient = checkClient{cfg: cfg}
+	th.in.Admin = admin
+	return th
+}
+
+var (
+	clean = producersAnswer{parts: map[string]map[int32]sarama.DescribeProducersResponsePartition{}}
+	// notLeader is a partition's old leader answering after a leader
+	// move: an error code and no producers.
+	notLeader = producersAnswer{parts: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+		"out": {0: {ErrorCode: sarama.ErrNotLeaderForPartition}}}}
+)
+
+func openOn(topic string, partition int32, pid int64, epoch int32, offset int64) producersAnswer {
+	return producersAnswer{parts: map[string]map[int32]sarama.DescribeProducersResponsePartition{
+		topic: {partition: {ActiveProducers: []sarama.ProducerState{{ProducerID: pid, ProducerEpoch: epoch, CurrentTxnStartOffset: offset}}}}}}
+}
+
+// answeredAll fills every partition the checks ask about (out, compacted
+// and the changelog, partitions 0 and 1) that ans leaves out with no
+// producers, so that only what ans says is open or unanswered.
+func answeredAll(ans producersAnswer) producersAnswer {
+	full := map[string]map[int32]sarama.DescribeProducersResponsePartition{}
+	for _, topic := range []string{"out", "compacted", "app-s-changelog"} {
+		full[topic] = map[int32]sarama.DescribeProducersResponsePartition{0: {}, 1: {}}
+		for p, r := range ans.parts[topic] {
+			full[topic][p] = r
+		}
+	}
+	return producersAnswer{parts: full, err: ans.err}
+}
+
+// TestCheckFailingForAWhileIsRetriedNotTurnedOff: an open-transaction
+// check at producer start that cannot be made for a while (the old
+// leader of a partition answering NOT_LEADER_OR_FOLLOWER while a broker
+// restarts) is made again until it can, with a dangling_check_failed
+// event each time; the records it then finds are ended before the
+// producer is used. The check was turned off for the thread's life on
+// the first failure, and the records committed by its next commit.
+func TestCheckFailingForAWhileIsRetriedNotTurnedOff(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		state: sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
+		producers: []producersAnswer{
+			// txn.FindDangling asks three times per check
+			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
+			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
+			answeredAll(openOn("out", 0, 7, 3, 41)),
+			answeredAll(clean),
+		},
+	}
+	th := checkThread(t, admin)
+	fake := txntest.New(true)
+	p := txn.Wrap(fake)
+	defer p.Close()
+	if err := th.checkDangling(p, false, txn.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if th.noDanglingCheck {
+		t.Fatal("the check turned itself off after a failure that passes")
+	}
+	if fake.Aborted != 1 || len(fake.Sent()) != 1 || fake.Sent()[0].Topic != "out" {
+		t.Fatalf("aborted %d transactions over %d records; want the open records of out/0 ended by one abort", fake.Aborted, len(fake.Sent()))
+	}
+	var m dto.Metric
+	if err := th.in.Metrics.ProducerEvents.WithLabelValues("0", "dangling_check_failed").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetCounter().GetValue(); n != 2 {
+		t.Fatalf("dangling_check_failed counted %v times, want 2", n)
+	}
+}
+
+// TestCheckThatCanNeverBeMadeTurnsOff: a cluster that refuses the
+// check's requests (ACLs, or a broker before Kafka 3.0) turns the check
+// off at once, as before, instead of retrying for ever.
+func TestCheckThatCanNeverBeMadeTurnsOff(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		state:     sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
+		producers: []producersAnswer{{err: sarama.ErrClusterAuthorizationFailed}},
+	}
+	th := checkThread(t, admin)
+	p := txn.Wrap(txntest.New(true))
+	defer p.Close()
+	if err := th.checkDangling(p, false, txn.LastTransaction{}); err != nil {
+		t.Fatal(err)
+	}
+	if !th.noDanglingCheck {
+		t.Fatal("the check still runs on a cluster that refuses it")
+	}
+}
+
+// TestCheckStopsWaitingWhenTheThreadStops: a check retried after an
+// abort ends with an error (never nil, which would let the thread
+// commit) once the thread stops.
+func TestCheckStopsWaitingWhenTheThreadStops(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		state:     sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
+		producers: []producersAnswer{{err: errors.New("no broker answers")}},
+	}
+	th := checkThread(t, admin)
+	ctx, cancel := context.WithCancel(context.Background())
+	th.ctx = ctx
+	p := txn.Wrap(txntest.New(true))
+	defer p.Close()
+	done := make(chan error, 1)
+	go func() { done <- th.checkDangling(p, true, txn.LastTransaction{}) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		admin.mu.Lock()
+		n := admin.described
+		admin.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the check asked %d times in 10s", n)
+		}
+	}
+	cancel()
+	if err := <-done; err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("checkDangling = %v, want the thread's stop", err)
+	}
+}
+
+// TestLastTransactionIsAskedOnceBeforeTheFirstInit: when a producer's
+// check is fenced and the producer initialised again, the check of the
+// second producer still gets what the coordinator said before the first
+// InitProducerId (a committed transaction whose marker is missing); asked
+// again, the coordinator describes the first init's empty transaction of
+// the next epoch, and the records of the committed transaction would be
+// aborted while their input offsets stay committed.
+func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{state: sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}}
+	th := checkThread(t, admin)
+	inits := 0
+	create := func() (*txn.Producer, error) {
+		inits++
+		admin.mu.Lock() // InitProducerId: a new epoch, nothing open
+		admin.state = sarama.TransactionState{TransactionState: "Empty", ProducerID: 7, ProducerEpoch: admin.state.ProducerEpoch + 1}
+		admin.mu.Unlock()
+		return txn.Wrap(txntest.New(true)), nil
+	}
+	var seen []txn.LastTransaction
+	check := func(_ *txn.Producer, _ bool, last txn.LastTransaction) error {
+		seen = append(seen, last)
+		if len(seen) == 1 {
+			return txn.ErrFenced
+		}
+		return nil
+	}
+	p, err := th.buildProducer(create, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	want := txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}
+	if inits != 2 || len(seen) != 2 || seen[0] != want || seen[1] != want {
+		t.Fatalf("%d inits, checks given %+v; want 2, each given %+v", inits, seen, want)
+	}
+	// The next producer built asks again.
+	if p, err = th.buildProducer(create, func(_ *txn.Producer, _ bool, last txn.LastTransaction) error {
+		seen = append(seen, last)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if got := seen[2]; got.State != "Empty" || got.ProducerEpoch != 5 {
+		t.Fatalf("the next producer's check was given %+v, want the coordinator's answer before its init (Empty, epoch 5)", got)
+	}
+}
+
+// TestPrepareCommitCountsAsCommitted: records of a transaction whose
+// coordinator is still writing its commit markers are ended with a
+// commit: InitProducerId completes a PrepareCommit as a commit.
+func TestPrepareCommitCountsAsCommitted(t *testing.T) {
+	t.Parallel()
+	dp := txn.DanglingPartition{Topic: "out", Partition: 1, StartOffset: 10, ProducerEpoch: 3}
+	for state, want := range map[string]bool{"PrepareCommit": true, "CompleteCommit": true, "PrepareAbort": false, "CompleteAbort": false, "Ongoing": false, "Empty": false} {
+		if got := (txn.LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
+			t.Errorf("%s: Committed = %v, want %v", state, got, want)
+		}
+	}
+}
