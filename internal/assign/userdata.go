@@ -55,6 +55,10 @@ func ProbeUserData() []byte { return []byte{probeVersion} }
 // isProbe reports whether b is a probe's subscription user data.
 func isProbe(b []byte) bool { return len(b) == 1 && b[0] == probeVersion }
 
+// IsProbe reports whether b, a member's subscription user data, is a
+// probe's (ProbeUserData): a member that runs no process's tasks.
+func IsProbe(b []byte) bool { return isProbe(b) }
+
 // subscription is the encoded subscription user data: the runtime's
 // UserData plus what the strategy itself carries across rebalances.
 type subscription struct {

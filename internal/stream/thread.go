@@ -81,6 +81,14 @@ type Thread struct {
 	// assignment (assignedGen); 0 otherwise.
 	rebalancing atomic.Int64
 	assignedGen atomic.Int32
+	// newestGen is the generation of this member's newest assignment,
+	// never reset (endAbandoned).
+	newestGen atomic.Int32
+	// absentSince is, for each process of the application seen out of
+	// the group while its records held the group's offsets, the newest
+	// generation this thread was assigned in then (noteAbsent); the
+	// consume goroutine's only.
+	absentSince map[string]int32
 	// committing (cap 1) is held by the loop for the whole of a commit
 	// and by userData while it marks a rebalance: a commit under way
 	// finishes before this member's JoinGroup goes out, and none starts
@@ -833,6 +841,7 @@ func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, gener
 	th.assigned.Store(true)
 	th.assignedTasks.Store(int32(len(tasks)))
 	th.assignedGen.Store(generation)
+	th.newestGen.Store(generation)
 	th.checkOwn.Store(true)
 	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
 	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys), "warmups", len(a.Warmups))

@@ -192,7 +192,11 @@ func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, he
 			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
 			continue
 		}
-		if why := abandonedBy(th.in.ApplicationID, th.in.ProcessID, live, id, ap, last); why != "" {
+		gen := th.newestGen.Load()
+		if proc, _, ok := client.ParseTransactionalID(th.in.ApplicationID, id); ok {
+			th.noteAbsent(live, proc, gen)
+		}
+		if why := abandonedBy(th.in.ApplicationID, th.in.ProcessID, live, th.absentSince, gen, id, ap, last); why != "" {
 			th.log.Debug("leaving an open transaction on the group's offsets", "transactional_id", id, "why", why)
 			continue
 		}
@@ -225,12 +229,17 @@ func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, he
 //     every transaction of it commits the group's offsets: a later one
 //     would have ended the records, and the last is theirs;
 //   - its process is neither this one (whose threads end their own) nor
-//     in live, the processes of the group's members;
+//     in live, the processes of the group's members, and was already out
+//     of the group in an earlier generation than gen, the newest this
+//     thread was assigned in (absentSince): a process restarting, or
+//     rejoining after a session timeout, is out of the group only
+//     briefly, and ending its records would fence it;
 //   - last is a completed commit or abort of ap's producer id and epoch:
 //     the marker never came, and nothing else will bring it. A
 //     transaction still in progress ends by itself within its timeout.
-func abandonedBy(app, self string, live map[string]bool, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+func abandonedBy(app, self string, live map[string]bool, absentSince map[string]int32, gen int32, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
 	proc, _, ok := client.ParseTransactionalID(app, id)
+	since, absent := absentSince[proc]
 	switch {
 	case !ok:
 		return "not a transactional id of this application"
@@ -238,6 +247,8 @@ func abandonedBy(app, self string, live map[string]bool, id string, ap sarama.Pr
 		return "a thread of this process"
 	case live[proc]:
 		return "its process is in the group"
+	case !absent || since >= gen:
+		return "its process has been out of the group in one generation only"
 	case last.ProducerID != ap.ProducerID || int32(last.ProducerEpoch) != ap.ProducerEpoch:
 		return fmt.Sprintf("the coordinator describes producer id %d epoch %d", last.ProducerID, last.ProducerEpoch)
 	case last.State != "CompleteCommit" && last.State != "CompleteAbort":
@@ -252,7 +263,7 @@ func abandonedBy(app, self string, live map[string]bool, id string, ap sarama.Pr
 const groupProcessWait = 5 * time.Second
 
 // groupProcesses returns the process ids of the group's members, from
-// their subscriptions, once the group is stable.
+// their subscriptions, once the group is stable (liveProcesses).
 func (th *Thread) groupProcesses() (map[string]bool, error) {
 	deadline := time.Now().Add(groupProcessWait)
 	for {
@@ -264,17 +275,7 @@ func (th *Thread) groupProcesses() (map[string]bool, error) {
 			return nil, fmt.Errorf("cannot describe group %s", th.in.ApplicationID)
 		}
 		if g := gs[0]; g.State == "Stable" {
-			live := map[string]bool{}
-			for _, m := range g.Members {
-				md, err := m.GetMemberMetadata()
-				if err != nil || md == nil {
-					return nil, fmt.Errorf("member %s: unreadable subscription", m.ClientId)
-				}
-				if proc, ok := assign.SubscriptionProcess(md.UserData); ok {
-					live[proc] = true
-				}
-			}
-			return live, nil
+			return liveProcesses(g)
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("group %s was not stable within %v", th.in.ApplicationID, groupProcessWait)
@@ -284,6 +285,49 @@ func (th *Thread) groupProcesses() (map[string]bool, error) {
 			return nil, th.ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// liveProcesses returns the process ids of the members of g, a stable
+// group, from their subscriptions' user data; probes run no process's
+// tasks and are left out. A member whose user data this weir cannot read
+// (a newer weir during a rolling upgrade, or any other client) may be any
+// process: the answer is then an error, and nothing is taken over, since
+// counting it as gone could fence a live process.
+func liveProcesses(g *sarama.GroupDescription) (map[string]bool, error) {
+	live := map[string]bool{}
+	for id, m := range g.Members {
+		md, err := m.GetMemberMetadata()
+		if err != nil || md == nil {
+			return nil, fmt.Errorf("member %s (client %s): unreadable subscription", id, m.ClientId)
+		}
+		if assign.IsProbe(md.UserData) {
+			continue
+		}
+		proc, ok := assign.SubscriptionProcess(md.UserData)
+		if !ok {
+			return nil, fmt.Errorf("member %s (client %s): subscription user data this weir cannot read, so its process is unknown", id, m.ClientId)
+		}
+		live[proc] = true
+	}
+	return live, nil
+}
+
+// noteAbsent records the generation gen (the thread's newest assignment)
+// as the first in which the process proc was seen out of the group, if it
+// was not out already, and forgets the processes of live: a process has
+// been gone across two generations when absentSince < the current one.
+func (th *Thread) noteAbsent(live map[string]bool, proc string, gen int32) {
+	if th.absentSince == nil {
+		th.absentSince = map[string]int32{}
+	}
+	for p := range th.absentSince {
+		if live[p] {
+			delete(th.absentSince, p)
+		}
+	}
+	if _, seen := th.absentSince[proc]; !seen && !live[proc] {
+		th.absentSince[proc] = gen
 	}
 }
 

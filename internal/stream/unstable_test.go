@@ -1,10 +1,13 @@
 package stream
 
 import (
+	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/txn"
 )
 
@@ -31,16 +34,19 @@ func TestGroupPartition(t *testing.T) {
 }
 
 // abandonedBy lets a thread take over only the transactional ids of its
-// application's departed processes whose last transaction completed with
-// the open records' producer id and epoch.
+// application's departed processes (out of the group since an earlier
+// generation) whose last transaction completed with the open records'
+// producer id and epoch.
 func TestAbandonedBy(t *testing.T) {
 	const (
-		app   = "orders"
-		self  = "00000000000000000000000000000001"
-		live  = "00000000000000000000000000000002"
-		gone  = "00000000000000000000000000000003"
-		pid   = int64(4000)
-		epoch = int16(7)
+		app    = "orders"
+		self   = "00000000000000000000000000000001"
+		live   = "00000000000000000000000000000002"
+		gone   = "00000000000000000000000000000003"
+		brief  = "00000000000000000000000000000004"
+		unseen = "00000000000000000000000000000005"
+		pid    = int64(4000)
+		epoch  = int16(7)
 	)
 	open := sarama.ProducerState{ProducerID: pid, ProducerEpoch: int32(epoch), CurrentTxnStartOffset: 12}
 	done := func(state string) txn.LastTransaction {
@@ -49,12 +55,18 @@ func TestAbandonedBy(t *testing.T) {
 	// This process is not among the members: its threads may all be
 	// out of the group while they rejoin.
 	members := map[string]bool{live: true}
+	// gone was first seen out of the group in generation 3; the thread
+	// now runs generation 5.
+	absent := map[string]int32{gone: 3, brief: 5}
+	const gen = 5
 	tests := []struct {
 		name string
 		id   string
 		last txn.LastTransaction
 		may  bool
 	}{
+		{"a process out of the group in this generation only", app + "-" + brief + "-0", done("CompleteCommit"), false},
+		{"a process never seen out of the group before", app + "-" + unseen + "-0", done("CompleteCommit"), false},
 		{"departed process, committed", app + "-" + gone + "-0", done("CompleteCommit"), true},
 		{"departed process, aborted", app + "-" + gone + "-3", done("CompleteAbort"), true},
 		{"this process", app + "-" + self + "-0", done("CompleteCommit"), false},
@@ -68,9 +80,61 @@ func TestAbandonedBy(t *testing.T) {
 		{"unknown to the coordinator", app + "-" + gone + "-0", txn.LastTransaction{}, false},
 	}
 	for _, tc := range tests {
-		why := abandonedBy(app, self, members, tc.id, open, tc.last)
+		why := abandonedBy(app, self, members, absent, gen, tc.id, open, tc.last)
 		if (why == "") != tc.may {
 			t.Errorf("%s: abandonedBy = %q; may take over: %v", tc.name, why, tc.may)
 		}
+	}
+}
+
+// memberMetadata encodes a consumer's subscription (version 0: topics,
+// then user data) as a group describes it.
+func memberMetadata(userData []byte) []byte {
+	b := binary.BigEndian.AppendUint16(nil, 0)
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint16(b, 2)
+	b = append(b, "in"...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(userData)))
+	return append(b, userData...)
+}
+
+// TestLiveProcessesRefusesUnknownMembers: a member whose user data this
+// weir cannot read (a newer weir in a rolling upgrade) makes the group's
+// processes unknown, so that no take-over fences it; a probe runs no
+// process's tasks and is left out. The member was dropped, and its
+// process's records taken over.
+func TestLiveProcessesRefusesUnknownMembers(t *testing.T) {
+	t.Parallel()
+	const proc = "0123456789abcdef0123456789abcdef"
+	ud, _ := assign.NewStrategy(nil, func() assign.UserData { return assign.UserData{ProcessID: proc} }, nil).SubscriptionUserData(nil)
+	member := func(data []byte) *sarama.GroupMemberDescription {
+		return &sarama.GroupMemberDescription{ClientId: "c", MemberMetadata: memberMetadata(data)}
+	}
+	live, err := liveProcesses(&sarama.GroupDescription{Members: map[string]*sarama.GroupMemberDescription{
+		"m1": member(ud), "probe": member(assign.ProbeUserData())}})
+	if err != nil || len(live) != 1 || !live[proc] {
+		t.Fatalf("liveProcesses = %v, %v; want only %s", live, err, proc)
+	}
+	newer := append([]byte{99}, ud[1:]...) // a user data version from the future
+	if live, err := liveProcesses(&sarama.GroupDescription{Members: map[string]*sarama.GroupMemberDescription{
+		"m1": member(ud), "m2": member(newer)}}); err == nil || !strings.Contains(err.Error(), "m2") {
+		t.Fatalf("liveProcesses = %v, %v; want an error naming m2", live, err)
+	}
+}
+
+// TestNoteAbsentNeedsTwoGenerations: a process is recorded out of the
+// group at the first generation it is seen so, keeps that generation
+// while it stays out, and is forgotten once it is back.
+func TestNoteAbsentNeedsTwoGenerations(t *testing.T) {
+	t.Parallel()
+	th := &Thread{}
+	th.noteAbsent(map[string]bool{"a": true}, "b", 4)
+	th.noteAbsent(map[string]bool{"a": true}, "b", 6)
+	if th.absentSince["b"] != 4 {
+		t.Fatalf("absent since %d, want 4", th.absentSince["b"])
+	}
+	th.noteAbsent(map[string]bool{"a": true, "b": true}, "a", 7)
+	if _, ok := th.absentSince["b"]; ok || len(th.absentSince) != 0 {
+		t.Fatalf("absentSince = %v, want b forgotten once back", th.absentSince)
 	}
 }
