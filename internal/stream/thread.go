@@ -84,11 +84,9 @@ type Thread struct {
 	// newestGen is the generation of this member's newest assignment,
 	// never reset (endAbandoned).
 	newestGen atomic.Int32
-	// absentSince is, for each process of the application seen out of
-	// the group while its records held the group's offsets, the newest
-	// generation this thread was assigned in then (noteAbsent); the
-	// consume goroutine's only.
-	absentSince map[string]int32
+	// absence tracks the processes whose open records the thread may
+	// take over (endAbandoned).
+	absence absence
 	// committing (cap 1) is held by the loop for the whole of a commit
 	// and by userData while it marks a rebalance: a commit under way
 	// finishes before this member's JoinGroup goes out, and none starts

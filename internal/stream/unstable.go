@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 
@@ -66,7 +67,7 @@ func (th *Thread) reportUnstable(n int) {
 		"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
 		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
 	if n >= takeOverSessions && len(held) > 0 {
-		th.endAbandoned(ta, part, held)
+		th.endAbandoned(th.ctx, ta, fmt.Sprintf("%s/%d", offsetsTopic, part), held)
 	}
 }
 
@@ -153,18 +154,21 @@ func (th *Thread) openOnOffsets(pid int64) (bool, error) {
 	}
 }
 
-// endAbandoned ends the transactions of held, open on the group's offsets
-// partition part, that a lost marker left open in a process of the
+// endAbandoned ends the transactions of held, open on the partition
+// where (the group's offsets partition, or a changelog partition a
+// restore waits on), that a lost marker left open in a process of the
 // application that is gone: for each, the transactional id of its
-// producer id is looked up (ListTransactions), and the records are ended
-// as that id's coordinator completed its last transaction
-// (txn.EndAbandoned, which takes the id over) when abandonedBy says they
-// may be. Kafka Streams leaves such records to an operator's
-// kafka-transactions.sh, which can only abort them: committed offsets
-// would be dropped, and the group would process their input again.
-// Failures are logged; the next report tries again.
-func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, held []sarama.ProducerState) {
-	if th.pclient == nil {
+// producer id is looked up (ListTransactions), and, when abandonedBy says
+// they may be, the records it holds open on every partition the
+// application writes (where included) are ended as that id's coordinator
+// completed its last transaction (txn.EndAbandoned, which takes the id
+// over). Kafka Streams leaves such records to an operator's
+// kafka-transactions.sh, which can only abort them, one partition at a
+// time: committed offsets and output would be dropped, and the group
+// would process their input again. Failures are logged; the next report
+// tries again. It is safe from any goroutine.
+func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAdmin, where string, held []sarama.ProducerState) {
+	if th.pclient == nil || len(held) == 0 {
 		return
 	}
 	live, err := th.groupProcesses()
@@ -192,23 +196,24 @@ func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, he
 			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
 			continue
 		}
-		gen := th.newestGen.Load()
-		if proc, _, ok := client.ParseTransactionalID(th.in.ApplicationID, id); ok {
-			th.noteAbsent(live, proc, gen)
+		why := th.absence.judge(th.in.ApplicationID, th.in.ProcessID, live, th.newestGen.Load(), time.Now(), id, ap, last)
+		if why != "" {
+			th.log.Debug("leaving an open transaction of another process", "partition", where, "transactional_id", id, "why", why)
+			continue
 		}
-		if why := abandonedBy(th.in.ApplicationID, th.in.ProcessID, live, th.absentSince, gen, id, ap, last); why != "" {
-			th.log.Debug("leaving an open transaction on the group's offsets", "transactional_id", id, "why", why)
+		parts, err := th.heldBy(ap.ProducerID)
+		if err != nil {
+			th.log.Info("not ending an open transaction of another process: the partitions it holds are unknown", "transactional_id", id, "error", err)
 			continue
 		}
 		outcome := "abort"
 		if last.State == "CompleteCommit" {
 			outcome = "commit"
 		}
-		th.log.Warn("the group's offsets hold records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them; taking its transactional id over to end them with a "+outcome,
-			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "partition", fmt.Sprintf("%s/%d@%d", offsetsTopic, part, ap.CurrentTxnStartOffset))
-		ctx, cancel := context.WithTimeout(th.ctx, 2*danglingWait)
-		ended, err := txn.EndAbandoned(ctx, th.pclient, id, th.in.ApplicationID,
-			[]txn.DanglingPartition{{Topic: offsetsTopic, Partition: part, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch}}, last)
+		th.log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
+			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "found_on", where, "partitions", danglingNames(parts))
+		ectx, cancel := context.WithTimeout(ctx, 2*danglingWait)
+		ended, err := txn.EndAbandoned(ectx, th.pclient, id, th.in.ApplicationID, parts, last)
 		cancel()
 		switch {
 		case err != nil:
@@ -221,25 +226,135 @@ func (th *Thread) endAbandoned(ta sarama.TransactionClusterAdmin, part int32, he
 	}
 }
 
-// abandonedBy says why the records that ap holds open on the group's
-// offsets partition, in a transaction of transactional id id whose
-// coordinator describes last, must not be ended by taking the id over
-// (endAbandoned); "" means they may be. They may when:
+// heldBy returns every partition the application writes (the thread's
+// written topics and the group's offsets partition) on which producer id
+// pid holds a transaction open; an error when one of them did not say.
+func (th *Thread) heldBy(pid int64) ([]txn.DanglingPartition, error) {
+	topics := map[string][]int32{}
+	for _, topic := range th.writtenTopics() {
+		ps, err := th.pclient.Partitions(topic)
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		topics[topic] = ps
+	}
+	part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
+	if err != nil {
+		return nil, err
+	}
+	topics[offsetsTopic] = []int32{part}
+	var opts []txn.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+	}
+	open, err := txn.OpenTransactions(th.in.Admin, topics, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var parts []txn.DanglingPartition
+	for topic, ps := range open {
+		for p, held := range ps {
+			for _, ap := range held {
+				if ap.ProducerID == pid {
+					parts = append(parts, txn.DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
+				}
+			}
+		}
+	}
+	slices.SortFunc(parts, func(a, b txn.DanglingPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return parts, nil
+}
+
+// EndAbandonedOn implements task.AbandonedEnder: a restore of a changelog
+// partition held below its high watermark by an open transaction asks the
+// thread to end it if a departed process of the application left it
+// (endAbandoned); the restore keeps waiting either way.
+func (th *Thread) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+	if !ok || th.noDanglingCheck {
+		return
+	}
+	var opts []txn.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+	}
+	open, err := txn.OpenTransactions(ta, map[string][]int32{topic: {partition}}, opts...)
+	if err != nil {
+		th.log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
+		return
+	}
+	th.endAbandoned(ctx, ta, fmt.Sprintf("%s/%d", topic, partition), open[topic][partition])
+}
+
+// absence remembers, for each process of the application seen out of the
+// group while records of its producers were open, when it was first seen
+// so (the generation this thread was then assigned in, and the time), and
+// judges with abandonedBy whether the records may be taken over. Safe for
+// concurrent use.
+type absence struct {
+	mu    sync.Mutex
+	since map[string]absentMark
+}
+
+type absentMark struct {
+	gen int32
+	at  time.Time
+}
+
+// takeOverAbsence is how long a process out of the group in one
+// generation must stay out before its records are taken over: longer than
+// a process takes to restart and rejoin.
+const takeOverAbsence = time.Minute
+
+// judge records what live (the group's processes) says of the process of
+// transactional id id at generation gen and time now, then returns
+// abandonedBy's answer.
+func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.since == nil {
+		a.since = map[string]absentMark{}
+	}
+	for p := range a.since {
+		if live[p] {
+			delete(a.since, p)
+		}
+	}
+	proc, _, ok := client.ParseTransactionalID(app, id)
+	if _, seen := a.since[proc]; ok && !seen && !live[proc] {
+		a.since[proc] = absentMark{gen, now}
+	}
+	m, seen := a.since[proc]
+	gone := seen && (m.gen < gen || now.Sub(m.at) >= takeOverAbsence)
+	return abandonedBy(app, self, live, gone, id, ap, last)
+}
+
+// abandonedBy says why the records that ap holds open, in a transaction
+// of transactional id id whose coordinator describes last, must not be
+// ended by taking the id over (endAbandoned); "" means they may be. They
+// may when:
 //   - id is a thread's of application app (client.TransactionalID), so
 //     every transaction of it commits the group's offsets: a later one
 //     would have ended the records, and the last is theirs;
 //   - its process is neither this one (whose threads end their own) nor
-//     in live, the processes of the group's members, and was already out
-//     of the group in an earlier generation than gen, the newest this
-//     thread was assigned in (absentSince): a process restarting, or
-//     rejoining after a session timeout, is out of the group only
+//     in live, the processes of the group's members, and is gone: out of
+//     the group since an earlier generation than the one this thread now
+//     runs, or for takeOverAbsence (absence.judge). A process restarting,
+//     or rejoining after a session timeout, is out of the group only
 //     briefly, and ending its records would fence it;
 //   - last is a completed commit or abort of ap's producer id and epoch:
 //     the marker never came, and nothing else will bring it. A
 //     transaction still in progress ends by itself within its timeout.
-func abandonedBy(app, self string, live map[string]bool, absentSince map[string]int32, gen int32, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
 	proc, _, ok := client.ParseTransactionalID(app, id)
-	since, absent := absentSince[proc]
 	switch {
 	case !ok:
 		return "not a transactional id of this application"
@@ -247,8 +362,8 @@ func abandonedBy(app, self string, live map[string]bool, absentSince map[string]
 		return "a thread of this process"
 	case live[proc]:
 		return "its process is in the group"
-	case !absent || since >= gen:
-		return "its process has been out of the group in one generation only"
+	case !gone:
+		return "its process has been out of the group only briefly"
 	case last.ProducerID != ap.ProducerID || int32(last.ProducerEpoch) != ap.ProducerEpoch:
 		return fmt.Sprintf("the coordinator describes producer id %d epoch %d", last.ProducerID, last.ProducerEpoch)
 	case last.State != "CompleteCommit" && last.State != "CompleteAbort":
@@ -311,24 +426,6 @@ func liveProcesses(g *sarama.GroupDescription) (map[string]bool, error) {
 		live[proc] = true
 	}
 	return live, nil
-}
-
-// noteAbsent records the generation gen (the thread's newest assignment)
-// as the first in which the process proc was seen out of the group, if it
-// was not out already, and forgets the processes of live: a process has
-// been gone across two generations when absentSince < the current one.
-func (th *Thread) noteAbsent(live map[string]bool, proc string, gen int32) {
-	if th.absentSince == nil {
-		th.absentSince = map[string]int32{}
-	}
-	for p := range th.absentSince {
-		if live[p] {
-			delete(th.absentSince, p)
-		}
-	}
-	if _, seen := th.absentSince[proc]; !seen && !live[proc] {
-		th.absentSince[proc] = gen
-	}
 }
 
 // offsetsPartition returns the partition of __consumer_offsets that holds

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -39,14 +40,13 @@ func TestGroupPartition(t *testing.T) {
 // producer id and epoch.
 func TestAbandonedBy(t *testing.T) {
 	const (
-		app    = "orders"
-		self   = "00000000000000000000000000000001"
-		live   = "00000000000000000000000000000002"
-		gone   = "00000000000000000000000000000003"
-		brief  = "00000000000000000000000000000004"
-		unseen = "00000000000000000000000000000005"
-		pid    = int64(4000)
-		epoch  = int16(7)
+		app   = "orders"
+		self  = "00000000000000000000000000000001"
+		live  = "00000000000000000000000000000002"
+		gone  = "00000000000000000000000000000003"
+		brief = "00000000000000000000000000000004"
+		pid   = int64(4000)
+		epoch = int16(7)
 	)
 	open := sarama.ProducerState{ProducerID: pid, ProducerEpoch: int32(epoch), CurrentTxnStartOffset: 12}
 	done := func(state string) txn.LastTransaction {
@@ -55,10 +55,6 @@ func TestAbandonedBy(t *testing.T) {
 	// This process is not among the members: its threads may all be
 	// out of the group while they rejoin.
 	members := map[string]bool{live: true}
-	// gone was first seen out of the group in generation 3; the thread
-	// now runs generation 5.
-	absent := map[string]int32{gone: 3, brief: 5}
-	const gen = 5
 	tests := []struct {
 		name string
 		id   string
@@ -66,7 +62,6 @@ func TestAbandonedBy(t *testing.T) {
 		may  bool
 	}{
 		{"a process out of the group in this generation only", app + "-" + brief + "-0", done("CompleteCommit"), false},
-		{"a process never seen out of the group before", app + "-" + unseen + "-0", done("CompleteCommit"), false},
 		{"departed process, committed", app + "-" + gone + "-0", done("CompleteCommit"), true},
 		{"departed process, aborted", app + "-" + gone + "-3", done("CompleteAbort"), true},
 		{"this process", app + "-" + self + "-0", done("CompleteCommit"), false},
@@ -80,7 +75,8 @@ func TestAbandonedBy(t *testing.T) {
 		{"unknown to the coordinator", app + "-" + gone + "-0", txn.LastTransaction{}, false},
 	}
 	for _, tc := range tests {
-		why := abandonedBy(app, self, members, absent, gen, tc.id, open, tc.last)
+		gone := strings.Contains(tc.id, gone) // brief is out of the group, not yet gone
+		why := abandonedBy(app, self, members, gone, tc.id, open, tc.last)
 		if (why == "") != tc.may {
 			t.Errorf("%s: abandonedBy = %q; may take over: %v", tc.name, why, tc.may)
 		}
@@ -122,19 +118,39 @@ func TestLiveProcessesRefusesUnknownMembers(t *testing.T) {
 	}
 }
 
-// TestNoteAbsentNeedsTwoGenerations: a process is recorded out of the
-// group at the first generation it is seen so, keeps that generation
-// while it stays out, and is forgotten once it is back.
-func TestNoteAbsentNeedsTwoGenerations(t *testing.T) {
+// TestAbsenceNeedsTwoGenerationsOrAMinute: a process seen out of the
+// group for the first time is not gone yet; it is once this thread runs a
+// later generation, or a minute later; back in the group, it starts over.
+func TestAbsenceNeedsTwoGenerationsOrAMinute(t *testing.T) {
 	t.Parallel()
-	th := &Thread{}
-	th.noteAbsent(map[string]bool{"a": true}, "b", 4)
-	th.noteAbsent(map[string]bool{"a": true}, "b", 6)
-	if th.absentSince["b"] != 4 {
-		t.Fatalf("absent since %d, want 4", th.absentSince["b"])
+	const (
+		app  = "orders"
+		self = "00000000000000000000000000000001"
+		proc = "00000000000000000000000000000003"
+		id   = app + "-" + proc + "-0"
+	)
+	ap := sarama.ProducerState{ProducerID: 9, ProducerEpoch: 2, CurrentTxnStartOffset: 40}
+	last := txn.LastTransaction{State: "CompleteAbort", ProducerID: 9, ProducerEpoch: 2}
+	out, in := map[string]bool{}, map[string]bool{proc: true}
+	t0 := time.Unix(1_000_000, 0)
+	var a absence
+	steps := []struct {
+		live map[string]bool
+		gen  int32
+		at   time.Duration
+		may  bool
+	}{
+		{out, 4, 0, false},                           // first seen out
+		{out, 4, 30 * time.Second, false},            // same generation, half a minute
+		{out, 5, 31 * time.Second, true},             // a later generation
+		{in, 5, 32 * time.Second, false},             // back
+		{out, 5, 33 * time.Second, false},            // out again: starts over
+		{out, 5, 33*time.Second + time.Minute, true}, // a minute later
 	}
-	th.noteAbsent(map[string]bool{"a": true, "b": true}, "a", 7)
-	if _, ok := th.absentSince["b"]; ok || len(th.absentSince) != 0 {
-		t.Fatalf("absentSince = %v, want b forgotten once back", th.absentSince)
+	for i, st := range steps {
+		why := a.judge(app, self, st.live, st.gen, t0.Add(st.at), id, ap, last)
+		if (why == "") != st.may {
+			t.Fatalf("step %d: judge = %q, want may take over: %v", i, why, st.may)
+		}
 	}
 }

@@ -393,6 +393,15 @@ const openTxnWarnEvery = 30 * time.Second
 // the changelog's last stable offset again.
 const openTxnPoll = 100 * time.Millisecond
 
+// AbandonedEnder is a Host that can end records a process of the
+// application that is gone left open on a changelog partition, in a
+// transaction whose coordinator completed it without the marker reaching
+// the partition (the thread's take-over). It logs what it does and does
+// not; the restore goes on waiting for the last stable offset either way.
+type AbandonedEnder interface {
+	EndAbandonedOn(ctx context.Context, topic string, partition int32)
+}
+
 // awaitStable returns pos when no transaction is open on the store's
 // changelog partition at or above pos (its high watermark is not above
 // it), and otherwise waits until the last stable offset passes pos and
@@ -401,8 +410,9 @@ const openTxnPoll = 100 * time.Millisecond
 // past the transaction timeout of its producer (one that died) is aborted
 // by its coordinator, which moves the offset on; one that stays open (a
 // lost marker) keeps the task restoring, with a warning every
-// openTxnWarnEvery, never reported as restored. It returns early when ctx
-// ends.
+// openTxnWarnEvery, never reported as restored; with each warning a host
+// that is an AbandonedEnder is asked to end it, should a departed process
+// have left it. It returns early when ctx ends.
 func (t *Task) awaitStable(ctx context.Context, r *changelog.Reader, st *taskStore, pos int64) (int64, error) {
 	hwm, err := r.HighWatermark(ctx)
 	if err != nil || hwm <= pos {
@@ -421,6 +431,9 @@ func (t *Task) awaitStable(ctx context.Context, r *changelog.Reader, st *taskSto
 			warned = time.Now()
 			t.log.Warn("restore held below the changelog's high watermark by an open transaction; the task starts once it ends",
 				"store", st.spec.Name, "topic", st.topic, "last_stable_offset", lso, "high_watermark", hwm, "waited", time.Since(began).Round(time.Second))
+			if e, ok := t.host.(AbandonedEnder); ok {
+				e.EndAbandonedOn(ctx, st.topic, t.id.Partition)
+			}
 		}
 		timer := time.NewTimer(openTxnPoll)
 		select {
