@@ -89,11 +89,15 @@ test-integration:
 
 ## chaos: the long version of the chaos tests (integration/chaos_test.go):
 ## CHAOS_ROUNDS rounds of each fault scenario (default 5; `make test` runs
-## one) against the cluster of `make kafka-up`, which it starts.
+## one on the single broker) on the replicated three-broker cluster of
+## `make kafka-up`, which it starts, with the scenarios of leader moves,
+## coordinator and replica loss and rolling restarts besides; CHAOS_BROKERS=1
+## runs on the single broker instead.
 CHAOS_ROUNDS ?= 5
+CHAOS_BROKERS ?= 3
 chaos:
-	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && cd integration && \
-	WEIR_CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -count=1 -v -run '^TestChaos$$' -timeout 90m .
+	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && . "$(ENV3_FILE)" && cd integration && \
+	WEIR_CHAOS_BROKERS=$(CHAOS_BROKERS) WEIR_CHAOS_ROUNDS=$(CHAOS_ROUNDS) go test -count=1 -v -run '^TestChaos$$' -timeout 4h .
 
 ## soak: three exactly-once instances on the replicated cluster under
 ## steady input for SOAK (default 30m) while a nemesis injects a fault

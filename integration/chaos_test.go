@@ -117,13 +117,19 @@ func restartBroker(kill bool) error {
 // chaosRun is one scenario's run: the instances behind the proxy, their
 // input and what the test injected.
 type chaosRun struct {
-	t        *testing.T
-	c        *kafka.Env
+	t *testing.T
+	c *kafka.Env
+	// rc is the replicated cluster the run is on; nil on the single
+	// broker.
+	rc       *replicatedCluster
 	proxy    *faultproxy.Proxy
 	cl       *eosCluster
 	rng      *rand.Rand
+	admin    sarama.ClusterAdmin
 	app      string
 	in       string
+	echo     string
+	aggOut   string
 	producer *chunkProducer
 	msgs     []*sarama.ProducerMessage
 	next     int // msgs[:next] are produced
@@ -299,6 +305,12 @@ const (
 	chaosRecords        = 6000 // per round
 )
 
+// replicatedChaos says whether the chaos tests run on the replicated
+// three-broker cluster (WEIR_CHAOS_BROKERS=3, as `make chaos` sets), where
+// the scenarios of leader moves, coordinator and replica loss and rolling
+// restarts join those of the single broker.
+var replicatedChaos = os.Getenv("WEIR_CHAOS_BROKERS") == "3"
+
 func chaosScenarios() []chaosScenario {
 	endTxnLate := func(r *chaosRun, round int) func() {
 		// EndTxn of one instance held past its request timeout, then
@@ -363,19 +375,27 @@ func chaosScenarios() []chaosScenario {
 	}
 	brokerRestart := func(r *chaosRun, round int) func() {
 		// The broker restarts while every instance commits every 100 ms:
-		// stopped cleanly in even rounds, killed in odd ones.
+		// stopped cleanly in even rounds, killed in odd ones. On three
+		// brokers, each in turn.
 		kill := round%2 == 1
 		done := make(chan error, 1)
 		start := time.Now()
-		go func() { done <- restartBroker(kill) }()
+		n := round%3 + 1
+		go func() {
+			if r.rc != nil {
+				done <- r.rc.restart(map[bool]string{true: "-kill", false: ""}[kill], n)
+				return
+			}
+			done <- restartBroker(kill)
+		}()
 		return func() {
 			if err := <-done; err != nil {
 				r.t.Fatal(err)
 			}
-			r.t.Logf("broker restarted (SIGKILL %v) in %v", kill, time.Since(start).Round(time.Millisecond))
+			r.t.Logf("broker %d restarted (SIGKILL %v) in %v", n, kill, time.Since(start).Round(time.Millisecond))
 		}
 	}
-	return []chaosScenario{
+	scenarios := []chaosScenario{
 		{name: "EndTxnDelayedPastTimeout", fault: endTxnLate},
 		{name: "EndTxnResponseDropped", fault: endTxnDropped},
 		{name: "EndTxnAbortResponseDropped", fault: abortDropped},
@@ -388,6 +408,116 @@ func chaosScenarios() []chaosScenario {
 		{name: "PartitionWithKill9", fault: partition, kill: true},
 		{name: "BrokerRestartWithKill9", fault: brokerRestart, kill: true, killFirst: true, burst: true},
 	}
+	if !replicatedChaos {
+		return scenarios
+	}
+	leaders := func(r *chaosRun, round int) func() {
+		// The leaders of every partition of the input, the outputs, the
+		// repartition topic, the changelog, __consumer_offsets and
+		// __transaction_state move to another replica, mid-transaction.
+		moved := moveLeaders(r.t, r.admin, r.topics()...)
+		r.t.Logf("%d leaders moved", moved)
+		return func() {}
+	}
+	coordinator := func(r *chaosRun, round int) func() {
+		// The broker of a transaction coordinator of the application is
+		// killed with SIGKILL (and restarted) while every instance
+		// commits every 100 ms.
+		b := coordinatorBroker(r.t, r.c, r.admin, r.app)
+		if b < 0 {
+			b = int32(round%3 + 1)
+		}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- r.rc.restart("-kill", int(b)) }()
+		return func() {
+			if err := <-done; err != nil {
+				r.t.Fatal(err)
+			}
+			r.t.Logf("broker %d, a transaction coordinator of the application, killed and restarted in %v", b, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	replicaLoss := func(r *chaosRun, round int) func() {
+		// One broker down while the outputs and the changelog need all
+		// three replicas in sync: every produce to them fails with
+		// NOT_ENOUGH_REPLICAS until it is back.
+		n := round%3 + 1
+		written := r.written()
+		setMinISR(r.t, r.admin, 3, written...)
+		outage := time.Duration(5+r.rng.IntN(11)) * time.Second
+		done := make(chan error, 1)
+		go func() {
+			if err := r.rc.restart("-stop", n); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(outage) // the outage is the fault
+			done <- nil
+		}()
+		return func() {
+			err := <-done
+			setMinISR(r.t, r.admin, 2, written...)
+			if serr := r.rc.restart("-start", n); err == nil {
+				err = serr
+			}
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			r.t.Logf("broker %d down for %v with the outputs needing 3 replicas in sync", n, outage)
+		}
+	}
+	rolling := func(r *chaosRun, round int) func() {
+		// A rolling restart of the three brokers (SIGTERM, each back
+		// before the next), under load.
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			for n := 1; n <= 3; n++ {
+				if err := r.rc.restart("", n); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		return func() {
+			if err := <-done; err != nil {
+				r.t.Fatal(err)
+			}
+			r.t.Logf("rolling restart of the three brokers in %v", time.Since(start).Round(time.Millisecond))
+		}
+	}
+	return append(scenarios,
+		chaosScenario{name: "LeadersMovedWithKill9", fault: leaders, kill: true},
+		chaosScenario{name: "CoordinatorBrokerKilledWithKill9", fault: coordinator, kill: true, killFirst: true, burst: true},
+		chaosScenario{name: "ReplicaLostWithKill9", fault: replicaLoss, kill: true},
+		chaosScenario{name: "RollingRestartWithKill9", fault: rolling, kill: true, killFirst: true, burst: true},
+	)
+}
+
+// topics returns every topic of the run's application (the input, the
+// outputs, its repartition and changelog topics) and Kafka's internal
+// topics of offsets and transactions.
+func (r *chaosRun) topics() []string {
+	all, err := r.admin.ListTopics()
+	if err != nil {
+		r.t.Fatalf("listing topics: %v", err)
+	}
+	out := []string{r.in, "__consumer_offsets", "__transaction_state"}
+	for name := range all {
+		if strings.HasPrefix(name, r.app+"-") || name == r.echo || name == r.aggOut {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// written returns the topics the run's application writes: its outputs,
+// repartition and changelog topics.
+func (r *chaosRun) written() []string {
+	return slices.DeleteFunc(r.topics(), func(name string) bool {
+		return name == r.in || strings.HasPrefix(name, "__")
+	})
 }
 
 // waitFired waits until the proxy has fired action once more than when the
@@ -403,24 +533,42 @@ func (r *chaosRun) waitFired(action faultproxy.Action, timeout time.Duration) {
 // TestChaos runs every scenario, one after another: they share the fault
 // proxy's port and the broker, so none runs beside another test.
 func TestChaos(t *testing.T) {
-	c := kafka.Cluster(t)
-	upstream := chaosEnv(t, "WEIR_PROXIED_UPSTREAM")
-	addr := chaosEnv(t, "WEIR_FAULT_PROXY_ADDR")
-	chaosEnv(t, "WEIR_BROKER_RESTART")
+	var (
+		c      *kafka.Env
+		rc     *replicatedCluster
+		routes []faultproxy.Route
+	)
+	if replicatedChaos {
+		rc = replicated(t)
+		c = rc.Env
+		t.Cleanup(rc.allUp)
+		upstreams := strings.Split(chaosEnv(t, "WEIR_REPLICATED_PROXIED_UPSTREAMS"), ",")
+		addrs := strings.Split(chaosEnv(t, "WEIR_REPLICATED_FAULT_PROXY_ADDRS"), ",")
+		if len(upstreams) != len(addrs) {
+			t.Fatalf("WEIR_REPLICATED_PROXIED_UPSTREAMS %v and WEIR_REPLICATED_FAULT_PROXY_ADDRS %v differ in length", upstreams, addrs)
+		}
+		for i := range addrs {
+			routes = append(routes, faultproxy.Route{Listen: addrs[i], Upstream: upstreams[i]})
+		}
+	} else {
+		c = kafka.Cluster(t)
+		routes = []faultproxy.Route{{Listen: chaosEnv(t, "WEIR_FAULT_PROXY_ADDR"), Upstream: chaosEnv(t, "WEIR_PROXIED_UPSTREAM")}}
+		chaosEnv(t, "WEIR_BROKER_RESTART")
+	}
 	rounds := chaosRounds(t)
 	for _, sc := range chaosScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
-			proxy, err := faultproxy.Start(addr, upstream)
+			proxy, err := faultproxy.StartRoutes(routes...)
 			if err != nil {
-				t.Fatalf("starting the fault proxy on %s: %v", addr, err)
+				t.Fatalf("starting the fault proxy on %v: %v", routes, err)
 			}
 			defer proxy.Close()
-			runChaos(t, c, proxy, sc, rounds)
+			runChaos(t, c, rc, proxy, sc, rounds)
 		})
 	}
 }
 
-func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScenario, rounds int) {
+func runChaos(t *testing.T, c *kafka.Env, rc *replicatedCluster, proxy *faultproxy.Proxy, sc chaosScenario, rounds int) {
 	in, echo, aggOut, app := c.Name(t, "in"), c.Name(t, "echo"), c.Name(t, "agg-out"), c.Name(t, "app")
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, eosPartitions, nil)
@@ -429,7 +577,7 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 	t.Logf("seed %d, %d round(s)", seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	base := eosChildConfig{
-		Brokers: []string{proxy.Addr()}, App: app, In: in, Echo: echo, AggOut: aggOut,
+		Brokers: proxy.Addrs(), App: app, In: in, Echo: echo, AggOut: aggOut,
 		Guarantee: weir.ExactlyOnce, Repartition: true, ClientIDPrefix: app + "-i", RequestTimeout: chaosRequestTimeout,
 	}
 	started := time.Now()
@@ -438,7 +586,7 @@ func runChaos(t *testing.T, c *kafka.Env, proxy *faultproxy.Proxy, sc chaosScena
 	for i := range eosInstances {
 		cl.waitTasks(i, 60*time.Second)
 	}
-	r := &chaosRun{t: t, c: c, proxy: proxy, cl: cl, rng: rng, app: app, in: in, producer: newChunkProducer(t, c),
+	r := &chaosRun{t: t, c: c, rc: rc, admin: c.Admin(t), proxy: proxy, cl: cl, rng: rng, app: app, in: in, echo: echo, aggOut: aggOut, producer: newChunkProducer(t, c),
 		msgs: eosInput(in, rounds*(chaosRecords+chaosRecords/10)+chaosRecords, eosKeys, rng)}
 	stopCanary := startCanary(t, c, echo, aggOut)
 

@@ -27,7 +27,7 @@ import (
 // WEIR_REPLICATED_RESTART (integration/env/restart.sh).
 type replicatedCluster struct {
 	*kafka.Env
-	restart string
+	script string // restart.sh
 }
 
 // replicated returns the three-broker cluster. Without it the test is
@@ -43,29 +43,38 @@ func replicated(t *testing.T) *replicatedCluster {
 		t.Skip(msg)
 	}
 	return &replicatedCluster{Env: &kafka.Env{Brokers: strings.Split(servers, ","), KafkaVersion: os.Getenv("WEIR_KAFKA_VERSION"), Source: kafka.SourceEnv},
-		restart: os.Getenv("WEIR_REPLICATED_RESTART")}
+		script: os.Getenv("WEIR_REPLICATED_RESTART")}
 }
 
 // broker runs restart.sh on broker n (1-3) with its flag ("" restarts
 // with SIGTERM, "-kill" with SIGKILL, "-stop" and "-start").
 func (rc *replicatedCluster) broker(t *testing.T, flag string, n int) {
 	t.Helper()
+	if err := rc.restart(flag, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart is broker without a test: restart.sh's error, for a fault
+// running on a goroutine of its own.
+func (rc *replicatedCluster) restart(flag string, n int) error {
 	args := []string{strconv.Itoa(n)}
 	if flag != "" {
 		args = append([]string{flag}, args...)
 	}
-	cmd := exec.Command(rc.restart, args...)
+	cmd := exec.Command(rc.script, args...)
 	cmd.Env = append(os.Environ(), "WEIR_BROKERS=3")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("restart.sh %v: %v\n%s", args, err, out)
+		return fmt.Errorf("restart.sh %v: %w\n%s", args, err, out)
 	}
+	return nil
 }
 
 // allUp starts every broker that is stopped, so that a test that failed
 // with a broker down leaves the cluster whole for the next.
 func (rc *replicatedCluster) allUp() {
 	for n := 1; n <= 3; n++ {
-		cmd := exec.Command(rc.restart, "-start", strconv.Itoa(n))
+		cmd := exec.Command(rc.script, "-start", strconv.Itoa(n))
 		cmd.Env = append(os.Environ(), "WEIR_BROKERS=3")
 		_ = cmd.Run() // "running already" for the brokers that are up
 	}

@@ -23,7 +23,11 @@
 #                       (WEIR_REPLICATED_ENV_DIR, default $CACHE/env3)
 #                       on ports 29092.. by default, so both can run at once.
 #                       Broker N listens on WEIR_KAFKA_PORT + 10*(N-1), its
-#                       controller on WEIR_CONTROLLER_PORT + 10*(N-1).
+#                       controller on WEIR_CONTROLLER_PORT + 10*(N-1), its
+#                       PROXIED listener on WEIR_PROXIED_PORT + 10*(N-1)
+#                       (default 29095..), advertised as the fault proxy's
+#                       route to it, WEIR_FAULT_PROXY_PORT + 10*(N-1)
+#                       (default 29096..).
 
 KAFKA_VERSION=4.4.0
 # Apicurio 3.3.x is built for Java 21; 3.0.9 is the newest 3.x that runs on
@@ -44,6 +48,8 @@ case "$BROKERS" in
     RUN_DIR="${WEIR_REPLICATED_ENV_DIR:-$CACHE_DIR/env3}"
     KAFKA_PORT="${WEIR_KAFKA_PORT:-29092}"
     CONTROLLER_PORT="${WEIR_CONTROLLER_PORT:-29093}"
+    PROXIED_PORT="${WEIR_PROXIED_PORT:-29095}"
+    FAULT_PROXY_PORT="${WEIR_FAULT_PROXY_PORT:-29096}"
     ;;
   *)
     printf 'weir-env: WEIR_BROKERS=%s: want 1 or 3\n' "$BROKERS" >&2
@@ -51,8 +57,8 @@ case "$BROKERS" in
     ;;
 esac
 SASL_SSL_PORT="${WEIR_SASL_SSL_PORT:-19094}"
-PROXIED_PORT="${WEIR_PROXIED_PORT:-19095}"
-FAULT_PROXY_PORT="${WEIR_FAULT_PROXY_PORT:-19096}"
+PROXIED_PORT="${PROXIED_PORT:-${WEIR_PROXIED_PORT:-19095}}"
+FAULT_PROXY_PORT="${FAULT_PROXY_PORT:-${WEIR_FAULT_PROXY_PORT:-19096}}"
 # The SASL_SSL listener's test credentials (not secrets: a test cluster on
 # 127.0.0.1). SCRAM_USER exists for SCRAM-SHA-256 and SCRAM-SHA-512.
 SCRAM_USER=weir-scram
@@ -117,6 +123,8 @@ broker_data() { broker_file "$1" kafka-data ""; }
 broker_meta() { broker_file "$1" kafka-meta ""; }
 broker_port() { echo $((KAFKA_PORT + 10 * ($1 - 1))); }
 controller_port() { echo $((CONTROLLER_PORT + 10 * ($1 - 1))); }
+proxied_port() { echo $((PROXIED_PORT + 10 * ($1 - 1))); }
+fault_proxy_port() { echo $((FAULT_PROXY_PORT + 10 * ($1 - 1))); }
 BROKER_PID=$(broker_pid 1)
 BROKER_LOG=$(broker_log 1)
 
@@ -150,5 +158,7 @@ broker_ready() {
   grep -q "Kafka Server started" "$(broker_log "$n")" 2>/dev/null && port_open "$(broker_port "$n")" || return 1
   if [ "$BROKERS" = 1 ]; then
     port_open "$SASL_SSL_PORT" && port_open "$PROXIED_PORT"
+  else
+    port_open "$(proxied_port "$n")"
   fi
 }

@@ -12,7 +12,8 @@
 # Both come from Maven Central (fetched once into $WEIR_CACHE_DIR) and run
 # with the machine's java. With WEIR_BROKERS=3 it starts instead a
 # replicated cluster of three brokers (see common.sh), with no registry,
-# and writes WEIR_REPLICATED_* variables to its own env.sh. Running up.sh while the cluster is up does nothing
+# each with a PROXIED listener that advertises its route of the fault
+# proxy, and writes WEIR_REPLICATED_* variables to its own env.sh. Running up.sh while the cluster is up does nothing
 # but print the environment again. Stop it with down.sh.
 #
 # On success it prints, and writes to $WEIR_ENV_DIR/env.sh:
@@ -180,12 +181,13 @@ start_replicated() {
   if [ $any = 1 ]; then
     for n in 1 2 3; do
       alive "$(broker_pid "$n")" || fail "broker $n of the replicated cluster is not running while others are: run down.sh, then up.sh (WEIR_BROKERS=3)" /dev/null
+      port_open "$(proxied_port "$n")" || fail "broker $n of the replicated cluster has no PROXIED listener on $(proxied_port "$n") (started by an older up.sh?): run down.sh, then up.sh (WEIR_BROKERS=3)" /dev/null
     done
     log "replicated cluster already running"
     return 0
   fi
   for n in 1 2 3; do
-    for port in "$(broker_port "$n")" "$(controller_port "$n")"; do
+    for port in "$(broker_port "$n")" "$(controller_port "$n")" "$(proxied_port "$n")"; do
       if port_open "$port"; then
         fail "port $port is taken by a process up.sh did not start; set WEIR_KAFKA_PORT and WEIR_CONTROLLER_PORT" /dev/null
       fi
@@ -200,11 +202,12 @@ start_replicated() {
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n"),PROXIED://127.0.0.1:$(proxied_port "$n")
+# PROXIED advertises this broker's route of the chaos tests' fault proxy.
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),PROXIED://127.0.0.1:$(fault_proxy_port "$n")
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT
 log.dirs=$(broker_data "$n")
 metadata.log.dir=$(broker_meta "$n")
 num.partitions=1
@@ -327,12 +330,16 @@ if [ "$BROKERS" = 3 ]; then
   start_replicated
   wait_broker
   log "replicated cluster ready after $((SECONDS - t0))s"
-  servers=""
+  servers="" proxied="" proxies=""
   for n in 1 2 3; do
     servers="$servers${servers:+,}127.0.0.1:$(broker_port "$n")"
+    proxied="$proxied${proxied:+,}127.0.0.1:$(proxied_port "$n")"
+    proxies="$proxies${proxies:+,}127.0.0.1:$(fault_proxy_port "$n")"
   done
   cat >"$ENV_FILE" <<EOF
 export WEIR_REPLICATED_BOOTSTRAP_SERVERS=$servers
+export WEIR_REPLICATED_PROXIED_UPSTREAMS=$proxied
+export WEIR_REPLICATED_FAULT_PROXY_ADDRS=$proxies
 export WEIR_REPLICATED_ENV_DIR=$RUN_DIR
 export WEIR_REPLICATED_RESTART="$ENV_SRC/restart.sh"
 EOF

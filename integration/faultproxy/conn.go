@@ -25,6 +25,7 @@ const (
 type conn struct {
 	p          *Proxy
 	client     net.Conn
+	upstream   string        // the broker its route forwards to
 	clientGone chan struct{} // closed when the client side is
 
 	// clientID is the client id of the connection's last request;
@@ -53,15 +54,15 @@ type due struct {
 	swallow  bool // the second response of a Duplicate
 }
 
-func newConn(p *Proxy, client net.Conn) *conn {
-	return &conn{p: p, client: client, clientGone: make(chan struct{})}
+func newConn(p *Proxy, client net.Conn, upstream string) *conn {
+	return &conn{p: p, client: client, upstream: upstream, clientGone: make(chan struct{})}
 }
 
 func (c *conn) run() {
 	defer c.p.wg.Done()
 	defer c.p.forget(c)
 	dialer := net.Dialer{Timeout: dialTimeout}
-	up, err := dialer.DialContext(c.p.ctx, "tcp", c.p.upstream)
+	up, err := dialer.DialContext(c.p.ctx, "tcp", c.upstream)
 	if err != nil {
 		if c.p.ctx.Err() == nil {
 			c.cut(&Event{Action: Cut, Detail: "dial upstream: " + err.Error()})

@@ -631,3 +631,33 @@ func TestClose(t *testing.T) {
 		t.Fatal("the held request was delivered after Close")
 	}
 }
+
+// TestRoutes: a proxy in front of a cluster forwards each listener to its
+// own broker, and a rule added once acts on every route.
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	f1, f2 := startFake(t), startFake(t)
+	p, err := StartRoutes(Route{Listen: "127.0.0.1:0", Upstream: f1.addr()}, Route{Listen: "127.0.0.1:0", Upstream: f2.addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addrs := p.Addrs()
+	if len(addrs) != 2 || addrs[0] != p.Addr() || addrs[0] == addrs[1] {
+		t.Fatalf("Addrs = %v, want two listeners, the first Addr", addrs)
+	}
+	p.Add(Rule{APIs: []APIKey{Metadata}, Action: Cut})
+	for i, f := range []*fakeUpstream{f1, f2} {
+		c := dial(t, addrs[i], "admin")
+		c.send(Heartbeat, 1)
+		c.send(Metadata, 2)
+		c.expect(1)
+		c.expectClosed()
+		if reqs := f.requests(); len(reqs) != 1 || reqs[0].api != Heartbeat {
+			t.Fatalf("route %d: its broker saw %+v, want only the Heartbeat", i, reqs)
+		}
+	}
+	if st := p.Stats(); st.Fired[Cut] != 2 || st.Accepted != 2 {
+		t.Fatalf("stats %+v, want 2 connections accepted and cut by the one rule", st)
+	}
+}

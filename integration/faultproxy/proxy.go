@@ -15,12 +15,12 @@ import (
 // maxEvents bounds Proxy.Log.
 const maxEvents = 10_000
 
-// Proxy forwards TCP connections to one upstream broker and injects the
-// faults of its rules. All its methods are safe for concurrent use, with
-// each other and with the traffic.
+// Proxy forwards TCP connections to one upstream broker, or each of its
+// listeners to one broker of a cluster ([StartRoutes]), and injects the
+// faults of its rules into all of them alike. All its methods are safe
+// for concurrent use, with each other and with the traffic.
 type Proxy struct {
-	upstream string
-	ln       net.Listener
+	routes []route
 	// ctx ends when Close is called; every wait of the proxy watches it.
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -87,30 +87,71 @@ func (e Event) String() string {
 	return s
 }
 
+// route is one listener of the proxy and the broker it forwards to.
+type route struct {
+	ln       net.Listener
+	upstream string
+}
+
+// Route is a listener of a proxy in front of a cluster: Listen, a
+// host:port that one broker of the cluster advertises, forwards to
+// Upstream, that broker's listener.
+type Route struct {
+	Listen, Upstream string
+}
+
 // Start listens on listen, a host:port such as "127.0.0.1:19096" (port 0
 // picks a free one, see Addr), and forwards each accepted connection to a
 // new connection to upstream. The proxy runs until Close.
 func Start(listen, upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("faultproxy: %w", err)
+	return StartRoutes(Route{Listen: listen, Upstream: upstream})
+}
+
+// StartRoutes is Start for a cluster: one listener per route, each
+// forwarding to its broker, every rule, partition and count shared. Each
+// broker must advertise its route's Listen address, so that clients
+// reach every broker through the proxy.
+func StartRoutes(routes ...Route) (*Proxy, error) {
+	if len(routes) == 0 {
+		return nil, errors.New("faultproxy: no route")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		upstream: upstream,
-		ln:       ln,
-		ctx:      ctx,
-		cancel:   cancel,
-		conns:    make(map[*conn]struct{}),
-		stats:    Stats{Requests: make(map[APIKey]int), Fired: make(map[Action]int)},
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[*conn]struct{}),
+		stats:  Stats{Requests: make(map[APIKey]int), Fired: make(map[Action]int)},
 	}
-	p.wg.Add(1)
-	go p.accept()
+	for _, r := range routes {
+		ln, err := net.Listen("tcp", r.Listen)
+		if err != nil {
+			for _, open := range p.routes {
+				open.ln.Close()
+			}
+			cancel()
+			return nil, fmt.Errorf("faultproxy: %w", err)
+		}
+		p.routes = append(p.routes, route{ln: ln, upstream: r.Upstream})
+	}
+	for _, r := range p.routes {
+		p.wg.Add(1)
+		go p.accept(r)
+	}
 	return p, nil
 }
 
-// Addr returns the address the proxy listens on, its port resolved.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// Addr returns the address the proxy (its first route) listens on, its
+// port resolved.
+func (p *Proxy) Addr() string { return p.routes[0].ln.Addr().String() }
+
+// Addrs returns the addresses of every route, in the order given.
+func (p *Proxy) Addrs() []string {
+	out := make([]string, len(p.routes))
+	for i, r := range p.routes {
+		out[i] = r.ln.Addr().String()
+	}
+	return out
+}
 
 // Close stops listening, closes every connection on both sides (held
 // requests are not delivered) and returns once every goroutine of the
@@ -119,8 +160,10 @@ func (p *Proxy) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		p.cancel()
-		if lerr := p.ln.Close(); lerr != nil {
-			err = fmt.Errorf("faultproxy: %w", lerr)
+		for _, r := range p.routes {
+			if lerr := r.ln.Close(); lerr != nil && err == nil {
+				err = fmt.Errorf("faultproxy: %w", lerr)
+			}
 		}
 		p.mu.Lock()
 		conns := maps.Clone(p.conns)
@@ -134,10 +177,10 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(r route) {
 	defer p.wg.Done()
 	for {
-		nc, err := p.ln.Accept()
+		nc, err := r.ln.Accept()
 		if err != nil {
 			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -150,7 +193,7 @@ func (p *Proxy) accept() {
 				return
 			}
 		}
-		c := newConn(p, nc)
+		c := newConn(p, nc, r.upstream)
 		p.mu.Lock()
 		p.stats.Accepted++
 		closing := p.ctx.Err() != nil
