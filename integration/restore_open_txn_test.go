@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +93,81 @@ func TestRestoreWaitsForAnOpenTransaction(t *testing.T) {
 		}
 		return slices.Equal(got, []string{"held=1", "after=2"}), fmt.Sprintf("the store holds %v, want held=1 and after=2", got)
 	})
+}
+
+// TestAbandonedChangelogRecordsAreEnded: a process of the application
+// that is gone committed a transaction whose record on a changelog
+// partition never got its marker (made as missedRecord makes it), so the
+// partition's last stable offset stays below it for good. A task
+// restoring from that changelog is held (TestRestoreWaitsForAnOpenTransaction);
+// weir must then take the abandoned transactional id over and end the
+// record as its coordinator recorded the transaction, with a commit, so
+// that the restore reads on: the store holds that record and the
+// committed ones after it. Not parallel, for missedRecord.
+func TestAbandonedChangelogRecordsAreEnded(t *testing.T) {
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 1, nil)
+	c.CreateTopic(t, out, 1, nil)
+	changelog := app + "-" + profiles + "-changelog"
+	c.CreateTopic(t, changelog, 1, map[string]string{"cleanup.policy": "compact"})
+
+	admin := c.Admin(t)
+	holderID := app + "-0123456789abcdef0123456789abcdef-0"
+	cl, holder := txnHolder(t, c, holderID, 0)
+	pid, epoch := beginHeld(t, holder, admin, holderID, &sarama.ProducerMessage{Topic: out, Partition: 0,
+		Key: sarama.StringEncoder("held"), Value: sarama.StringEncoder("1")})
+	missedRecord(t, cl, admin, holderID, pid, epoch, changelog, 0, "held", "1")
+	if err := holder.CommitTxn(); err != nil {
+		t.Fatal(err)
+	}
+	other := newTxnProducer(t, c, c.Name(t, "other"))
+	if err := other.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.SendMessage(&sarama.ProducerMessage{Topic: changelog, Key: sarama.StringEncoder("after"), Value: sarama.StringEncoder("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CommitTxn(); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	cfg := baseConfig(c, app, t)
+	cfg.Guarantee = weir.ExactlyOnce
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	top := usersTopology(in, out, serde.String(), "", func(string, int64, string, bool) (string, string) { return "", "" })
+	inst := start(t, top, cfg)
+	r, err := inst.app.StoreReader(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The restore asks for the take-over with each warning (every 30 s);
+	// the holder's process must have been out of the group for a minute.
+	kafka.Eventually(t, 4*time.Minute, 200*time.Millisecond, func() (bool, string) {
+		var got []string
+		for _, k := range []string{"held", "after"} {
+			v, found, err := r.Get([]byte(k))
+			var unavailable *weir.StoreUnavailableError
+			if errors.As(err, &unavailable) {
+				mu.Lock()
+				defer mu.Unlock()
+				return false, fmt.Sprintf("store: %v; weir logged:\n%s", err, lastWarnings(logs.String(), 6))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found {
+				got = append(got, k+"="+string(v))
+			}
+		}
+		return slices.Equal(got, []string{"held=1", "after=2"}), fmt.Sprintf("the store holds %v, want held=1 and after=2", got)
+	})
+	mu.Lock()
+	said := strings.Contains(logs.String(), "taking its transactional id over to end them with a commit") && strings.Contains(logs.String(), holderID)
+	mu.Unlock()
+	if !said {
+		t.Errorf("weir did not say it took %s over to commit its records", holderID)
+	}
 }
