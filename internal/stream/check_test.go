@@ -131,7 +131,7 @@ func TestCheckFailingForAWhileIsRetriedNotTurnedOff(t *testing.T) {
 	if err := th.checkDangling(p, false, txn.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if th.noDanglingCheck {
+	if th.noDanglingCheck.Load() {
 		t.Fatal("the check turned itself off after a failure that passes")
 	}
 	if fake.Aborted != 1 || len(fake.Sent()) != 1 || fake.Sent()[0].Topic != "out" {
@@ -161,7 +161,7 @@ func TestCheckThatCanNeverBeMadeTurnsOff(t *testing.T) {
 	if err := th.checkDangling(p, false, txn.LastTransaction{}); err != nil {
 		t.Fatal(err)
 	}
-	if !th.noDanglingCheck {
+	if !th.noDanglingCheck.Load() {
 		t.Fatal("the check still runs on a cluster that refuses it")
 	}
 }

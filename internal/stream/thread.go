@@ -49,7 +49,7 @@ type Thread struct {
 	// the open-transaction checks (checkDangling): too old, the checks
 	// refused, or an embedded test broker. A check that fails for a
 	// reason that passes never sets it.
-	noDanglingCheck bool
+	noDanglingCheck atomic.Bool
 	// lastBefore is what the coordinator said of the thread's
 	// transactional id's last transaction before the first
 	// InitProducerId of the producer being built (newProducer); nil once
@@ -150,7 +150,8 @@ type Thread struct {
 	// not know (dynamic sinks choose them per record), at most
 	// maxDynamicTopics, so that the open-transaction checks look at them
 	// too (writtenTopics).
-	dynamic map[string]struct{}
+	dynamic   map[string]struct{}
+	dynamicMu sync.Mutex // dynamic is read off the loop too (heldBy)
 }
 
 // maxDynamicTopics bounds the topics of dynamic sinks a thread remembers
@@ -163,6 +164,8 @@ func (th *Thread) noteTopic(topic string) {
 	if _, known := th.in.Layout.Limits[topic]; known {
 		return
 	}
+	th.dynamicMu.Lock()
+	defer th.dynamicMu.Unlock()
 	if _, ok := th.dynamic[topic]; ok {
 		return
 	}
@@ -183,9 +186,11 @@ func (th *Thread) noteTopic(topic string) {
 // those its dynamic sinks chose.
 func (th *Thread) writtenTopics() []string {
 	out := slices.Collect(maps.Keys(th.in.Layout.Limits))
+	th.dynamicMu.Lock()
 	for t := range th.dynamic {
 		out = append(out, t)
 	}
+	th.dynamicMu.Unlock()
 	slices.Sort(out)
 	return out
 }
@@ -316,7 +321,7 @@ func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func
 // and aborts; once it has nothing pending it asks the coordinator again
 // (checkOwnOffsets).
 func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastTransaction) error {
-	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() {
 		return nil
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
@@ -364,7 +369,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 		}
 		switch {
 		case err != nil && (cannotEverCheck(err) || !afterAbort && attempt == 0 && errors.Is(err, txn.ErrTxnInProgress)):
-			th.noDanglingCheck = true
+			th.noDanglingCheck.Store(true)
 			th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
 			return nil
 		case err != nil:
@@ -427,7 +432,7 @@ func danglingNames(parts []txn.DanglingPartition) []string {
 // checks off). It is asked before the producer's InitProducerId, which
 // completes a transaction left in PrepareCommit as a commit.
 func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
-	if th.in.Admin == nil || th.noDanglingCheck {
+	if th.in.Admin == nil || th.noDanglingCheck.Load() {
 		return txn.LastTransaction{}, nil
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
@@ -456,7 +461,7 @@ func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
 		return txn.LastTransaction{}, th.ctx.Err()
 	}
 	if cannotEverCheck(err) {
-		th.noDanglingCheck = true
+		th.noDanglingCheck.Store(true)
 		th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
 		return txn.LastTransaction{}, nil
 	}

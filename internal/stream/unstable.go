@@ -104,7 +104,7 @@ func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta sarama.Clien
 // second (one DescribeProducers); while the last transaction is not
 // complete it does nothing, and the next assignment asks again.
 func (th *Thread) checkOwnOffsets() error {
-	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() {
 		return nil
 	}
 	last, err := th.lastTransaction()
@@ -279,7 +279,7 @@ func (th *Thread) heldBy(pid int64) ([]txn.DanglingPartition, error) {
 // (endAbandoned); the restore keeps waiting either way.
 func (th *Thread) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
 	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
-	if !ok || th.noDanglingCheck {
+	if !ok || th.noDanglingCheck.Load() {
 		return
 	}
 	var opts []txn.CheckOption
