@@ -62,6 +62,14 @@ func TestSoak(t *testing.T) {
 		prodDone = make(chan struct{})
 	)
 	producer := newChunkProducer(t, c)
+	// A test that fails stops the producing goroutine before the producer
+	// closes (cleanups run last first).
+	var stopOnce sync.Once
+	stopProducing := func() {
+		stopOnce.Do(func() { close(stopProd) })
+		<-prodDone
+	}
+	t.Cleanup(stopProducing)
 	prng := rand.New(rand.NewPCG(seed>>2, seed)) // the producer's own
 	go func() {
 		defer close(prodDone)
@@ -178,8 +186,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	t.Logf("  longest time without new committed input since %s: %v", current, gaps[current].Round(time.Millisecond))
-	close(stopProd)
-	<-prodDone
+	stopProducing()
 	rssEnd := childRSS(t, cl, 0)
 	mu.Lock()
 	msgs := sent
