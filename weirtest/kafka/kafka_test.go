@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"os"
+	"os/exec"
 )
 
 // These tests need no cluster: they pin the helpers' contracts.
@@ -98,5 +100,31 @@ func TestEventuallyFailsWithLastMessage(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < 30*time.Millisecond || elapsed > 5*time.Second {
 		t.Errorf("gave up after %v, want about 30ms", elapsed)
+	}
+}
+
+// TestMissingClusterFailsUnderCI: with no cluster at all and CI=true, a
+// test asking for one fails, never skips, so a CI run cannot pass by
+// skipping its integration tests. The check runs in a child process of
+// this test binary, whose environment names no cluster and no Docker
+// daemon it could reach.
+func TestMissingClusterFailsUnderCI(t *testing.T) {
+	if os.Getenv("WEIRTEST_MISSING_CLUSTER_CHILD") == "1" {
+		Cluster(t)
+		return
+	}
+	t.Parallel()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEIR_") && !strings.HasPrefix(kv, "CI=") && !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "CI=true", "WEIRTEST_MISSING_CLUSTER_CHILD=1", "DOCKER_HOST=unix:///nonexistent/docker.sock", "TESTCONTAINERS_RYUK_DISABLED=true")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingClusterFailsUnderCI$", "-test.v")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--- FAIL: TestMissingClusterFailsUnderCI") || strings.Contains(string(out), "--- SKIP") {
+		t.Fatalf("a test asking for a missing cluster under CI=true: %v\n%s\nwant it failed, not skipped", err, out)
 	}
 }
