@@ -36,7 +36,7 @@ const cacheEntryOverhead = 96
 // task processed later: a downstream node that acts on the task's stream
 // time (closing windows, expiring entries) may act before it sees the
 // update. Such chains should not cache; the DSL's windowed aggregations
-// do not.
+// cache only when no Suppress(UntilWindowCloses) follows them.
 //
 // A RecordCache belongs to the node whose Context made it and is used
 // from that node's methods and punctuators only.
