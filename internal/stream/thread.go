@@ -400,6 +400,16 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 				return fmt.Errorf("weir: thread %d: %w (ending them: %w)", th.idx, ab, err)
 			}
 		}
+		// A cluster that just lost a broker may take a while to show the
+		// markers on every partition's leader: look again a little later
+		// each time.
+		t := time.NewTimer(min(danglingBackoff<<(attempt-1), 4*time.Second))
+		select {
+		case <-th.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("weir: thread %d: stopped while ending open records: %w", th.idx, th.ctx.Err())
+		case <-t.C:
+		}
 	}
 }
 
@@ -564,10 +574,16 @@ const danglingCallTimeout = 5 * time.Second
 // (checkDangling).
 const producerInitAttempts = 3
 
-// danglingAttempts is how many aborts checkDangling makes over open
-// records before it gives up: the broker that left them open (just
-// restarted) may drop the next marker too.
-const danglingAttempts = 3
+// danglingAttempts is how many transactions checkDangling runs to end
+// open records before it gives up, the checks between them
+// danglingBackoff apart, doubled each time up to 4 s (about 20 s in all):
+// the broker that left them open (just restarted) may drop the next
+// marker too, and the cluster around it may take seconds to settle.
+const danglingAttempts = 8
+
+// danglingBackoff is the wait after the first transaction that ends open
+// records before checkDangling looks again.
+const danglingBackoff = 250 * time.Millisecond
 
 // danglingWait bounds how long checkDangling waits for an abort of the
 // thread's own to end (its markers to be written) before it looks; a
