@@ -36,7 +36,7 @@ INTEGRATION_RACE ?=
 # otherwise.
 NORACE_PKGS := github.com/weirstream/weir/examples/relay
 
-.PHONY: test test-unit test-integration kafka-up kafka-down lint demo bench bench-peers fuzz chaos soak
+.PHONY: test test-unit test-integration verify-install release kafka-up kafka-down lint demo bench bench-peers fuzz chaos soak
 
 # Every fuzz target of the root module, as package:Target.
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
@@ -50,8 +50,29 @@ FUZZ_TIME ?= 60s
 test:
 	@rc=0; $(MAKE) --no-print-directory kafka-up && \
 	$(MAKE) --no-print-directory test-unit && \
+	$(MAKE) --no-print-directory verify-install && \
 	$(MAKE) --no-print-directory test-integration || rc=$$?; \
 	$(MAKE) --no-print-directory kafka-down; exit $$rc
+
+## verify-install: serve the working tree as a module proxy at a release
+## candidate version (VERIFY_VERSION), then, with an empty module cache and
+## no workspace, go install the CLI and build a new service module that
+## go gets weir and weirtest/kafka and runs its tests (internal/release).
+VERIFY_VERSION ?= v0.0.0-verify
+verify-install:
+	cd internal/release && GOWORK=off go run . -root ../.. -verify $(VERIFY_VERSION)
+
+## release: VERSION=v0.N.M on a clean tree: set every cross-module
+## requirement to VERSION (with its go.sum lines), commit, and tag the
+## three published modules (VERSION, weirtest/kafka/VERSION,
+## cmd/weir/VERSION). Push the commit and the tags yourself.
+release:
+	@test -n "$(VERSION)" || { echo "make release VERSION=v0.N.M"; exit 2; }
+	@test -z "$$(git status --porcelain)" || { echo "release: the tree has changes; commit or stash them first"; exit 1; }
+	cd internal/release && GOWORK=off go run . -root ../.. -bump $(VERSION)
+	git commit -qam "release $(VERSION)"
+	git tag $(VERSION) && git tag weirtest/kafka/$(VERSION) && git tag cmd/weir/$(VERSION)
+	@echo "tagged $(VERSION), weirtest/kafka/$(VERSION) and cmd/weir/$(VERSION); push with: git push origin HEAD $(VERSION) weirtest/kafka/$(VERSION) cmd/weir/$(VERSION)"
 
 ## test-unit: every module's unit tests, with the race detector, then
 ## every fuzz target briefly (FUZZ_TIME_SHORT). A service test that asks

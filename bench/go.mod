@@ -2,13 +2,11 @@ module github.com/weirstream/weir/bench
 
 go 1.27
 
-replace github.com/weirstream/weir => ../
-
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
-	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
+	github.com/weirstream/weir v0.1.0
 	google.golang.org/protobuf v1.36.12
 )
 

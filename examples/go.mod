@@ -2,13 +2,11 @@ module github.com/weirstream/weir/examples
 
 go 1.27
 
-replace github.com/weirstream/weir => ../
-
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/prometheus/client_golang v1.25.0
-	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
-	github.com/weirstream/weir/weirtest/kafka v0.0.0-00010101000000-000000000000
+	github.com/weirstream/weir v0.1.0
+	github.com/weirstream/weir/weirtest/kafka v0.1.0
 )
 
 require (
@@ -98,5 +96,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/weirstream/weir/weirtest/kafka => ../weirtest/kafka

@@ -2,12 +2,10 @@ module github.com/weirstream/weir/bench/peers
 
 go 1.27
 
-replace github.com/weirstream/weir => ../../
-
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/lovoo/goka v1.1.13
-	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
+	github.com/weirstream/weir v0.1.0
 )
 
 require (

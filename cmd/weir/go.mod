@@ -2,16 +2,12 @@ module github.com/weirstream/weir/cmd/weir
 
 go 1.27
 
-replace github.com/weirstream/weir => ../..
-
-replace github.com/weirstream/weir/weirtest/kafka => ../../weirtest/kafka
-
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
-	github.com/weirstream/weir/weirtest/kafka v0.0.0-00010101000000-000000000000
+	github.com/weirstream/weir v0.1.0
+	github.com/weirstream/weir/weirtest/kafka v0.1.0
 )
 
 require (

@@ -2,14 +2,12 @@ module github.com/weirstream/weir/weirtest/kafka
 
 go 1.27
 
-replace github.com/weirstream/weir => ../..
-
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/kafka v0.44.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/weirstream/weir v0.0.0-00010101000000-000000000000
+	github.com/weirstream/weir v0.1.0
 )
 
 require (
