@@ -50,11 +50,23 @@ if alive "$pidfile"; then
   exit 1
 fi
 # A broker killed with SIGKILL leaves its lock files; Kafka takes them
-# over, as it does after a power loss.
+# over, as it does after a power loss. A KRaft broker restarted right after
+# a SIGKILL may find the controller still holding its previous session
+# (until broker.session.timeout.ms) and exit at start ("Received a fatal
+# error while waiting for the controller to acknowledge that we are caught
+# up"): it is started again, as a supervisor would, up to five times.
+attempt=1
 launch_broker "$n"
 deadline=$((SECONDS + UP_TIMEOUT))
 until broker_ready "$n"; do
   if ! running "$pidfile"; then
+    if [ $attempt -lt 5 ] && [ $SECONDS -lt $deadline ]; then
+      log "broker $n exited during its restart (attempt $attempt); starting it again in 5 s"
+      attempt=$((attempt + 1))
+      sleep 5
+      launch_broker "$n"
+      continue
+    fi
     log "broker $n exited during its restart; last lines of $blog:"
     tail -n 40 "$blog" >&2
     exit 1
