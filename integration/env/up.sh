@@ -239,8 +239,14 @@ log.segment.delete.delay.ms=1000
 log.initial.task.delay.ms=1000
 delete.topic.enable=true
 EOF
+    # Eligible leader replicas (KIP-966) stay off: with them, Kafka 4.4's
+    # controller kept a deleted topic in its ISR index and then failed
+    # every registration of a broker that had been out of that topic's ISR
+    # ("Topic ID ... existed in isrMembers, but not in the topics map"), so
+    # the broker never came back. Seen in make chaos.
     java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
-      kafka.tools.StorageTool format -t "$cluster_id" -c "$(broker_conf "$n")" >"$RUN_DIR/format-$n.log" 2>&1 ||
+      kafka.tools.StorageTool format -t "$cluster_id" -c "$(broker_conf "$n")" \
+      --feature eligible.leader.replicas.version=0 >"$RUN_DIR/format-$n.log" 2>&1 ||
       fail "formatting broker $n's storage failed" "$RUN_DIR/format-$n.log"
   done
   for n in 1 2 3; do
