@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -347,6 +348,76 @@ func TestRecordsLostToRetentionAreCounted(t *testing.T) {
 		return lost == 25, fmt.Sprintf("records lost %v, want 25", lost)
 	})
 	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecordsDeletedUnderARunningApplication: retention (here
+// DeleteRecords) removes records the running application has not fetched
+// yet. The fetch fails with OFFSET_OUT_OF_RANGE, which ends the partition's
+// consumer; processing must go on from the new log start, and every
+// deleted record the application did not process must be counted lost: the
+// records processed plus the records counted lost make up the deleted
+// range, none silently dropped.
+func TestRecordsDeletedUnderARunningApplication(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
+	c.CreateTopic(t, in, 1, map[string]string{"cleanup.policy": "delete"})
+	c.CreateTopic(t, out, 1, nil)
+	// 4 KiB values: the fetcher stalls a few hundred records in, far from
+	// the end, once the queue and the client's buffers are full.
+	payload := strings.Repeat("v", 4096)
+	const deleted = 3000
+	var msgs []*sarama.ProducerMessage
+	for i := range deleted {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder(strconv.Itoa(i)), Value: sarama.StringEncoder(payload)})
+	}
+	kafka.Produce(t, c, msgs...)
+
+	top, open := gatedTopology(in, out)
+	cfg := baseConfig(c, app, t)
+	cfg.Queue = weir.QueueConfig{MaxRecords: 50, MaxBytes: 1 << 20}
+	a := start(t, top, cfg)
+	t.Cleanup(open)
+	srv := httptest.NewServer(a.app.Handler())
+	defer srv.Close()
+	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
+		ts := a.app.Tasks()
+		return len(ts) == 1 && ts[0].Partitions[0].QueuedRecords >= 50, fmt.Sprintf("tasks %+v", ts)
+	})
+	if err := c.Admin(t).DeleteRecords(in, map[int32]int64{0: deleted}); err != nil {
+		t.Fatal(err)
+	}
+	kafka.Produce(t, c, records(in, 1, 10, deleted)...)
+	open()
+
+	// The ten records after the deleted range arrive, and the records of
+	// the deleted range processed (each once, whatever at least once
+	// repeated) plus those counted lost are the whole range.
+	var processed int
+	kafka.ReadAll(t, c, out, sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+		seen := map[string]bool{} // at least once may write a record twice
+		after := 0
+		for _, m := range got {
+			if string(m.Key) == "key-0" {
+				after++
+			} else {
+				seen[string(m.Key)] = true
+			}
+		}
+		processed = len(seen)
+		return after == 10
+	})
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		lost, _ := value(scrape(t, srv.URL), "weir_records_lost_total", map[string]string{"topic": in, "partition": "0"})
+		return int(lost)+processed == deleted, fmt.Sprintf("%v records counted lost, %d processed: want %d in all", lost, processed, deleted)
+	})
+	if processed == deleted {
+		t.Fatalf("all %d records were processed before their deletion: the test did not make the fetch fail", deleted)
+	}
+	t.Logf("of %d deleted records, %d were processed and %d counted lost", deleted, processed, deleted-processed)
+	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
 }
