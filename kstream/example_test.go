@@ -92,7 +92,8 @@ func ExampleGrouped_Count() {
 // grace for records out of order: each window's final count is emitted
 // once, when it closes, and only counts of 3 or more become alerts. The
 // login at 0:30, arriving after stream time reached 1:10, is late and
-// dropped.
+// dropped. Only the failures reach the count, so only they move its
+// stream time and close its windows: the successful logins close nothing.
 func ExampleWindowedTable_Suppress() {
 	w := kstream.Tumbling(time.Minute).Grace(10 * time.Second)
 	b := kstream.NewBuilder()
@@ -128,7 +129,7 @@ func ExampleWindowedTable_Suppress() {
 		{"bob", "failed", 30 * time.Second}, // late
 		{"bob", "failed", 80 * time.Second},
 		{"bob", "failed", 90 * time.Second},
-		{"ann", "ok", 130 * time.Second}, // closes [1:00, 2:00)
+		{"ann", "failed", 130 * time.Second}, // closes [1:00, 2:00)
 	} {
 		if err := in.Pipe(l.user, l.result, time.Unix(0, 0).Add(l.at)); err != nil {
 			fmt.Println(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -194,13 +195,16 @@ type sessionAggregator[K, V, A any] struct {
 	cached  bool
 	cache   *processor.RecordCache[Windowed[K], A]
 	store   processor.SessionStore[K, A]
+	// now is the stream time this aggregation has observed, which closes
+	// its sessions.
+	now streamtime.Observed
 }
 
 func (a *sessionAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) (err error) {
 	if a.cached {
 		a.cache = processor.NewRecordCache(ctx, sessionID(a.keys, a.name), nil)
 	}
-	a.store, err = a.spec.Open(ctx)
+	a.store, err = a.spec.Open(observedStores{ctx, &a.now})
 	return err
 }
 
@@ -236,11 +240,19 @@ func (a *sessionAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], 
 	if err := a.store.Err(); err != nil {
 		return err
 	}
-	closeAt := ctx.StreamTime().UnixMilli() - gap - a.windows.grace.Milliseconds()
+	// A null key's record observes no time: it is dropped (its writes
+	// are, by the runtime).
+	now, _ := a.now.Get()
+	if kb, err := a.keys.Serialize(a.name, rec.Key); err != nil {
+		return fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+	} else if len(kb) > 0 {
+		now = a.now.Observe(ctx, ts)
+	}
+	closeAt := now - gap - a.windows.grace.Milliseconds()
 	if end < closeAt {
 		processor.CountLate(ctx)
 		ctx.Logger().Debug("weir: late record dropped from a closed session", "store", a.name, "timestamp_ms", ts,
-			"session_start_ms", start, "session_end_ms", end, "stream_time_ms", ctx.StreamTime().UnixMilli())
+			"session_start_ms", start, "session_end_ms", end, "stream_time_ms", now)
 		return nil
 	}
 	var agg A

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -262,6 +263,9 @@ type slidingAggregator[K, V, A, O any] struct {
 	// emptyKey: the record being processed has a key that serializes to
 	// nothing.
 	emptyKey bool
+	// now is the stream time this aggregation has observed, which closes
+	// its windows.
+	now streamtime.Observed
 }
 
 func (a *slidingAggregator[K, V, A, O]) Init(ctx processor.Context[Windowed[K], O]) (err error) {
@@ -269,7 +273,7 @@ func (a *slidingAggregator[K, V, A, O]) Init(ctx processor.Context[Windowed[K], 
 	if a.cached {
 		a.cache = processor.NewRecordCache(ctx, windowID(a.keys, a.name), nil)
 	}
-	a.store, err = a.spec.Open(ctx)
+	a.store, err = a.spec.Open(observedStores{ctx, &a.now})
 	return err
 }
 
@@ -288,10 +292,14 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	a.emptyKey = len(kb) == 0
 	t := rec.Timestamp.UnixMilli()
 	d := a.windows.diff.Milliseconds()
-	closeAt := ctx.StreamTime().UnixMilli() - a.windows.grace.Milliseconds()
+	now, _ := a.now.Get()
+	if !a.emptyKey {
+		now = a.now.Observe(ctx, t)
+	}
+	closeAt := now - a.windows.grace.Milliseconds()
 	if t+1+d <= closeAt {
 		// Even the window starting right after the record is closed.
-		a.late(ctx, t)
+		a.late(ctx, t, now)
 		return nil
 	}
 	type window struct {
@@ -365,7 +373,7 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		}
 	}
 	if missed {
-		a.late(ctx, t)
+		a.late(ctx, t, now)
 	}
 	return nil
 }
@@ -407,8 +415,8 @@ func (a *slidingAggregator[K, V, A, O]) put(start int64, v stamped[A], rec proce
 }
 
 // late counts a record dropped from at least one closed window.
-func (a *slidingAggregator[K, V, A, O]) late(ctx processor.Context[Windowed[K], O], t int64) {
+func (a *slidingAggregator[K, V, A, O]) late(ctx processor.Context[Windowed[K], O], t, now int64) {
 	processor.CountLate(ctx)
 	ctx.Logger().Debug("weir: late record dropped from closed sliding windows",
-		"store", a.name, "timestamp_ms", t, "stream_time_ms", ctx.StreamTime().UnixMilli(), "grace", a.windows.grace)
+		"store", a.name, "timestamp_ms", t, "stream_time_ms", now, "grace", a.windows.grace)
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -283,6 +284,9 @@ type suppressor[K, V any] struct {
 	closedThrough int64
 	lastST        int64
 	since         time.Time
+	// now is the stream time the suppression has observed: the
+	// timestamps of the updates that reached it, which close windows.
+	now streamtime.Observed
 }
 
 // closedMark is the end and start of the buffer entry that keeps the
@@ -301,11 +305,12 @@ func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err erro
 	}
 	s.ctx = ctx
 	s.earliestKnown = false // the first emit reads the restored buffer
-	// A stream-time punctuator fires after every record that advances
-	// the stream time (times are whole milliseconds), which is when
-	// windows close.
-	if _, err = ctx.Schedule(time.Millisecond, processor.StreamTime, s.emit); err != nil || s.idle <= 0 {
-		return err
+	// Windows close as the updates reaching the suppression move its
+	// stream time (Process), not the task's: records dropped before the
+	// aggregation, or late for it, close nothing (Kafka Streams'
+	// KTableSuppressProcessor).
+	if s.idle <= 0 {
+		return nil
 	}
 	s.closedThrough, s.since = math.MinInt64, time.Time{}
 	v, found, err := s.buf.Get(s.closedKey())
@@ -322,11 +327,11 @@ func (s *suppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) (err erro
 // idleTick closes windows by the wall clock once the stream time has not
 // moved for s.idle (see CloseWhenIdle).
 func (s *suppressor[K, V]) idleTick(now time.Time) error {
-	st := s.ctx.StreamTime()
-	if st.IsZero() {
+	ms, ok := s.now.Get()
+	if !ok {
 		return nil
 	}
-	if ms := st.UnixMilli(); ms != s.lastST || s.since.IsZero() {
+	if ms != s.lastST || s.since.IsZero() {
 		s.lastST, s.since = ms, now
 		return nil
 	}
@@ -347,9 +352,20 @@ func (s *suppressor[K, V]) idleTick(now time.Time) error {
 
 func (s *suppressor[K, V]) Close() error { return nil }
 
+// Process buffers an update, then emits the windows that the stream time
+// observed with it closes.
 func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
-	// The aggregation forwards updates of open windows only, so the
-	// entry waits for a later advance of the stream time.
+	closeAt := s.now.Observe(ctx, rec.Timestamp.UnixMilli()) - s.closeLag
+	if err := s.add(ctx, rec, closeAt); err != nil {
+		return err
+	}
+	return s.emitUpTo(closeAt)
+}
+
+// add buffers an update. The aggregation forwards updates of open
+// windows only, so the entry waits for the stream time to close its
+// window.
+func (s *suppressor[K, V]) add(ctx processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V], closeAt int64) error {
 	k := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
 	if s.idle > 0 && k.end <= s.closedThrough {
 		// The wall clock closed this window, and emitted its result.
@@ -378,7 +394,7 @@ func (s *suppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec pr
 	if s.full() {
 		// Windows this record's stream time closes go first, as the
 		// punctuation after it would emit them.
-		if err := s.emit(ctx.StreamTime()); err != nil {
+		if err := s.emitUpTo(closeAt); err != nil {
 			return err
 		}
 	}
@@ -453,13 +469,6 @@ func (s *suppressor[K, V]) account(k bufferKey[K], v bufferValue[V]) error {
 func (s *suppressor[K, V]) size(k bufferKey[K], v bufferValue[V]) (int64, error) {
 	_, n, err := bufferEntrySize(s.name, s.keys, s.values, k, v)
 	return n, err
-}
-
-// emit forwards and deletes the buffered windows that stream time now
-// has closed. The buffer is ordered by window end, so they are its first
-// entries.
-func (s *suppressor[K, V]) emit(now time.Time) error {
-	return s.emitUpTo(now.UnixMilli() - s.closeLag)
 }
 
 // emitUpTo forwards and deletes the buffered windows that end at closeAt

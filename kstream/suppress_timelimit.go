@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -57,6 +58,8 @@ type timeLimitSuppressor[K, V any] struct {
 	// oldest is the earliest buffer time in the store when index is not
 	// empty, so that evict opens no iterator while nothing is due.
 	oldest int64
+	// now is the stream time the suppression has observed.
+	now streamtime.Observed
 }
 
 type bufferedEntry struct {
@@ -83,10 +86,7 @@ func (p *timeLimitSuppressor[K, V]) Init(ctx processor.Context[Windowed[K], V]) 
 	if err := p.buf.Err(); err != nil {
 		return err
 	}
-	_, err = ctx.Schedule(time.Millisecond, processor.StreamTime, func(now time.Time) error {
-		return p.evict(now.UnixMilli())
-	})
-	return err
+	return nil
 }
 
 func (p *timeLimitSuppressor[K, V]) Close() error { return nil }
@@ -112,7 +112,11 @@ func bufferEntrySize[K, V any](name string, keys bufferKeySerde[K], values buffe
 	return wk, int64(8 + len(wk) + len(vb)), nil
 }
 
+// Process buffers an update and emits what the stream time observed with
+// it (the timestamps of the updates that reached the suppression, as in
+// Kafka Streams' KTableSuppressProcessor) has held long enough.
 func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V], rec processor.Record[Windowed[K], V]) error {
+	now := p.now.Observe(ctx, rec.Timestamp.UnixMilli())
 	w := bufferKey[K]{end: rec.Key.End.UnixMilli(), start: rec.Key.Start.UnixMilli(), key: rec.Key.Key}
 	if rec.Tombstone {
 		// A deletion (a session merged away) passes at once, and what
@@ -151,7 +155,7 @@ func (p *timeLimitSuppressor[K, V]) Process(ctx processor.Context[Windowed[K], V
 	p.bytes += size - e.size
 	e.size = size
 	p.index[string(wk)] = e
-	if err := p.evict(ctx.StreamTime().UnixMilli()); err != nil {
+	if err := p.evict(now); err != nil {
 		return err
 	}
 	if p.s.whenFull == FailWhenFull && p.full() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -344,6 +345,9 @@ type windowAggregator[K, V, A any] struct {
 	windows TimeWindows
 	store   processor.WindowStore[K, A]
 	step    func(key K, value V, agg A, found bool) A
+	// now is the stream time this aggregation has observed, which closes
+	// its windows.
+	now streamtime.Observed
 	// cached: updates go through cache (see WindowedGrouped.Count).
 	cached bool
 	cache  *processor.RecordCache[Windowed[K], A]
@@ -353,7 +357,7 @@ func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) 
 	if a.cached {
 		a.cache = processor.NewRecordCache(ctx, windowID(a.keys, a.name), nil)
 	}
-	a.store, err = a.spec.Open(ctx)
+	a.store, err = a.spec.Open(observedStores{ctx, &a.now})
 	return err
 }
 
@@ -374,8 +378,13 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 	}
 	size, adv := a.windows.size.Milliseconds(), a.windows.advance.Milliseconds()
 	// The windows ending at or before closeAt are closed: the stream time
-	// (which already counts this record) has reached their end + grace.
-	closeAt := ctx.StreamTime().UnixMilli() - a.windows.grace.Milliseconds()
+	// this aggregation observed (which counts this record, unless its key
+	// is null) has reached their end + grace.
+	now, _ := a.now.Get()
+	if len(kb) > 0 {
+		now = a.now.Observe(ctx, ts)
+	}
+	closeAt := now - a.windows.grace.Milliseconds()
 	var late int
 	var lateFrom, lateTo int64 // the starts of the first and last closed windows
 	for start := a.windows.firstStart(ts); start <= ts; start += adv {
@@ -420,7 +429,7 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 	if late > 0 {
 		processor.CountLate(ctx)
 		ctx.Logger().Debug("weir: late record dropped from closed windows",
-			"store", a.name, "timestamp_ms", ts, "stream_time_ms", ctx.StreamTime().UnixMilli(),
+			"store", a.name, "timestamp_ms", ts, "stream_time_ms", now,
 			"grace", a.windows.grace, "windows", late,
 			"first_window_start_ms", lateFrom, "last_window_end_ms", lateTo+size)
 	}
@@ -469,4 +478,24 @@ func (s windowedSerde[K]) Deserialize(topic string, data []byte) (Windowed[K], e
 	}
 	start := time.UnixMilli(int64(binary.BigEndian.Uint64(data[n:]))).UTC()
 	return Windowed[K]{Key: k, Start: start, End: start.Add(s.size)}, nil
+}
+
+// observedStores is the context a windowed aggregation opens its store
+// with: the store expires windows by the stream time the aggregation
+// observed (see internal/streamtime), as Kafka Streams' segmented stores
+// expire by the largest timestamp put into them, so that the store never
+// expires a window the aggregation still counts open.
+type observedStores struct {
+	processor.StoreContext
+	now *streamtime.Observed
+}
+
+// StreamTime is the observed stream time, the zero time before the first
+// observation.
+func (c observedStores) StreamTime() time.Time {
+	ms, ok := c.now.Get()
+	if !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }

@@ -601,3 +601,46 @@ func TestSuppressCloseWhenIdle(t *testing.T) {
 		t.Errorf("stream time emitted %q, want B[60000,120000)=1@70000", got)
 	}
 }
+
+// TestWindowsCloseOnTheTimeTheStepObserved: a windowed count closes its
+// windows, and a suppression emits them, by the stream time of the records
+// that reached each of them, as Kafka Streams' processors do, not by the
+// task's: a record a filter drops, or one with a null key, moves the
+// task's stream time but closes nothing.
+func TestWindowsCloseOnTheTimeTheStepObserved(t *testing.T) {
+	w := kstream.Tumbling(10 * time.Second)
+	for _, suppressed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("suppressed=%v", suppressed), func(t *testing.T) {
+			b := kstream.NewBuilder()
+			counts := b.Stream("in", "in", serde.String(), serde.String()).
+				Filter(func(_, v string) bool { return v != "dropped" }).
+				GroupByKey().WindowedBy(w).Count("counts")
+			if suppressed {
+				counts = counts.Suppress("final", kstream.UntilWindowCloses())
+			}
+			counts.ToStream(kstream.WindowedKey).To("out", kstream.WindowedSerde(serde.String(), w.Size()), serde.Int64())
+			d, _ := windowedDriver(t, b)
+			in := weirtest.Input(d, "in", serde.String(), serde.String())
+			steps := []func() error{
+				func() error { return in.Pipe("a", "x", time.UnixMilli(1000)) },
+				func() error { return in.Pipe("a", "dropped", time.UnixMilli(50_000)) }, // filtered: closes nothing
+				func() error { return in.PipeNullKey("x", time.UnixMilli(60_000)) },     // null key: closes nothing
+				func() error { return in.Pipe("a", "x", time.UnixMilli(2000)) },         // so this one still counts
+				func() error { return in.Pipe("b", "x", time.UnixMilli(10_000)) },       // this one closes [0, 10 s)
+				func() error { return in.Pipe("a", "x", time.UnixMilli(3000)) },         // and this one is late
+			}
+			for i, step := range steps {
+				if err := step(); err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+			}
+			want := []string{"a[0,10000)=1@1000", "a[0,10000)=2@2000", "b[10000,20000)=1@10000"}
+			if suppressed {
+				want = []string{"a[0,10000)=2@2000"}
+			}
+			if got := windowedOutput(t, d, "out", w.Size()); !slices.Equal(got, want) {
+				t.Errorf("output %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -7,8 +7,9 @@
 // Input records: key = user id (UTF-8), value = JSON {"ok": false} (other
 // fields ignored), event time = the record's timestamp. Windows are
 // -window long, aligned to the Unix epoch, start included and end
-// excluded. A window closes when the stream time of the input partition
-// (the largest record timestamp read from it) reaches its end plus -grace;
+// excluded. A window closes when the count's stream time on the input
+// partition (the largest timestamp of the failed logins it counted)
+// reaches its end plus -grace;
 // a record for a closed window is late: dropped and counted in
 // weir_records_late_total. A value that is not JSON is skipped,
 // logged with its coordinates and counted in weir_records_skipped_total.

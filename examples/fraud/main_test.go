@@ -97,8 +97,8 @@ func TestOneAlertPerUserAndWindowWhenItCloses(t *testing.T) {
 		{"bob", 60 * s, fail}, // the end is excluded: bob's only failure in [60 s, 120 s)
 		{"cid", 65 * s, fail}, // stream time 65 s; [0, 60 s) is open until 70 s
 		{"ann", 55 * s, fail}, // out of order, within grace: ann's 5th
-		{"ann", 69 * s, ok},   // stream time 69 s: still open
-		{"cid", 70 * s, ok},   // 15: 60 s + 10 s grace reached: [0, 60 s) closes
+		{"ann", 69 * s, ok},   // a success moves no window's time: still open
+		{"fay", 70 * s, fail}, // 15: 60 s + 10 s grace reached: [0, 60 s) closes
 		{"ann", 50 * s, fail}, // late: dropped, no second alert
 		{"cid", 66 * s, fail}, // cid: 5 failures in [60 s, 120 s), in any order
 		{"cid", 119 * s, fail},
@@ -110,10 +110,10 @@ func TestOneAlertPerUserAndWindowWhenItCloses(t *testing.T) {
 		{"dan", 128 * s, fail},
 		{"dan", 129 * s, ok},   // 25
 		{"ann", 129 * s, fail}, // stream time 129 s: [60 s, 120 s) stays open
-		{"ann", 130 * s, ok},   // 27: 130 s closes [60 s, 120 s)
-		{"dan", 190 * s, ok},   // 28: closes [120 s, 180 s)
+		{"ann", 130 * s, fail}, // 27: 130 s closes [60 s, 120 s)
+		{"dan", 190 * s, fail}, // 28: closes [120 s, 180 s)
 		{"dan", 121 * s, fail}, // late: dan's 5th, dropped
-		{"eve", 300 * s, ok},   // 30: closes everything
+		{"eve", 300 * s, fail}, // 30: closes everything
 	}
 	alerts, late := pipeLogins(t, logins)
 	want := map[int][]Alert{
@@ -144,7 +144,7 @@ func TestThresholdIsInclusive(t *testing.T) {
 	for i := range 4 {
 		logins = append(logins, login{"bob", time.Duration(10+i) * time.Second, fail})
 	}
-	logins = append(logins, login{"ann", 70 * time.Second, ok})
+	logins = append(logins, login{"ann", 70 * time.Second, fail}) // closes [0, 60 s)
 	alerts, _ := pipeLogins(t, logins)
 	if got := alerts[len(logins)-1]; len(alerts) != 1 || len(got) != 1 || got[0].User != "ann" || got[0].Failures != 5 {
 		t.Errorf("alerts = %+v, want ann's only", alerts)
@@ -160,7 +160,7 @@ func TestWindowsAreAlignedToTheEpoch(t *testing.T) {
 	for range 5 {
 		logins = append(logins, login{"ann", base + time.Minute - time.Millisecond, fail})
 	}
-	logins = append(logins, login{"ann", base + time.Minute, fail}, login{"ann", base + time.Minute + o.grace, ok})
+	logins = append(logins, login{"ann", base + time.Minute, fail}, login{"ann", base + time.Minute + o.grace, fail})
 	alerts, _ := pipeLogins(t, logins)
 	a := alerts[len(logins)-1]
 	if len(a) != 1 || a[0].WindowStart != sampleStart.UnixMilli() || a[0].WindowEnd != sampleStart.Add(time.Minute).UnixMilli() || a[0].Failures != 5 {

@@ -34,8 +34,10 @@ func ms(m, s int) time.Duration { return time.Duration(m)*time.Minute + time.Dur
 // arrives after her window closed and is dropped as late; mallory's
 // record is not JSON and is skipped. Every record is at most 10 s older
 // than the newest before it, except erin's late one, so which records
-// are late does not depend on how users share partitions. The last
-// logins, at 9:03:30, close every window of the sample.
+// are late does not depend on how users share partitions. Only failed
+// logins reach the count, so only they move its stream time and close
+// windows (as in Kafka Streams): the last logins, failures at 9:03:30
+// (one per user, below the threshold), close every window of the sample.
 func sampleLogins() []sampleLogin {
 	s := []sampleLogin{
 		{"alice", ms(0, 2), fail},
@@ -68,11 +70,11 @@ func sampleLogins() []sampleLogin {
 		{"dave", ms(1, 58), fail}, // out of order, within grace
 		{"dave", ms(1, 59), fail}, // out of order, within grace
 		{"mallory", ms(2, 5), `{"ok": fals`},
-		{"erin", ms(2, 20), ok},   // erin's stream time 9:02:20 closes 9:01-9:02
+		{"erin", ms(2, 20), fail}, // the count's stream time 9:02:20 closes 9:01-9:02
 		{"erin", ms(1, 45), fail}, // late: dropped
 	}
 	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
-		s = append(s, sampleLogin{u, ms(3, 30), ok})
+		s = append(s, sampleLogin{u, ms(3, 30), fail})
 	}
 	return s
 }

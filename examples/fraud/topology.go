@@ -52,7 +52,8 @@ type probes struct {
 //
 // The input is keyed by user, so the grouping needs no repartition: each
 // task counts the users of one input partition, and a window closes when
-// that partition's stream time reaches its end plus the grace period.
+// the count's stream time there (the largest timestamp among the failures
+// that reached it) reaches its end plus the grace period.
 func Topology(p params, pr probes) *kstream.Builder {
 	b := kstream.NewBuilder()
 	b.Stream("logins", p.input, serde.String(), serde.JSON[Login]()).

@@ -293,6 +293,11 @@ type TaskEnv interface {
 	Metadata() (Metadata, bool)
 	// StreamTime is the largest event time the task has seen.
 	StreamTime() time.Time
+	// ResumedStreamTime is the stream time the task committed before it
+	// started here (after a restart or a move), zero on a first start:
+	// where the stream time a processor observes starts from (see
+	// internal/streamtime).
+	ResumedStreamTime() time.Time
 	// NextVersion returns a version for a table update the task emits:
 	// larger than every version the task gave before, also across a
 	// restart and a move to another instance.

@@ -102,6 +102,10 @@ func (t *Task) Partition() int32 { return t.id.Partition }
 // StreamTime implements graph.TaskEnv.
 func (t *Task) StreamTime() time.Time { return t.streamTime }
 
+// ResumedStreamTime implements graph.TaskEnv: the stream time committed
+// before the task started, zero on a first start.
+func (t *Task) ResumedStreamTime() time.Time { return t.resumedTime }
+
 // NextVersion implements graph.TaskEnv: a hybrid logical clock in
 // microseconds. It is the wall clock (Config.Clock) in Unix microseconds,
 // or one more than the last version when that is not smaller, so that it

@@ -436,6 +436,9 @@ func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta strin
 		if pr.StreamTime.After(t.streamTime) {
 			t.streamTime, t.committedTime = pr.StreamTime, pr.StreamTime
 		}
+		if pr.StreamTime.After(t.resumedTime) {
+			t.resumedTime = pr.StreamTime
+		}
 		if pr.Version > t.version {
 			t.version, t.committedVersion = pr.Version, pr.Version
 		}

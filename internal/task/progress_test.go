@@ -56,6 +56,14 @@ func TestProgressTravelsWithTheOffsets(t *testing.T) {
 	if !next.streamTime.Equal(st) || !next.committedTime.Equal(st) {
 		t.Fatalf("stream time after Attach %v (committed %v), want %v", next.streamTime, next.committedTime, st)
 	}
+	// Its processors start from it too (see internal/streamtime); the
+	// first owner's started from nothing.
+	if got := next.ResumedStreamTime(); !got.Equal(st) {
+		t.Fatalf("resumed stream time %v, want %v", got, st)
+	}
+	if got := tk.ResumedStreamTime(); !got.IsZero() {
+		t.Fatalf("resumed stream time of a task that attached no commit: %v", got)
+	}
 	if v := next.NextVersion(); v != 1_001 {
 		t.Fatalf("first version of the next owner %d, want 1001 (after the committed 1000, its clock behind)", v)
 	}

@@ -45,6 +45,9 @@ type Task struct {
 	// committedTime is the stream time at the last commit, where a rewind
 	// takes the task back to.
 	committedTime time.Time
+	// resumedTime is the stream time committed before this task started
+	// (the largest of its partitions'), zero on a first start.
+	resumedTime time.Time
 	// version is the last table-output version the task gave (see
 	// NextVersion), committedVersion the one committed last.
 	version, committedVersion uint64
@@ -208,6 +211,9 @@ func (t *Task) Rewind() error {
 	t.initialized, t.running = false, false
 	t.punct, t.cur, t.inRecord, t.idleSince, t.fetchWaitSince = nil, nil, false, time.Time{}, time.Time{}
 	t.streamTime = t.committedTime
+	// The processors created anew start at the committed stream time, as
+	// after a restart (see internal/streamtime).
+	t.resumedTime = t.committedTime
 	for _, p := range t.parts {
 		p.redo = append(p.done, p.redo...)
 		p.done, p.head = nil, nil
