@@ -36,7 +36,7 @@ INTEGRATION_RACE ?=
 # otherwise.
 NORACE_PKGS := github.com/weirstream/weir/examples/relay
 
-.PHONY: test test-unit test-integration verify-install release kafka-up kafka-down lint demo bench bench-peers fuzz chaos soak
+.PHONY: test test-unit test-integration verify-install release kafka-up kafka-down lint demo bench bench-peers fuzz chaos soak conformance
 
 # Every fuzz target of the root module, as package:Target.
 FUZZ_TARGETS := $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./\(integration\|examples\|bench\)/' | \
@@ -97,6 +97,16 @@ fuzz:
 		echo "== fuzz $$target in $$pkg for $(FUZZ_TIME)"; \
 		go test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_TIME) $$pkg; \
 	done
+
+## conformance: the long pass of the DSL conformance suite
+## (conformance/README.md): SEEDS seeds (default 10) of RECORDS records
+## (default 500) per scenario through weir and through Kafka Streams'
+## TopologyTestDriver, built with Maven; `make test` runs a short pass
+## (3 seeds of 200) with the unit tests.
+SEEDS ?= 10
+RECORDS ?= 500
+conformance:
+	WEIR_CONFORMANCE_SEEDS=$(SEEDS) WEIR_CONFORMANCE_RECORDS=$(RECORDS) go test -count=1 -v -run '^TestConformance$$' -timeout 1h ./conformance
 
 ## test-integration: integration/ against WEIR_BOOTSTRAP_SERVERS and
 ## WEIR_SCHEMA_REGISTRY_URL, taken from the cluster of `make kafka-up` when

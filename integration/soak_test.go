@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,14 +149,40 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}()
-	var rssStart int64
+	// Instance 0's resident set is sampled every 10 s once it is warm;
+	// its start and end are the medians of the first and the last six
+	// samples (a minute each), as one reading of a Go process swings with
+	// its garbage collector's cycle.
+	var (
+		rssMu      sync.Mutex
+		rssSamples []int64
+	)
+	stopRSS, rssDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(rssDone)
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopRSS:
+				return
+			case <-tick.C:
+				if time.Since(start) >= warmup {
+					kib, err := pidRSS(cl.children[0].cmd.Process.Pid)
+					if err != nil {
+						continue // checkAlive reports a dead instance
+					}
+					rssMu.Lock()
+					rssSamples = append(rssSamples, kib)
+					rssMu.Unlock()
+				}
+			}
+		}
+	}()
 	faults := map[string]int{}
 	for i := 0; time.Now().Before(deadline); i++ {
 		time.Sleep(time.Duration(20+rng.IntN(41)) * time.Second) // the nemesis' pace
 		cl.checkAlive()
-		if rssStart == 0 && time.Since(start) >= warmup {
-			rssStart = childRSS(t, cl, 0)
-		}
 		mu.Lock()
 		perr := prodErr
 		mu.Unlock()
@@ -187,7 +214,9 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("  longest time without new committed input since %s: %v", current, gaps[current].Round(time.Millisecond))
 	stopProducing()
-	rssEnd := childRSS(t, cl, 0)
+	close(stopRSS)
+	<-rssDone
+	rssStart, rssEnd, rssMin, rssMax := rssSummary(rssSamples)
 	mu.Lock()
 	msgs := sent
 	mu.Unlock()
@@ -206,9 +235,9 @@ func TestSoak(t *testing.T) {
 	for _, n := range faults {
 		total += n
 	}
-	t.Logf("soak summary: %v, %d records processed, %d faults %v, violations %d (echo) + %d (agg-out), longest stall %v (after %s), instance 0 RSS %d KiB when warm, %d KiB at the end (%+.1f%%)",
+	t.Logf("soak summary: %v, %d records processed, %d faults %v, violations %d (echo) + %d (agg-out), longest stall %v (after %s), instance 0 RSS %d KiB when warm, %d KiB at the end (%+.1f%%; %d samples from %d to %d KiB)",
 		time.Since(start).Round(time.Second), len(msgs), total, faults, echoF.total(), aggF.total(), longest.Round(time.Millisecond), longestAfter,
-		rssStart, rssEnd, 100*float64(rssEnd-rssStart)/float64(max(rssStart, 1)))
+		rssStart, rssEnd, 100*float64(rssEnd-rssStart)/float64(max(rssStart, 1)), len(rssSamples), rssMin, rssMax)
 	if rssStart > 0 && float64(rssEnd) > 1.1*float64(rssStart) {
 		t.Errorf("instance 0's RSS grew from %d to %d KiB, more than 10%%", rssStart, rssEnd)
 	}
@@ -281,18 +310,32 @@ func coordinatorBroker(t *testing.T, c *kafka.Env, admin sarama.ClusterAdmin, ap
 	return -1
 }
 
-// childRSS returns the resident set of slot's process in KiB.
-func childRSS(t *testing.T, cl *eosCluster, slot int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cl.children[slot].cmd.Process.Pid))
-	if err != nil {
-		t.Fatalf("instance %d's status: %v", slot, err)
+// rssSummary returns the medians of the first and of the last six
+// samples, and the smallest and largest sample (KiB); zeros without
+// samples.
+func rssSummary(samples []int64) (start, end, least, most int64) {
+	if len(samples) == 0 {
+		return 0, 0, 0, 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	median := func(s []int64) int64 {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	n := min(6, len(samples))
+	return median(samples[:n]), median(samples[len(samples)-n:]), slices.Min(samples), slices.Max(samples)
+}
+
+// pidRSS returns the resident set of process pid in KiB.
+func pidRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kib
+			return strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }
