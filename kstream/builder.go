@@ -52,10 +52,12 @@ func (b *Builder) fail(format string, args ...any) {
 
 // Stream starts a stream reading topic with the given serdes. name names
 // the source node, and the stateless steps that follow derive their names
-// from it. A topic may be read by one Stream only. Kafka Streams'
-// StreamsBuilder.stream.
+// from it. A topic may be read by one Stream only. A record whose value
+// is null is a tombstone of the stream (see [Stream]), not given to the
+// value serde: Kafka Streams' null value, which its aggregations and
+// joins skip too. Kafka Streams' StreamsBuilder.stream.
 func (b *Builder) Stream[K, V any](name, topic string, keys serde.Serde[K], values serde.Serde[V]) *Stream[K, V] {
-	n := b.t.AddSource(name, topic, keys, values)
+	n := b.t.AddSource(name, topic, keys, values, processor.WithTombstones[K, V]())
 	return &Stream[K, V]{b: b, node: n, name: name, keys: keys}
 }
 

@@ -103,6 +103,9 @@ func (j *tableJoiner[K, V, KT, VT, VR]) Close() error { return nil }
 
 func (j *tableJoiner[K, V, KT, VT, VR]) Process(ctx processor.Context[K, VR], rec processor.Record[K, V]) error {
 	if rec.Tombstone {
+		// A record without a value joins nothing (Kafka Streams drops
+		// it too).
+		ctx.Logger().Debug("join skips a record without a value")
 		return nil
 	}
 	row, found, err := j.get(j.keyOf(rec.Key, rec.Value), rec.Timestamp)

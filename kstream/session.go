@@ -98,7 +98,7 @@ func (g *Grouped[K, V]) SessionWindowedBy(w SessionWindows) *SessionWindowedGrou
 // skipped. Updates go through the record cache, as for time windows.
 // Kafka Streams' SessionWindowedKStream.count.
 func (g *SessionWindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
-	return sessionAggregate(g, name, serde.Int64(),
+	return sessionAggregate(g, name, serde.Int64(), true,
 		func(_ K, _ V, n int64, _ bool) int64 { return n + 1 },
 		func(_ K, n int64, _ bool, m int64) int64 { return n + m })
 }
@@ -111,7 +111,7 @@ func (g *SessionWindowedGrouped[K, V]) Reduce(name string, fn func(aggregate, va
 	if fn == nil {
 		g.b.fail("Reduce %q of %q: nil reducer", name, g.name)
 	}
-	return sessionAggregate(g, name, values,
+	return sessionAggregate(g, name, values, false,
 		func(_ K, v V, agg V, found bool) V {
 			if !found {
 				return v
@@ -136,7 +136,7 @@ func (g *SessionWindowedGrouped[K, V]) Aggregate[A any](name string, init func()
 	if init == nil || fn == nil || merger == nil {
 		g.b.fail("Aggregate %q of %q: nil initializer, aggregator or merger", name, g.name)
 	}
-	return sessionAggregate(g, name, aggregates,
+	return sessionAggregate(g, name, aggregates, false,
 		func(k K, v V, agg A, found bool) A {
 			if !found {
 				agg = init()
@@ -155,7 +155,8 @@ func (g *SessionWindowedGrouped[K, V]) Aggregate[A any](name string, init func()
 // aggregation. step gives a session's aggregate after a record from the
 // aggregate so far (found false for none yet), merge folds the aggregate
 // of a merged session into the aggregate so far (has false for none yet).
-func sessionAggregate[K, V, A any](g *SessionWindowedGrouped[K, V], name string, values serde.Serde[A], step func(K, V, A, bool) A, merge func(K, A, bool, A) A) *WindowedTable[K, A] {
+// tombstones is as for windowAggregate.
+func sessionAggregate[K, V, A any](g *SessionWindowedGrouped[K, V], name string, values serde.Serde[A], tombstones bool, step func(K, V, A, bool) A, merge func(K, A, bool, A) A) *WindowedTable[K, A] {
 	if values == nil {
 		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
 	}
@@ -164,7 +165,7 @@ func sessionAggregate[K, V, A any](g *SessionWindowedGrouped[K, V], name string,
 	cached := new(true)
 	keys := g.keys
 	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, Windowed[K], A] {
-		return &sessionAggregator[K, V, A]{spec: spec, keys: keys, name: name, windows: w, step: step, merge: merge, cached: *cached}
+		return &sessionAggregator[K, V, A]{spec: spec, keys: keys, name: name, windows: w, step: step, merge: merge, cached: *cached, tombstones: tombstones}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
 	g.b.t.KeyedByPartition(name)
@@ -198,6 +199,8 @@ type sessionAggregator[K, V, A any] struct {
 	// now is the stream time this aggregation has observed, which closes
 	// its sessions.
 	now streamtime.Observed
+	// tombstones: records without a value count (see sessionAggregate).
+	tombstones bool
 }
 
 func (a *sessionAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) (err error) {
@@ -218,8 +221,8 @@ func (a *sessionAggregator[K, V, A]) forward(ctx processor.Context[Windowed[K], 
 }
 
 func (a *sessionAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A], rec processor.Record[K, V]) error {
-	if rec.Tombstone {
-		return nil // aggregations skip records without a value
+	if rec.Tombstone && !a.tombstones {
+		return nil // see sessionAggregate
 	}
 	ts := rec.Timestamp.UnixMilli()
 	if ts < 0 {

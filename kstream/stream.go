@@ -10,8 +10,8 @@ import (
 // values of type V. Kafka Streams' KStream.
 //
 // A stream may carry tombstones, records without a value
-// (processor.Record.Tombstone): a table's deletions, through
-// [Table.ToStream]. Steps that decide on or compute a value (Filter,
+// (processor.Record.Tombstone): the records of its topic whose value is
+// null, and a table's deletions, through [Table.ToStream]. Steps that decide on or compute a value (Filter,
 // FilterNot, MapValues, FlatMapValues) pass a tombstone on as it is,
 // without calling their function; steps that compute a key (Map, FlatMap,
 // SelectKey, GroupBy) and Peek and Foreach call theirs with the zero value,

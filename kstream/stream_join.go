@@ -280,7 +280,10 @@ func (j *streamJoiner[K, T, O, L, R, Out]) Close() error {
 
 func (j *streamJoiner[K, T, O, L, R, Out]) Process(ctx processor.Context[K, Out], rec processor.Record[K, T]) error {
 	if rec.Tombstone {
-		return nil // a join skips records without a value
+		// A record without a value joins nothing (Kafka Streams drops
+		// it too).
+		ctx.Logger().Debug("join skips a record without a value")
+		return nil
 	}
 	ts := rec.Timestamp.UnixMilli()
 	now := max(ctx.StreamTime().UnixMilli(), ts)

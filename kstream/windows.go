@@ -270,7 +270,7 @@ func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window 
 // of updates a cache still holds.
 // Kafka Streams' TimeWindowedKStream.count.
 func (g *WindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
-	return windowAggregate(g, name, serde.Int64(), func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
+	return windowAggregate(g, name, serde.Int64(), true, func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
 }
 
 // Reduce combines the values of each key and window into the window
@@ -282,7 +282,7 @@ func (g *WindowedGrouped[K, V]) Reduce(name string, fn func(aggregate, value V) 
 	if fn == nil {
 		g.b.fail("Reduce %q of %q: nil reducer", name, g.name)
 	}
-	return windowAggregate(g, name, values, func(_ K, v V, agg V, found bool) V {
+	return windowAggregate(g, name, values, false, func(_ K, v V, agg V, found bool) V {
 		if !found {
 			return v
 		}
@@ -299,7 +299,7 @@ func (g *WindowedGrouped[K, V]) Aggregate[A any](name string, init func() A, fn 
 	if init == nil || fn == nil {
 		g.b.fail("Aggregate %q of %q: nil initializer or aggregator", name, g.name)
 	}
-	return windowAggregate(g, name, aggregates, func(k K, v V, agg A, found bool) A {
+	return windowAggregate(g, name, aggregates, false, func(k K, v V, agg A, found bool) A {
 		if !found {
 			agg = init()
 		}
@@ -308,8 +308,11 @@ func (g *WindowedGrouped[K, V]) Aggregate[A any](name string, init func() A, fn 
 }
 
 // windowAggregate adds the node and window store of a windowed
-// aggregation; step is as in aggregate.
-func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values serde.Serde[A], step func(key K, value V, agg A, found bool) A) *WindowedTable[K, A] {
+// aggregation; step is as in aggregate. tombstones: records without a
+// value are counted too (Count), as Kafka Streams' windowed aggregations
+// skip only records with a null key; Reduce and Aggregate skip them, as a
+// Go function has no null value to be given.
+func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values serde.Serde[A], tombstones bool, step func(key K, value V, agg A, found bool) A) *WindowedTable[K, A] {
 	if values == nil {
 		g.b.fail("aggregation %q of %q: nil value serde", name, g.name)
 	}
@@ -320,7 +323,7 @@ func windowAggregate[K, V, A any](g *WindowedGrouped[K, V], name string, values 
 	// instance exists.
 	cached := new(true)
 	n := g.b.t.AddProcessor(name, func() processor.Processor[K, V, Windowed[K], A] {
-		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step, cached: *cached}
+		return &windowAggregator[K, V, A]{spec: spec, keys: g.keys, name: name, windows: w, step: step, cached: *cached, tombstones: tombstones}
 	}, g.node)
 	g.b.t.AddStore(spec, n)
 	g.b.t.KeyedByPartition(name)
@@ -348,6 +351,8 @@ type windowAggregator[K, V, A any] struct {
 	// now is the stream time this aggregation has observed, which closes
 	// its windows.
 	now streamtime.Observed
+	// tombstones: records without a value count (see windowAggregate).
+	tombstones bool
 	// cached: updates go through cache (see WindowedGrouped.Count).
 	cached bool
 	cache  *processor.RecordCache[Windowed[K], A]
@@ -364,8 +369,8 @@ func (a *windowAggregator[K, V, A]) Init(ctx processor.Context[Windowed[K], A]) 
 func (a *windowAggregator[K, V, A]) Close() error { return nil }
 
 func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A], rec processor.Record[K, V]) error {
-	if rec.Tombstone {
-		return nil // aggregations skip records without a value
+	if rec.Tombstone && !a.tombstones {
+		return nil // see windowAggregate
 	}
 	ts := rec.Timestamp.UnixMilli()
 	if ts < 0 {

@@ -24,8 +24,10 @@
 // as the application has read them when it processes the order; a later
 // customer or product update does not change an order already written.
 //
-// An order or customer that does not deserialize (not JSON, a field of
-// the wrong type, an order without a value) stops the application with
+// An order with a null value is skipped by the join (logged at debug
+// level), as Kafka Streams skips a null value. An order or customer that
+// does not deserialize (not JSON, a field of the wrong type) stops the
+// application with
 // the record's coordinates, weir's default policy (Fail). A product is
 // stored as it is read, so one that does not deserialize stops the
 // application at the first order that looks it up, with that order's

@@ -161,9 +161,10 @@ func TestOrderThatDoesNotDeserializeStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	err = weirtest.Input(d, o.orders, serde.String(), serde.String()).PipeTombstone("c-1", time.UnixMilli(0))
-	if !errors.Is(err, serde.ErrNull) {
-		t.Errorf("order without a value: %v, want serde.ErrNull", err)
+	// An order without a value is a tombstone of the stream, which the
+	// join skips, as Kafka Streams' drops a null value.
+	if err := weirtest.Input(d, o.orders, serde.String(), serde.String()).PipeTombstone("c-1", time.UnixMilli(0)); err != nil {
+		t.Errorf("order without a value: %v, want it skipped", err)
 	}
 }
 
