@@ -256,8 +256,9 @@ func equal(a, b record) bool {
 
 // TestConformance runs every scenario on both sides and compares the
 // outputs record by record. A scenario in pending (a known difference
-// not fixed yet) must still differ, so that fixing it without taking it
-// off the list fails too.
+// not fixed yet) must still differ in the long pass (10 seeds of 500
+// records or more), so that fixing it without taking it off the list
+// fails too.
 func TestConformance(t *testing.T) {
 	first, seeds, n := settings(t)
 	type kase struct {
@@ -312,9 +313,17 @@ func TestConformance(t *testing.T) {
 			t.Errorf("%s, seed %d: %s\n\trerun: %s", c.sc.name, c.seed, msg, rerun)
 		}
 	}
+	// A short pass may not meet the input that shows a pending
+	// difference; the long one (make conformance) must.
+	long := seeds >= 10 && n >= 500
 	for name, why := range pending {
-		if !differs[name] {
+		if differs[name] {
+			continue
+		}
+		if long {
 			t.Errorf("%s is pending (%s) but gave Kafka Streams' output for every seed: take it off the pending list", name, why)
+		} else {
+			t.Logf("%s is pending but agreed on this short pass", name)
 		}
 	}
 }

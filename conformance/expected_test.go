@@ -9,6 +9,7 @@ const (
 	slidingStart     = "a record earlier than the time difference opens sliding windows that start before the epoch; Kafka Streams starts them at 0"
 	absentTombstones = "a tombstone for a key the table does not hold: Kafka Streams passes it on, weir drops it"
 	fkTombstones     = "foreign-key join: Kafka Streams emits a tombstone when a left row without a result is deleted or changes its foreign key"
+	joinExpiry       = "stream-stream join stores: Kafka Streams expires each side's store by the newest time that side has seen, and judges lateness by the join's own stream time; weir expires both by the task's"
 	nullKeyJoins     = "left and outer stream-stream joins: Kafka Streams joins a record with a null key as unmatched (KIP-962), weir drops it; and the emission time of unmatched records (deliberate, see \"Left and outer stream-stream joins\")"
 )
 
@@ -32,6 +33,8 @@ var pending = map[string]string{
 	"table-outer-join":      absentTombstones + "; " + resultTimestamps,
 	"fk-join":               fkTombstones + "; " + resultTimestamps,
 	"fk-left-join":          fkTombstones + "; " + resultTimestamps,
-	"join-left":             nullKeyJoins,
-	"join-outer":            nullKeyJoins,
+	"join-inner":            joinExpiry,
+	"join-asymmetric":       joinExpiry,
+	"join-left":             nullKeyJoins + "; " + joinExpiry,
+	"join-outer":            nullKeyJoins + "; " + joinExpiry,
 }
