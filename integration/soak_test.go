@@ -238,6 +238,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak summary: %v, %d records processed, %d faults %v, violations %d (echo) + %d (agg-out), longest stall %v (after %s), instance 0 RSS %d KiB when warm, %d KiB at the end (%+.1f%%; %d samples from %d to %d KiB)",
 		time.Since(start).Round(time.Second), len(msgs), total, faults, echoF.total(), aggF.total(), longest.Round(time.Millisecond), longestAfter,
 		rssStart, rssEnd, 100*float64(rssEnd-rssStart)/float64(max(rssStart, 1)), len(rssSamples), rssMin, rssMax)
+	t.Logf("instance 0's RSS every 10 s once warm (KiB): %v", rssSamples)
 	if rssStart > 0 && float64(rssEnd) > 1.1*float64(rssStart) {
 		t.Errorf("instance 0's RSS grew from %d to %d KiB, more than 10%%", rssStart, rssEnd)
 	}
