@@ -91,8 +91,10 @@
 //
 //   - A record updates every window that contains its timestamp: one
 //     tumbling window, up to size/advance (rounded up) hopping ones.
-//   - Time is the task's stream time: the largest record timestamp it has
-//     processed, this record's included. A window closes when the stream
+//   - Time is the stream time the aggregation has observed: the largest
+//     timestamp among the records that reached it, this record's included
+//     (records dropped before it, by a filter or for a null key, do not
+//     count; see docs/semantics.md). A window closes when that stream
 //     time reaches its end plus the grace period ([TimeWindows.Grace],
 //     default 0). Records may arrive out of order: one for a window still
 //     open updates it.

@@ -35,7 +35,7 @@ func Sliding(maxDifference time.Duration) SlidingWindows {
 }
 
 // Grace returns w with grace period d, at least 0: a window closes when
-// the task's stream time reaches its end plus d, as for [TimeWindows];
+// the aggregation's stream time reaches its end plus d, as for [TimeWindows];
 // a record whose windows are all closed is dropped and counted in
 // weir_records_late_total, and one for which only some are closed
 // updates the others and is counted too. Kafka Streams'

@@ -56,7 +56,7 @@ func UntilWindowCloses(limit ...BufferLimit) Suppression {
 }
 
 // CloseWhenIdle returns s, an [UntilWindowCloses] suppression, closing
-// windows by the wall clock too when their task's stream time stops: once
+// windows by the wall clock too when the suppression's stream time stops: once
 // the stream time has not moved for d of wall-clock time, the suppression
 // acts as if it had moved on with the wall clock since it stopped, and
 // emits the windows that such a stream time would have closed. A quiet
@@ -165,10 +165,11 @@ func (s Suppression) problems() []string {
 //
 // With [UntilWindowCloses], a window's updates are kept in the key-value
 // store name (changelog "<application id>-<name>-changelog") and its
-// final aggregate is emitted when the task's stream time reaches the
-// window's end plus the grace period of t's windows: at the first record
-// that takes the stream time there, whatever its key and even if it is
-// late, after that record is processed. Windows closed by one record are
+// final aggregate is emitted when the suppression's stream time (the
+// largest timestamp of the updates that reached it; records the
+// aggregation dropped as late do not) reaches the window's end plus the
+// grace period of t's windows: at the first update that takes it there,
+// whatever its key, after that update is buffered. Windows closed by one record are
 // emitted in order of end, then start, then serialized key. Each final
 // result keeps the timestamp of the window's last update and carries no
 // headers. With [UntilTimeLimit], the store holds the entries of that
@@ -178,8 +179,8 @@ func (s Suppression) problems() []string {
 //
 // Under exactly once the buffer's writes and deletes commit in the same
 // transaction as the results they hold back or emit, so a crash neither
-// loses a result nor emits one twice. A window whose task's stream time
-// stops advancing (a partition that receives no more records) is not
+// loses a result nor emits one twice. A window whose suppression's stream
+// time stops advancing (no more updates reach it) is not
 // emitted until it moves on, as in Kafka Streams. Kafka Streams'
 // KTable.suppress.
 func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTable[K, V] {

@@ -55,7 +55,7 @@ func Hopping(size, advance time.Duration) TimeWindows {
 
 // Grace returns w with grace period d, at least 0: how long after a
 // window's end, in stream time, records for it are still admitted. A
-// window closes when the task's stream time reaches its end plus d
+// window closes when the aggregation's stream time reaches its end plus d
 // (end + d <= stream time, as in Kafka Streams); a record that arrives
 // for a closed window is dropped from it, counted in
 // weir_records_late_total, logged at debug level and, with
@@ -266,8 +266,8 @@ func WindowedKey[K, V any](window Windowed[K], _ V) Windowed[K] { return window 
 // [Grouped.Count]: a window's updates between two commits are forwarded
 // once, the latest. A [WindowedTable.Suppress] with [UntilWindowCloses]
 // turns the cache off:
-// it closes windows on the task's stream time, which must not run ahead
-// of updates a cache still holds.
+// it closes windows on the stream time of the updates that reach it,
+// which a cache would hold back.
 // Kafka Streams' TimeWindowedKStream.count.
 func (g *WindowedGrouped[K, V]) Count(name string) *WindowedTable[K, int64] {
 	return windowAggregate(g, name, serde.Int64(), true, func(_ K, _ V, n int64, _ bool) int64 { return n + 1 })
