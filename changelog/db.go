@@ -25,7 +25,9 @@ type Options struct {
 	// InMemory keeps everything in memory: nothing survives Close. For
 	// tests.
 	InMemory bool
-	// MemTableSize is the size of one memtable. Default 16 MiB.
+	// MemTableSize is the size of one memtable. Default 16 MiB. Below
+	// 7 MiB, values over 15% of it are kept in the value log rather than
+	// in the LSM tree (Badger's bound on a write batch).
 	MemTableSize int64
 	// NumMemtables is how many memtables may be held before writes stall.
 	// Default 2.
@@ -103,6 +105,11 @@ func Open(dir string, o Options) (*DB, error) {
 		WithNumCompactors(2).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{o.Logger})
+	// Badger refuses to open when values kept in the LSM tree (up to
+	// ValueThreshold, 1 MiB by default) could exceed a write batch, 15% of
+	// a memtable: below a 7 MiB memtable, larger values go to the value
+	// log instead.
+	opts = opts.WithValueThreshold(min(opts.ValueThreshold, 15*opts.MemTableSize/100))
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}

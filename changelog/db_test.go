@@ -524,3 +524,32 @@ func TestDropStoreDropsEveryPartitionOfOneStore(t *testing.T) {
 		}
 	}
 }
+
+// A small memtable opens (Badger refuses a value threshold above 15% of
+// it, and its default is 1 MiB), and values larger than that threshold
+// still round-trip, through the value log, also across a reopen.
+func TestSmallMemtable(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{MemTableSize: 1 << 20, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20}
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatalf("Open with a 1 MiB memtable: %v", err)
+	}
+	big := bytes.Repeat([]byte{7}, 512<<10)
+	if err := db.Space("s", 0).Apply([]Entry{{Key: []byte("big"), Value: big}, {Key: []byte("small"), Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for k, want := range map[string][]byte{"big": big, "small": []byte("v")} {
+		got, err := db.Space("s", 0).Get([]byte(k))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("Get(%q) = %d bytes, %v; want %d bytes", k, len(got), err, len(want))
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -169,6 +171,11 @@ type eosChildConfig struct {
 	RequestTimeout time.Duration
 	// Standbys is Config.StandbyReplicas.
 	Standbys int
+	// MemReport makes the instance print an eosStatus with its Go
+	// memory every 10 s (the soak tells caches filling from a leak by it).
+	MemReport bool
+	// Badger is Config.State.Badger.
+	Badger changelog.Options
 }
 
 // weirConfig is the configuration of an instance, shared by the children
@@ -187,6 +194,7 @@ func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 		Net:             weir.NetConfig{RequestTimeout: cc.RequestTimeout},
 		StandbyReplicas: cc.Standbys,
 	}
+	cfg.State.Badger = cc.Badger
 	if cc.Repartition {
 		cfg.ProcessingErrors = weir.Skip
 	}
@@ -205,7 +213,31 @@ func (cc eosChildConfig) topology() *processor.Topology {
 // eosStatus is a line a child prints on stdout: its task ids, each time
 // they change.
 type eosStatus struct {
-	Tasks []string `json:"tasks"`
+	Tasks []string   `json:"tasks"` // null in a line of memory only
+	Mem   *memSample `json:"mem,omitempty"`
+}
+
+// memSample is an instance's Go memory at one time, in KiB (runtime.MemStats).
+type memSample struct {
+	// HeapInuse is memory in spans with objects in them; HeapFree is
+	// memory the heap holds without objects and has not returned to the
+	// OS (HeapIdle - HeapReleased); Sys is everything the runtime got from
+	// the OS.
+	HeapInuse, HeapFree, Sys int64
+	Goroutines               int
+	GCs                      uint32
+}
+
+func readMemSample() memSample {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memSample{
+		HeapInuse:  int64(ms.HeapInuse >> 10),
+		HeapFree:   int64((ms.HeapIdle - ms.HeapReleased) >> 10),
+		Sys:        int64(ms.Sys >> 10),
+		Goroutines: runtime.NumGoroutine(),
+		GCs:        ms.NumGC,
+	}
 }
 
 // runEOSChild runs the EOS topology until SIGTERM. It logs to stderr and
@@ -233,6 +265,7 @@ func runEOSChild() int {
 	go func() {
 		enc := json.NewEncoder(os.Stdout)
 		last := []string{}
+		lastMem := time.Now()
 		for ctx.Err() == nil {
 			ids := []string{}
 			for _, ti := range app.Tasks() {
@@ -241,6 +274,11 @@ func runEOSChild() int {
 			if !slices.Equal(ids, last) {
 				_ = enc.Encode(eosStatus{Tasks: ids})
 				last = ids
+			}
+			if cc.MemReport && time.Since(lastMem) >= 10*time.Second {
+				m := readMemSample()
+				_ = enc.Encode(eosStatus{Mem: &m})
+				lastMem = time.Now()
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -254,14 +292,22 @@ func runEOSChild() int {
 
 // eosChild is one incarnation of an instance process.
 type eosChild struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process exited and stdout is drained
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{} // closed once the process exited and stdout is drained
 	// expected is set before the test signals the process: its exit is
 	// then no failure. Test goroutine only.
 	expected bool
 
 	mu    sync.Mutex
-	tasks []string // last reported
+	tasks []string  // last reported
+	mem   memSample // last reported, with eosChildConfig.MemReport
+}
+
+func (ch *eosChild) reportedMem() memSample {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.mem
 }
 
 func (ch *eosChild) reportedTasks() []string {
@@ -351,17 +397,23 @@ func (cl *eosCluster) start(slot int) {
 		t.Fatalf("starting instance %d: %v", slot, err)
 	}
 	fmt.Fprintf(logFile, "=== test: started pid %d at %s\n", cmd.Process.Pid, time.Now().Format(time.StampMilli))
-	ch := &eosChild{cmd: cmd, done: make(chan struct{})}
+	ch := &eosChild{cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(ch.done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var st eosStatus
-			if json.Unmarshal(sc.Bytes(), &st) == nil && st.Tasks != nil {
-				ch.mu.Lock()
-				ch.tasks = st.Tasks
-				ch.mu.Unlock()
+			if json.Unmarshal(sc.Bytes(), &st) != nil {
+				continue
 			}
+			ch.mu.Lock()
+			if st.Tasks != nil {
+				ch.tasks = st.Tasks
+			}
+			if st.Mem != nil {
+				ch.mem = *st.Mem
+			}
+			ch.mu.Unlock()
 		}
 		_ = cmd.Wait()
 	}()
