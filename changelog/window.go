@@ -75,8 +75,8 @@ type WindowBytes struct {
 // windows are size long and retained for retention (at least size; Kafka
 // Streams' retention of a windowed store, Materialized.withRetention,
 // which must cover the window size plus the grace period): a window
-// starting before the stream time seen by Expire minus retention is
-// expired. size must be at least a millisecond, the store's precision; it
+// starting at or before the stream time seen by Expire minus retention is
+// expired, as Kafka Streams' window stores return only later windows. size must be at least a millisecond, the store's precision; it
 // is kept for Size, the store needs only starts.
 func NewWindowBytes(b Bytes, retention, size time.Duration) (*WindowBytes, error) {
 	var errs []error
@@ -92,7 +92,9 @@ func NewWindowBytes(b Bytes, retention, size time.Duration) (*WindowBytes, error
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &WindowBytes{b: b, retention: retention, size: size, clock: newRetentionClock(retention)}, nil
+	clock := newRetentionClock(retention)
+	clock.exclusive = true
+	return &WindowBytes{b: b, retention: retention, size: size, clock: clock}, nil
 }
 
 // Size returns the window size given to NewWindowBytes.
@@ -113,8 +115,8 @@ func windowIndexKey(key []byte, startMs int64) []byte {
 
 // Put sets the value of key's window starting at windowStart. A nil value
 // deletes the window (an empty, non-nil value is stored as empty). A
-// window that expired already (it starts before the stream time seen by
-// Expire minus the retention) is not written, and the error wraps
+// window that expired already (it starts at or before the stream time
+// seen by Expire minus the retention) is not written, and the error wraps
 // ErrExpired; deleting one is allowed.
 func (w *WindowBytes) Put(key []byte, windowStart time.Time, value []byte) error {
 	start := windowStart.UnixMilli()
@@ -392,6 +394,13 @@ type retentionClock struct {
 	// whose uncommitted writes are dropped is opened anew, clock included.
 	lowest      int64
 	lowestKnown bool
+	// exclusive expires the time at the stream time minus the retention
+	// too: a window store keeps what is later than that, as Kafka
+	// Streams' window stores return only windows that start after it (a
+	// stream-stream join finds what Kafka Streams' finds). A session
+	// store keeps a session that ends at it, as Kafka Streams' session
+	// aggregation still merges into it.
+	exclusive bool
 }
 
 func newRetentionClock(retention time.Duration) retentionClock {
@@ -402,6 +411,9 @@ func newRetentionClock(retention time.Duration) retentionClock {
 func (c *retentionClock) cutoff() int64 {
 	if c.observed < math.MinInt64+c.retention {
 		return math.MinInt64 // no stream time yet, or saturated
+	}
+	if c.exclusive {
+		return c.observed - c.retention + 1
 	}
 	return c.observed - c.retention
 }

@@ -405,9 +405,9 @@ func TestWindowExpire(t *testing.T) {
 	if n, err := w.Expire(ms(40)); n != 0 || err != nil { // cutoff -60: nothing before it
 		t.Fatalf("Expire(40) = %d, %v; want 0, nil", n, err)
 	}
-	n, err := w.Expire(ms(200)) // cutoff 100: starts -50..90 go, 100 stays
+	n, err := w.Expire(ms(199)) // cutoff 100: starts -50..90 go, 100 stays
 	if err != nil || n != 30 {
-		t.Fatalf("Expire(200) = %d, %v; want 30, nil", n, err)
+		t.Fatalf("Expire(199) = %d, %v; want 30, nil", n, err)
 	}
 	var live []win
 	for _, x := range all {
@@ -417,13 +417,13 @@ func TestWindowExpire(t *testing.T) {
 	}
 	slices.SortFunc(live, func(a, b win) int { return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.start, b.start)) })
 	if got := collectWindows(t, w, w.All()); !slices.Equal(got, live) {
-		t.Errorf("All after Expire(200) = %v, want %v", got, live)
+		t.Errorf("All after Expire(199) = %v, want %v", got, live)
 	}
 	if m.Len() != 2*len(live) {
 		t.Errorf("store holds %d entries for %d windows, want %d: Expire left entries behind", m.Len(), len(live), 2*len(live))
 	}
-	if n, err := w.Expire(ms(200)); n != 0 || err != nil {
-		t.Errorf("Expire(200) again = %d, %v; want 0, nil", n, err)
+	if n, err := w.Expire(ms(199)); n != 0 || err != nil {
+		t.Errorf("Expire(199) again = %d, %v; want 0, nil", n, err)
 	}
 	if n, err := w.Expire(ms(150)); n != 0 || err != nil {
 		t.Errorf("Expire(150), stream time going back = %d, %v; want 0, nil", n, err)
@@ -431,7 +431,7 @@ func TestWindowExpire(t *testing.T) {
 	// Late puts: before the cutoff fails, at the cutoff succeeds.
 	err = w.Put([]byte("a"), ms(99), []byte("late"))
 	if !errors.Is(err, changelog.ErrExpired) {
-		t.Errorf("Put of a window starting at 99 after Expire(200): err = %v, want ErrExpired", err)
+		t.Errorf("Put of a window starting at 99 after Expire(199): err = %v, want ErrExpired", err)
 	}
 	if v, _ := w.Fetch([]byte("a"), ms(99)); v != nil {
 		t.Errorf("a rejected late Put was written: Fetch = %q", v)
@@ -446,13 +446,13 @@ func TestWindowExpire(t *testing.T) {
 		t.Errorf("FetchRange(a, min, 100) = %v, want only the window at 100", got)
 	}
 	// Expire in small steps removes exactly the windows that fall behind.
-	for st := int64(201); st <= 360; st++ {
+	for st := int64(200); st <= 359; st++ {
 		n, err := w.Expire(ms(st))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := 0
-		if c := st - 100; c%10 == 1 && c-1 <= 250 { // cutoff passed a start c-1
+		if c := st - 99; c%10 == 1 && c-1 <= 250 { // cutoff passed a start c-1
 			want = 2
 		}
 		if n != want {
@@ -476,7 +476,7 @@ func TestWindowExpireBatches(t *testing.T) {
 	}
 	kept := m.Len()
 	putWindow(t, w, win{"late", 10_000, "v"})
-	removed, err := w.Expire(ms(1000 + 10_000))
+	removed, err := w.Expire(ms(1000 + 10_000 - 1))
 	if err != nil || removed != n {
 		t.Fatalf("Expire = %d, %v; want %d, nil", removed, err, n)
 	}
@@ -495,7 +495,7 @@ func TestWindowExpireResumes(t *testing.T) {
 		putWindow(t, w, win{"k", int64(i), "v"})
 	}
 	f.fail = failAfter("delete", 10)
-	n, err := w.Expire(ms(25)) // cutoff 15
+	n, err := w.Expire(ms(24)) // cutoff 15
 	if !errors.Is(err, errBoom) || n != 5 {
 		t.Fatalf("Expire with failing deletes = %d, %v; want 5, boom", n, err)
 	}
@@ -512,7 +512,7 @@ func TestWindowExpireResumes(t *testing.T) {
 		t.Errorf("Fetch of an expired window = %q, want nil", v)
 	}
 	f.fail = nil
-	if n, err := w.Expire(ms(26)); n != 11 || err != nil {
+	if n, err := w.Expire(ms(25)); n != 11 || err != nil {
 		t.Errorf("Expire after the failure = %d, %v; want 11 (10 left over, 1 new), nil", n, err)
 	}
 	if f.Len() != 8 {
@@ -653,7 +653,7 @@ func TestWindowModel(t *testing.T) {
 		case op < 6:
 			v := fmt.Sprint(round)
 			err := w.Put([]byte(x.key), ms(x.start), []byte(v))
-			if late := streamTime != math.MinInt64 && x.start < streamTime-retention; late != errors.Is(err, changelog.ErrExpired) || (!late && err != nil) {
+			if late := streamTime != math.MinInt64 && x.start <= streamTime-retention; late != errors.Is(err, changelog.ErrExpired) || (!late && err != nil) {
 				t.Fatalf("round %d: Put(%v) = %v, late = %v", round, x, err, late)
 			}
 			if err == nil {
@@ -673,7 +673,7 @@ func TestWindowModel(t *testing.T) {
 			streamTime = max(streamTime, st)
 			want := 0
 			for y := range model {
-				if y.start < streamTime-retention {
+				if y.start <= streamTime-retention {
 					delete(model, y)
 					want++
 				}
@@ -718,11 +718,11 @@ func TestWindowExpireSkipsScansUntilSomethingCanExpire(t *testing.T) {
 	f := &faultyBytes{}
 	w := newWindows(t, f, 10*time.Millisecond, time.Millisecond)
 	putWindow(t, w, win{"a", 100, "v"})
-	if n, err := w.Expire(ms(105)); n != 0 || err != nil { // cutoff 95: learns the earliest, 100
-		t.Fatalf("Expire(105) = %d, %v", n, err)
+	if n, err := w.Expire(ms(104)); n != 0 || err != nil { // cutoff 95: learns the earliest, 100
+		t.Fatalf("Expire(104) = %d, %v", n, err)
 	}
 	before := f.ranges
-	for st := int64(106); st <= 109; st++ { // cutoffs 96..99: nothing below 100
+	for st := int64(105); st <= 108; st++ { // cutoffs 96..99: nothing below 100
 		if n, err := w.Expire(ms(st)); n != 0 || err != nil {
 			t.Fatalf("Expire(%d) = %d, %v", st, n, err)
 		}
@@ -731,8 +731,8 @@ func TestWindowExpireSkipsScansUntilSomethingCanExpire(t *testing.T) {
 		t.Errorf("Expire scanned %d times while nothing could expire", f.ranges-before)
 	}
 	putWindow(t, w, win{"c", 99, "v"})                     // at the cutoff: allowed, and the earliest now
-	if n, err := w.Expire(ms(110)); n != 1 || err != nil { // cutoff 100: c goes, a stays
-		t.Fatalf("Expire(110) = %d, %v; want the window at 99", n, err)
+	if n, err := w.Expire(ms(109)); n != 1 || err != nil { // cutoff 100: c goes, a stays
+		t.Fatalf("Expire(109) = %d, %v; want the window at 99", n, err)
 	}
 	if v, _ := w.Fetch([]byte("c"), ms(99)); v != nil {
 		t.Error("a window put below the earliest known one was not expired")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -61,11 +62,15 @@ func (w JoinWindows) problems() []string {
 // grace: name+"-left-store" and name+"-right-store", with changelogs;
 // values are written with values and otherValues. name is required and
 // also names the nodes (name+"-left", name+"-right", and name, which
-// merges their results). A record that arrives after its window closed
-// (its time plus the window's far end plus grace is behind stream time)
-// is still joined with what the stores hold, but is not kept for later
-// records and is counted in weir_records_late_total. Tombstones are
-// skipped. s and other must be partitioned by the key alike: neither may
+// merges their results). Each store expires its records by the newest
+// timestamp put into it, as Kafka Streams' do: it keeps a record while
+// its time is later than that minus the store's retention, so one side's
+// records never expire the other's. A record too old for its own side's
+// store is still joined with what the other store holds, but is not kept
+// for later records and is counted in weir_records_late_total. Records
+// with a null key are skipped, and so are tombstones, which still move
+// the join's stream time (the largest timestamp that reached either
+// side, by which left and outer joins emit unmatched records). s and other must be partitioned by the key alike: neither may
 // have been re-keyed since it was last partitioned by key (Build fails
 // and names the step), and their topics must have the same partition
 // count, which Run checks.
@@ -80,8 +85,8 @@ func (s *Stream[K, V]) JoinStream[VO, VR any](name string, other *Stream[K, VO],
 
 // LeftJoinStream is [Stream.JoinStream] that also emits every left record
 // that joined no right record, as joiner(key, left, zero VO, false), once
-// its window has closed (its time plus after plus grace is behind stream
-// time), never early: a record that finds its match later in the window
+// its window has closed (its time plus after plus grace is behind the
+// join's stream time), never early: a record that finds its match later in the window
 // produces no unmatched result. Unmatched records wait in the key-value
 // store name+"-outer-store". Kafka Streams' KStream.leftJoin with a
 // KStream, with its fix for spurious results.
@@ -98,7 +103,8 @@ func (s *Stream[K, V]) LeftJoinStream[VO, VR any](name string, other *Stream[K, 
 // OuterJoinStream is [Stream.LeftJoinStream] for both sides: a right
 // record that joined no left record is emitted too, as joiner(key, zero
 // V, false, right, true), once its window has closed (its time plus
-// before plus grace behind stream time). Kafka Streams' KStream.outerJoin.
+// before plus grace behind the join's stream time). Kafka Streams'
+// KStream.outerJoin.
 func (s *Stream[K, V]) OuterJoinStream[VO, VR any](name string, other *Stream[K, VO], w JoinWindows, joiner func(key K, left V, leftFound bool, right VO, rightFound bool) VR, values serde.Serde[V], otherValues serde.Serde[VO]) *Stream[K, VR] {
 	if joiner == nil {
 		s.b.fail("OuterJoinStream %q of %q: nil joiner", name, s.name)
@@ -165,7 +171,7 @@ func streamJoin[K, L, R, Out any](s *Stream[K, L], name string, other *Stream[K,
 	// waits for right records up to t+after. From the right, reversed.
 	left := b.t.AddProcessor(name+"-left", func() processor.Processor[K, L, K, Out] {
 		return &streamJoiner[K, L, R, L, R, Out]{
-			this: lspec, other: rspec, outer: ospec, times: times, emit: emit,
+			this: lspec, other: rspec, outer: ospec, times: times, emit: emit, keys: keys,
 			before: w.before.Milliseconds(), after: w.after.Milliseconds(), grace: w.grace.Milliseconds(),
 			lookback: [2]int64{w.after.Milliseconds(), w.before.Milliseconds()}, isLeft: true,
 			inner: f.inner, unmatched: f.left,
@@ -174,7 +180,7 @@ func streamJoin[K, L, R, Out any](s *Stream[K, L], name string, other *Stream[K,
 	}, s.node)
 	right := b.t.AddProcessor(name+"-right", func() processor.Processor[K, R, K, Out] {
 		return &streamJoiner[K, R, L, L, R, Out]{
-			this: rspec, other: lspec, outer: ospec, times: times, emit: emit,
+			this: rspec, other: lspec, outer: ospec, times: times, emit: emit, keys: keys,
 			before: w.after.Milliseconds(), after: w.before.Milliseconds(), grace: w.grace.Milliseconds(),
 			lookback: [2]int64{w.after.Milliseconds(), w.before.Milliseconds()},
 			inner:    func(k K, r R, l L) Out { return f.inner(k, l, r) }, unmatched: f.right,
@@ -203,6 +209,14 @@ type joinTimes struct {
 
 type joinTime struct {
 	min int64 // math.MaxInt64: nothing waits
+	// now is the join's stream time: the largest timestamp of the records
+	// that reached either side (Kafka Streams' shared time tracker).
+	now streamtime.Observed
+	// stored is, per side (left 0, right 1), the largest timestamp put
+	// into that side's store, by which the store expires its records (as
+	// Kafka Streams' window stores expire by the newest time put into
+	// them).
+	stored [2]streamtime.Observed
 }
 
 func (j *joinTimes) get(task string) *joinTime {
@@ -231,6 +245,7 @@ type streamJoiner[K, T, O, L, R, Out any] struct {
 	outer *processor.KeyValueSpec[pendingKey[K], pending[L, R]] // nil: inner join
 	times *joinTimes
 	emit  func(K, pending[L, R]) []Out
+	keys  serde.Serde[K]
 	// A record at t joins the other side's records in [t-before,
 	// t+after], and waits for them up to t+after+grace.
 	before, after, grace int64
@@ -250,14 +265,15 @@ type streamJoiner[K, T, O, L, R, Out any] struct {
 }
 
 func (j *streamJoiner[K, T, O, L, R, Out]) Init(ctx processor.Context[K, Out]) (err error) {
-	if j.thisStore, err = j.this.Open(ctx); err != nil {
-		return err
-	}
-	if j.otherSt, err = j.other.Open(ctx); err != nil {
-		return err
-	}
 	j.task = ctx.TaskID()
 	j.time = j.times.get(j.task)
+	me := j.side()
+	if j.thisStore, err = j.this.Open(observedStores{ctx, &j.time.stored[me]}); err != nil {
+		return err
+	}
+	if j.otherSt, err = j.other.Open(observedStores{ctx, &j.time.stored[1-me]}); err != nil {
+		return err
+	}
 	if j.outer == nil {
 		return nil
 	}
@@ -273,20 +289,38 @@ func (j *streamJoiner[K, T, O, L, R, Out]) Init(ctx processor.Context[K, Out]) (
 	return j.outerSt.Err()
 }
 
+// side is the index of this side in joinTime.stored.
+func (j *streamJoiner[K, T, O, L, R, Out]) side() int {
+	if j.isLeft {
+		return 0
+	}
+	return 1
+}
+
 func (j *streamJoiner[K, T, O, L, R, Out]) Close() error {
 	j.times.drop(j.task)
 	return nil
 }
 
 func (j *streamJoiner[K, T, O, L, R, Out]) Process(ctx processor.Context[K, Out], rec processor.Record[K, T]) error {
+	if null, err := nullInputKey(ctx, j.keys, j.this.Name(), rec.Key); err != nil || null {
+		// A record with a null key joins nothing and moves no time: Kafka
+		// Streams drops it before its join. The runtime drops its write,
+		// and counts and logs the record.
+		if err != nil {
+			return err
+		}
+		return j.keep(ctx, rec.Key, rec.Timestamp, rec.Value)
+	}
+	ts := rec.Timestamp.UnixMilli()
+	now := j.time.now.Observe(ctx, ts)
 	if rec.Tombstone {
 		// A record without a value joins nothing (Kafka Streams drops
-		// it too).
+		// it too), but moves the join's stream time as there.
 		ctx.Logger().Debug("join skips a record without a value")
 		return nil
 	}
-	ts := rec.Timestamp.UnixMilli()
-	now := max(ctx.StreamTime().UnixMilli(), ts)
+	j.time.stored[j.side()].Observe(ctx, ts)
 	if err := j.keep(ctx, rec.Key, rec.Timestamp, rec.Value); err != nil {
 		return err
 	}

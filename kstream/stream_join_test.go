@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest"
 )
 
 // streamJoins joins "left" and "right" three ways within w, writing
@@ -120,5 +123,46 @@ func TestStreamJoinBuildChecks(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %q does not say %q", err, want)
 		}
+	}
+}
+
+// TestStreamStreamJoinTimes: each side's store expires by the newest time
+// put into it, so records on one side do not expire the other's; a store
+// keeps what is later than its time minus its retention (2 s either way
+// here, no grace: 4 s), not the boundary itself; and a record with a null
+// key moves neither time, joins nothing, and is counted as dropped. Kafka
+// Streams gives the same (conformance/pinned_test.go).
+func TestStreamStreamJoinTimes(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	left := b.Stream("left", "left", serde.Bytes(), serde.String())
+	right := b.Stream("right", "right", serde.Bytes(), serde.String())
+	left.JoinStream("j", right, kstream.JoinWithin(2*time.Second, 2*time.Second),
+		func(_ []byte, l, r string) string { return l + "|" + r }, serde.String(), serde.String()).
+		To("out", serde.Bytes(), serde.String())
+	reg := prometheus.NewRegistry()
+	d, err := weirtest.New(b, weirtest.Config{Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l := weirtest.Input(d, "left", serde.Bytes(), serde.String())
+	r := weirtest.Input(d, "right", serde.Bytes(), serde.String())
+	for i, step := range []func() error{
+		func() error { return l.Pipe([]byte("k"), "A", at(1000)) },
+		func() error { return r.Pipe([]byte("x"), "far", at(20_000)) }, // right's time only
+		func() error { return r.Pipe([]byte("k"), "a", at(2000)) },     // still finds A
+		func() error { return l.PipeNullKey("N", at(60_000)) },         // moves no time
+		func() error { return r.Pipe([]byte("k"), "b", at(3000)) },     // still finds A
+		func() error { return l.Pipe([]byte("y"), "Y", at(5000)) },     // left's time 5 s: A at 1 s is at the boundary
+		func() error { return r.Pipe([]byte("k"), "c", at(2500)) },     // finds nothing
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	expect(t, d, "out", serde.String(), serde.String(), kv[string, string]{"k", "A|a", 2000}, kv[string, string]{"k", "A|b", 3000})
+	if n := droppedNullKeys(t, reg); n != 1 {
+		t.Errorf("weir_records_dropped_total{reason=null_key} = %v, want 1", n)
 	}
 }

@@ -137,9 +137,13 @@ func (c *nodeContext[K, V]) StreamTime() time.Time { return c.env.StreamTime() }
 // ResumedStreamTime is the task's stream time committed before it
 // started (see internal/streamtime); not part of Context.
 func (c *nodeContext[K, V]) ResumedStreamTime() time.Time { return c.env.ResumedStreamTime() }
-func (c *nodeContext[K, V]) NextVersion() uint64          { return c.env.NextVersion() }
-func (c *nodeContext[K, V]) ApplicationID() string        { return c.env.ApplicationID() }
-func (c *nodeContext[K, V]) TaskID() string               { return c.env.TaskID() }
+
+// InputKeyNull reports whether the input record's Kafka key is null
+// (see "Records with a null key"); not part of Context.
+func (c *nodeContext[K, V]) InputKeyNull() bool    { return c.env.InputKeyNull() }
+func (c *nodeContext[K, V]) NextVersion() uint64   { return c.env.NextVersion() }
+func (c *nodeContext[K, V]) ApplicationID() string { return c.env.ApplicationID() }
+func (c *nodeContext[K, V]) TaskID() string        { return c.env.TaskID() }
 
 func (c *nodeContext[K, V]) Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (func(), error) {
 	if interval < time.Millisecond {

@@ -50,6 +50,7 @@ func (e *fakeEnv) Partition() int32                 { return 0 }
 func (e *fakeEnv) Metadata() (graph.Metadata, bool) { return e.meta, e.inRecord }
 func (e *fakeEnv) StreamTime() time.Time            { return time.Time{} }
 func (e *fakeEnv) ResumedStreamTime() time.Time     { return time.Time{} }
+func (e *fakeEnv) InputKeyNull() bool               { return false }
 func (e *fakeEnv) NextVersion() uint64              { e.version++; return e.version }
 func (e *fakeEnv) Logger() *slog.Logger {
 	if e.log == nil {

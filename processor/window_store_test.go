@@ -223,11 +223,13 @@ func TestWindowStoreExpiresOnStreamTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := mem(); n != 6 {
-		t.Fatalf("%d entries before expiry, want 6", n)
+	// Stream time 100 has expired the window at 0 already: a window store
+	// keeps the windows that start after stream time minus the retention.
+	if n := mem(); n != 4 {
+		t.Fatalf("%d entries at stream time 100, want 4", n)
 	}
 
-	// Stream time 160: the cutoff is 60, so the windows at 0 and 50 expire,
+	// Stream time 160: the cutoff is 61, so the window at 50 expires,
 	// and a read alone deletes them through the task's Bytes.
 	env.now = ms(160)
 	if got, want := collectWindows(p.store.All()), []win{wnd("k", 100, 110, 1)}; !slices.Equal(got, want) {
@@ -251,8 +253,11 @@ func TestWindowStoreExpiresOnStreamTime(t *testing.T) {
 	if !errors.Is(err, changelog.ErrExpired) || !strings.Contains(err.Error(), "expiring") {
 		t.Errorf("Put of an expired window = %v, want ErrExpired naming the store", err)
 	}
+	if err := p.store.Put("k", ms(60), 7); !errors.Is(err, changelog.ErrExpired) {
+		t.Errorf("Put at stream time minus the retention = %v, want ErrExpired", err)
+	}
 	// The window at the cutoff is still retained.
-	if err := p.store.Put("k", ms(60), 7); err != nil {
+	if err := p.store.Put("k", ms(61), 7); err != nil {
 		t.Errorf("Put at the cutoff = %v", err)
 	}
 	if n := mem(); n != 4 {

@@ -298,6 +298,9 @@ type TaskEnv interface {
 	// where the stream time a processor observes starts from (see
 	// internal/streamtime).
 	ResumedStreamTime() time.Time
+	// InputKeyNull reports whether the Kafka key of the input record
+	// being processed is null (see NullKeyGuard); false in a punctuator.
+	InputKeyNull() bool
 	// NextVersion returns a version for a table update the task emits:
 	// larger than every version the task gave before, also across a
 	// restart and a move to another instance.

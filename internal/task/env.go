@@ -106,6 +106,9 @@ func (t *Task) StreamTime() time.Time { return t.streamTime }
 // before the task started, zero on a first start.
 func (t *Task) ResumedStreamTime() time.Time { return t.resumedTime }
 
+// InputKeyNull implements graph.TaskEnv.
+func (t *Task) InputKeyNull() bool { return t.nulls.active }
+
 // NextVersion implements graph.TaskEnv: a hybrid logical clock in
 // microseconds. It is the wall clock (Config.Clock) in Unix microseconds,
 // or one more than the last version when that is not smaller, so that it
