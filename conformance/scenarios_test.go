@@ -135,6 +135,9 @@ var scenarios = []scenario{
 	{name: "table", build: func(b *kstream.Builder) {
 		b.Table("ta", "a", str, str).ToStream().To("out", str, str)
 	}},
+	{name: "table-filter", build: func(b *kstream.Builder) {
+		b.Table("ta", "a", str, str).Filter(notMultipleOf3).ToStream().To("out", str, str)
+	}},
 	{name: "table-join", twoInputs: true, build: func(b *kstream.Builder) {
 		b.Table("ta", "a", str, str).Join(b.Table("tb", "b", str, str), joined).ToStream().To("out", str, str)
 	}},

@@ -51,9 +51,12 @@ func (t *Table[K, V]) Name() string { return t.name }
 // latest value of its key, and a record with a null value (a tombstone)
 // deletes the key. name is required: it names the store, the node that
 // materializes it, and the source node (name+"-source"). Records with a
-// null key are dropped and counted, as in [Grouped.Count]; a tombstone
-// for a key the table does not hold changes nothing and is not passed
-// on. Kafka Streams' StreamsBuilder.table.
+// null key are dropped and counted, as in [Grouped.Count]. A tombstone
+// for a key the table does not hold changes nothing but is passed on, as
+// Kafka Streams passes it: [Table.ToStream] emits it, and a join emits a
+// deletion where the other table holds the key (or, for the other side of
+// a left or outer join, the row again). Kafka Streams'
+// StreamsBuilder.table.
 //
 // When the topic is compacted and its records cannot be skipped (the
 // topic's DeserializationErrors policy is Fail, the default), the topic
@@ -146,8 +149,14 @@ func (p *versionedSource[K, V]) Process(ctx processor.Context[K, change[V]], rec
 	} else {
 		err = p.store.Put(rec.Key, rec.Value, rec.Timestamp)
 	}
-	if err != nil || !latest || (rec.Tombstone && !found) {
+	if err != nil || !latest {
 		return err
+	}
+	if rec.Tombstone && !found {
+		// Passed on, as Builder.Table passes it, unless the key is null.
+		if null, err := nullInputKey(ctx, p.keys, p.name, rec.Key); err != nil || null {
+			return err
+		}
 	}
 	c := change[V]{old: old, hasOld: found}
 	if !rec.Tombstone {
@@ -191,9 +200,16 @@ func (p *tableSource[K, V]) Process(ctx processor.Context[K, change[V]], rec pro
 	c := change[V]{old: old, hasOld: found}
 	if rec.Tombstone {
 		if !found {
-			return nil
-		}
-		if err := p.store.Delete(rec.Key); err != nil {
+			// Passed on as an empty change, as Kafka Streams does, unless
+			// the key is null: the runtime drops (and counts) its write.
+			null, err := nullInputKey(ctx, p.keys, p.name, rec.Key)
+			if err != nil {
+				return err
+			}
+			if null {
+				return p.store.Delete(rec.Key)
+			}
+		} else if err := p.store.Delete(rec.Key); err != nil {
 			return err
 		}
 	} else {
@@ -208,6 +224,28 @@ func (p *tableSource[K, V]) Process(ctx processor.Context[K, change[V]], rec pro
 	return ctx.Forward(processor.Record[K, change[V]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
 }
 
+// nullInputKey reports whether key is the null Kafka key of the input
+// record being processed: that record's key was null and key serializes
+// to nothing, so the runtime drops (and counts) what is written under it
+// (package processor, "Records with a null key"). A processor that
+// re-keyed the record gave it a key of its own. Kafka Streams drops such
+// records before its tables, joins and aggregations.
+func nullInputKey[K any](ctx any, keys serde.Serde[K], name string, key K) (bool, error) {
+	if n, ok := ctx.(interface{ InputKeyNull() bool }); !ok || !n.InputKeyNull() {
+		return false, nil
+	}
+	return emptyKey(keys, name, key)
+}
+
+// emptyKey reports whether key serializes to nothing, as a null key does.
+func emptyKey[K any](keys serde.Serde[K], name string, key K) (bool, error) {
+	kb, err := keys.Serialize(name, key)
+	if err != nil {
+		return false, fmt.Errorf("kstream: %s: serialize key: %w", name, err)
+	}
+	return len(kb) == 0, nil
+}
+
 // droppedNullKey reports whether the runtime dropped the write of key to
 // store because the input record's Kafka key is null (package processor,
 // "Records with a null key"): such a record is skipped, as Kafka Streams'
@@ -216,12 +254,8 @@ func (p *tableSource[K, V]) Process(ctx processor.Context[K, change[V]], rec pro
 // that misses means the write was dropped (and counted). A present but
 // empty key was stored and is kept as any other.
 func droppedNullKey[K, V any](store processor.KeyValueStore[K, V], keys serde.Serde[K], name string, key K) (bool, error) {
-	kb, err := keys.Serialize(name, key)
-	if err != nil {
-		return false, fmt.Errorf("kstream: %s: serialize key: %w", name, err)
-	}
-	if len(kb) > 0 {
-		return false, nil
+	if empty, err := emptyKey(keys, name, key); err != nil || !empty {
+		return false, err
 	}
 	_, found, err := store.Get(key)
 	return !found, err
@@ -253,7 +287,10 @@ func (t *Table[K, V]) ToStream() *Stream[K, V] {
 // whose new value fails pred is deleted from the result (a key that was
 // in it gets a deletion; one that was not gets nothing). Its node is
 // named Name()+"-filter" unless [Named]. The result is not materialized:
-// a join looks it up through t. Kafka Streams' KTable.filter.
+// a join looks it up through t. Kafka Streams' KTable.filter, except
+// that Kafka Streams writes a tombstone for every update it rejects, also
+// of a row that was never in its result (a deliberate difference, see
+// docs/semantics.md, "Tables and tombstones").
 func (t *Table[K, V]) Filter(pred func(key K, value V) bool, opts ...Option) *Table[K, V] {
 	return t.filter("filter", pred, true, opts)
 }

@@ -8,7 +8,9 @@ import (
 // key: a key has a row in the result while both tables have one, with
 // value joiner(key, left, right). An update of either side updates the
 // result (with the other side as it stands then), and a deletion of
-// either side deletes the key from the result. Each result carries the
+// either side deletes the key from the result; so does, again, a
+// tombstone for a key one table does not hold while the other holds it
+// (see [Builder.Table]), as in Kafka Streams. Each result carries the
 // timestamp of the update that caused it (Kafka Streams uses the larger
 // of the two rows' timestamps; weir's stores keep no timestamps).
 //
@@ -145,7 +147,11 @@ func (j *tableSideJoiner[K, C, O, VR]) Process(ctx processor.Context[K, change[V
 	var out change[VR]
 	out.new, out.hasNew = j.join(rec.Key, rec.Value.new, rec.Value.hasNew, o, ook)
 	out.old, out.hasOld = j.join(rec.Key, rec.Value.old, rec.Value.hasOld, o, ook)
-	if !out.hasNew && !out.hasOld {
+	if !out.hasNew && !out.hasOld && (rec.Value.hasNew || rec.Value.hasOld || !ook) {
+		// Not in the result before or after. A change with neither value
+		// (a tombstone for a key the table did not hold) is the exception
+		// when the other table holds the key: Kafka Streams passes it on
+		// as a deletion of the result.
 		return nil
 	}
 	return ctx.Forward(processor.Record[K, change[VR]]{Key: rec.Key, Value: out, Timestamp: rec.Timestamp, Headers: rec.Headers})

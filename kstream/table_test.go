@@ -136,9 +136,10 @@ func TestJoinThroughFilteredAndMappedTable(t *testing.T) {
 }
 
 // A table from a topic is materialized and passes its updates on:
-// tombstones delete (and reach a sink as tombstones), a filter deletes a
-// row whose new value stops matching and passes nothing for a row that
-// never matched.
+// tombstones delete (and reach a sink as tombstones, also for a key the
+// table never held, as in Kafka Streams), a filter deletes a row whose
+// new value stops matching and passes nothing for a row that never
+// matched.
 func TestTableUpdatesAndDeletes(t *testing.T) {
 	t.Parallel()
 	b := kstream.NewBuilder()
@@ -158,7 +159,7 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 		{"tv", 90, false, 3},  // leaves the filter: a deletion there
 		{"pen", 3, false, 4},  // never matched: nothing there
 		{"tv", 0, true, 5},    // deleted
-		{"cup", 0, true, 6},   // a key never held: nothing anywhere
+		{"cup", 0, true, 6},   // a key never held: passed on, not through the filter
 		{"tv", 120, false, 7}, // back
 	} {
 		var err error
@@ -171,7 +172,7 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expectRows(t, d, "all", serde.Int64(), "tv=500@1", "pen=2@2", "tv=90@3", "pen=3@4", "tv=<deleted>@5", "tv=120@7")
+	expectRows(t, d, "all", serde.Int64(), "tv=500@1", "pen=2@2", "tv=90@3", "pen=3@4", "tv=<deleted>@5", "cup=<deleted>@6", "tv=120@7")
 	expectRows(t, d, "expensive", serde.Int64(), "tv=500@1", "tv=<deleted>@3", "tv=120@7")
 	got := store(t, d, "prices", serde.String(), serde.Int64())
 	if want := []weirtest.KeyValue[string, int64]{{Key: "pen", Value: 3}, {Key: "tv", Value: 120}}; !slices.Equal(got, want) {
@@ -303,6 +304,55 @@ func TestTableTableJoinSemantics(t *testing.T) {
 	expectRows(t, d, "outer", serde.String(),
 		"k=[A,null]@3", "k=[A,a]@4", "k=[B,a]@5", "k=[B,b]@6", "k=[null,b]@7", "k=<deleted>@8", "k=[C,null]@9",
 		"k=[C,c]@10", "k=[C,null]@11", "k=<deleted>@12", "k=[null,d]@14", "k=[D,d]@15")
+}
+
+// A tombstone for a key one table does not hold is passed on, as Kafka
+// Streams passes it: where the other table holds the key, an inner join
+// deletes the result again, the side of a left or outer join that keeps
+// its rows repeats the row, and the other side deletes; a versioned table
+// passes it on too; a tombstone with a null key is dropped, one with a
+// present but empty key is not.
+func TestTombstoneForAKeyNotHeld(t *testing.T) {
+	t.Parallel()
+	show := func(v string, ok bool) string {
+		if !ok {
+			return "null"
+		}
+		return v
+	}
+	b := kstream.NewBuilder()
+	left := b.Table("left", "left", serde.String(), serde.String())
+	right := b.Table("right", "right", serde.String(), serde.String())
+	left.Join(right, func(_ string, l, r string) string { return "[" + l + "," + r + "]" }).
+		ToStream().To("inner", serde.String(), serde.String())
+	left.LeftJoin(right, func(_ string, l, r string, rok bool) string { return "[" + l + "," + show(r, rok) + "]" }).
+		ToStream().To("leftjoin", serde.String(), serde.String())
+	left.OuterJoin(right, func(_ string, l string, lok bool, r string, rok bool) string {
+		return "[" + show(l, lok) + "," + show(r, rok) + "]"
+	}).ToStream().To("outer", serde.String(), serde.String())
+	left.ToStream().To("left-stream", serde.String(), serde.String())
+	b.VersionedTable("versioned", "versioned", serde.String(), serde.String(), time.Hour).
+		ToStream().To("versioned-stream", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "left", key: "k", value: "A", ts: 1},
+		step{topic: "right", key: "j", value: "x", ts: 2},
+		step{topic: "right", key: "k", del: true, ts: 3}, // right does not hold k; left does
+		step{topic: "left", key: "j", del: true, ts: 4},  // left does not hold j; right does
+		step{topic: "left", key: "z", del: true, ts: 5},  // neither holds z
+		step{topic: "left", key: "", del: true, ts: 6},   // a present but empty key
+		step{topic: "versioned", key: "v", del: true, ts: 7},
+	)
+	for _, topic := range []string{"left", "versioned"} {
+		if err := weirtest.Input(d, topic, serde.Bytes(), serde.Bytes()).PipeTombstone(nil, at(8)); err != nil {
+			t.Fatal(err) // a null key: dropped
+		}
+	}
+	expectRows(t, d, "inner", serde.String(), "k=<deleted>@3", "j=<deleted>@4")
+	expectRows(t, d, "leftjoin", serde.String(), "k=[A,null]@1", "k=[A,null]@3", "j=<deleted>@4")
+	expectRows(t, d, "outer", serde.String(), "k=[A,null]@1", "j=[null,x]@2", "k=[A,null]@3", "j=[null,x]@4")
+	expectRows(t, d, "left-stream", serde.String(), "k=A@1", "j=<deleted>@4", "z=<deleted>@5", "=<deleted>@6")
+	expectRows(t, d, "versioned-stream", serde.String(), "v=<deleted>@7")
 }
 
 // A stream joins the result of a table-table join, looked up through both

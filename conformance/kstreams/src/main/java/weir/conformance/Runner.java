@@ -184,6 +184,7 @@ public final class Runner {
             case "stream-table-left-join" -> b.stream("a", IN)
                     .leftJoin(b.table("b", IN), (l, r) -> l + "|" + s(r)).to("out", OUT);
             case "table" -> b.table("a", IN).toStream().to("out", OUT);
+            case "table-filter" -> b.table("a", IN).filter((k, v) -> num(v) % 3 != 0).toStream().to("out", OUT);
             case "table-join" -> b.table("a", IN)
                     .join(b.table("b", IN), (l, r) -> l + "|" + r).toStream().to("out", OUT);
             case "table-left-join" -> b.table("a", IN)
