@@ -6,7 +6,6 @@ package conformance
 // is deliberate and names the section that gives the reason.
 const (
 	resultTimestamps = "result timestamps: an aggregation's update carries the record's timestamp, Kafka Streams' the key's (window's) largest; a table-table join's the triggering side's, Kafka Streams' max(left, right)"
-	filterTombstones = "weir's Filter passes a record without a value on without asking its predicate, so filter(value != null) cannot be written"
 	slidingStart     = "a record earlier than the time difference opens sliding windows that start before the epoch; Kafka Streams starts them at 0"
 	tableFilter      = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
 	fkTombstones     = "foreign-key join: Kafka Streams emits a tombstone when a left row without a result is deleted or changes its foreign key"
@@ -27,8 +26,8 @@ var pending = map[string][]string{
 	"count-tumbling":        {resultTimestamps},
 	"count-hopping":         {resultTimestamps},
 	"count-sliding":         {slidingStart, resultTimestamps},
-	"filter-count-tumbling": {filterTombstones, resultTimestamps},
-	"filter-count-suppress": {filterTombstones, resultTimestamps},
+	"filter-count-tumbling": {resultTimestamps},
+	"filter-count-suppress": {resultTimestamps},
 	"table-groupby-reduce":  {resultTimestamps},
 	"table-filter":          {tableFilter},
 	"table-join":            {resultTimestamps},

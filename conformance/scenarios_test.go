@@ -61,7 +61,7 @@ func countWindows(g *kstream.WindowedTable[string, int64]) {
 }
 
 func filterCountTumbling(b *kstream.Builder) *kstream.WindowedTable[string, int64] {
-	return streamA(b).Filter(notMultipleOf3).GroupByKey().
+	return streamA(b).DropTombstones().Filter(notMultipleOf3).GroupByKey().
 		WindowedBy(kstream.Tumbling(10 * time.Second).Grace(5 * time.Second)).Count("counts")
 }
 
@@ -88,7 +88,7 @@ var scenarios = []scenario{
 		streamA(b).GroupByKey().Reduce("sums", sum, str, kstream.WithoutCache()).ToStream().To("out", str, str)
 	}},
 	{name: "aggregate-concat", build: func(b *kstream.Builder) {
-		streamA(b).GroupByKey().Aggregate("concat", func() string { return "" },
+		streamA(b).DropTombstones().GroupByKey().Aggregate("concat", func() string { return "" },
 			func(_ string, v, agg string) string { return agg + v + ";" }, str, kstream.WithoutCache()).
 			ToStream().To("out", str, str)
 	}},
@@ -161,10 +161,7 @@ var scenarios = []scenario{
 			Reduce("sums", sum, diff, str, kstream.WithoutCache()).ToStream().To("out", str, str)
 	}},
 	{name: "rekey-count", build: func(b *kstream.Builder) {
-		// weir's Filter passes tombstones on without asking the
-		// predicate, and the count skips them: the same as Kafka Streams'
-		// filter(value != null) before its count.
-		streamA(b).SelectKey(func(_, v string) string { return "r" + strconv.Itoa(num(v)%4) }).
+		streamA(b).DropTombstones().SelectKey(func(_, v string) string { return "r" + strconv.Itoa(num(v)%4) }).
 			Repartition("rekey", str, str).GroupByKey().Count("counts", kstream.WithoutCache()).ToStream().MapValues(itoa).To("out", str, str)
 	}},
 }

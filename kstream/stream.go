@@ -63,13 +63,32 @@ func rekeyed[K2, V2 any](b *Builder, n processor.Node[K2, V2], name string) *Str
 	return &Stream[K2, V2]{b: b, node: n, name: name, rekeyedBy: name}
 }
 
-// Filter keeps the records for which pred is true. Its node is named
-// Name()+"-filter" unless [Named]. Kafka Streams' KStream.filter.
+// Filter keeps the records for which pred is true. A tombstone (a record
+// read with a null value, processor.Record.Tombstone) passes without
+// asking pred, which has no null value to be given: Kafka Streams'
+// filter((k, v) -> v != null && p(k, v)) is DropTombstones().Filter(p).
+// Its node is named Name()+"-filter" unless [Named]. Kafka Streams'
+// KStream.filter.
 func (s *Stream[K, V]) Filter(pred func(key K, value V) bool, opts ...Option) *Stream[K, V] {
 	return s.filter("filter", pred, true, opts)
 }
 
-// FilterNot keeps the records for which pred is false. Its node is named
+// DropTombstones keeps the records that have a value: tombstones
+// (records read with a null value, processor.Record.Tombstone) are
+// dropped, as Kafka Streams' filter((k, v) -> v != null) drops them. Its
+// node is named Name()+"-droptombstones" unless [Named].
+func (s *Stream[K, V]) DropTombstones(opts ...Option) *Stream[K, V] {
+	n, name := stateless(s, "droptombstones", func(ctx processor.Context[K, V], rec processor.Record[K, V]) error {
+		if rec.Tombstone {
+			return nil
+		}
+		return ctx.Forward(rec)
+	}, opts)
+	return derive(s, n, name)
+}
+
+// FilterNot keeps the records for which pred is false. A tombstone
+// passes, as through [Stream.Filter]. Its node is named
 // Name()+"-filternot" unless [Named]. Kafka Streams' KStream.filterNot.
 func (s *Stream[K, V]) FilterNot(pred func(key K, value V) bool, opts ...Option) *Stream[K, V] {
 	return s.filter("filternot", pred, false, opts)

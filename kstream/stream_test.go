@@ -353,3 +353,21 @@ func TestPipeToAnUnreadTopicFails(t *testing.T) {
 		}
 	}
 }
+
+// DropTombstones drops the records read with a null value, which Filter
+// passes without asking its predicate.
+func TestDropTombstones(t *testing.T) {
+	t.Parallel()
+	b := kstream.NewBuilder()
+	s := b.Stream("in", "in", serde.String(), serde.String())
+	s.Filter(func(_, v string) bool { return v != "x" }).To("filtered", serde.String(), serde.String())
+	s.DropTombstones().Filter(func(_, v string) bool { return v != "x" }).To("valued", serde.String(), serde.String())
+	d := driver(t, b)
+	run(t, d,
+		step{topic: "in", key: "a", value: "1", ts: 1},
+		step{topic: "in", key: "b", del: true, ts: 2},
+		step{topic: "in", key: "c", value: "x", ts: 3},
+	)
+	expectRows(t, d, "filtered", serde.String(), "a=1@1", "b=<deleted>@2")
+	expectRows(t, d, "valued", serde.String(), "a=1@1")
+}
