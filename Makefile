@@ -133,11 +133,13 @@ chaos:
 ## soak: three exactly-once instances on the replicated cluster under
 ## steady input for SOAK (default 30m) while a nemesis injects a fault
 ## every 20-60 s; the verifier checks every record at the end
-## (integration/soak_test.go).
+## (integration/soak_test.go). A failed soak keeps its topics on the
+## cluster and the instances' logs in WEIR_IT_KEEP_LOGS (default
+## soak-logs/).
 SOAK ?= 30m
 soak:
 	@$(MAKE) --no-print-directory kafka-up && . "$(ENV_FILE)" && . "$(ENV3_FILE)" && cd integration && \
-	WEIR_SOAK=$(SOAK) go test -count=1 -v -run '^TestSoak$$' -timeout 6h .
+	WEIR_IT_KEEP_LOGS=$${WEIR_IT_KEEP_LOGS:-$(CURDIR)/soak-logs} WEIR_SOAK=$(SOAK) go test -count=1 -v -run '^TestSoak$$' -timeout 6h .
 
 ## kafka-up: start Kafka 4.4.0 and Apicurio Registry on 127.0.0.1, and a
 ## replicated three-broker Kafka cluster beside them (no-op when up).

@@ -176,6 +176,9 @@ type eosChildConfig struct {
 	MemReport bool
 	// Badger is Config.State.Badger.
 	Badger changelog.Options
+	// SaramaRetries logs sarama's lines about retries, errors and broker
+	// state changes to the instance's log (the soak's forensics).
+	SaramaRetries bool
 }
 
 // weirConfig is the configuration of an instance, shared by the children
@@ -254,6 +257,9 @@ func runEOSChild() int {
 		level = slog.LevelDebug
 		sarama.Logger = log.New(os.Stderr, "sarama: ", log.Lmicroseconds)
 	}
+	if cc.SaramaRetries && os.Getenv("WEIR_EOS_CHILD_DEBUG") == "" {
+		sarama.Logger = retryLines{log.New(os.Stderr, "sarama: ", log.Lmicroseconds)}
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	app, err := weir.New(cc.topology(), cc.weirConfig(logger))
 	if err != nil {
@@ -288,6 +294,26 @@ func runEOSChild() int {
 		return 1
 	}
 	return 0
+}
+
+// retryLines passes on sarama's log lines about retries, errors and
+// state changes, and drops the rest.
+type retryLines struct{ l *log.Logger }
+
+func (r retryLines) Print(v ...any) { r.pass(fmt.Sprint(v...)) }
+
+func (r retryLines) Printf(format string, v ...any) { r.pass(fmt.Sprintf(format, v...)) }
+
+func (r retryLines) Println(v ...any) { r.pass(fmt.Sprintln(v...)) }
+
+func (r retryLines) pass(line string) {
+	l := strings.ToLower(line)
+	for _, w := range []string{"retr", "error", "state change", "epoch", "sequence", "abort", "fenced", "txnmgr"} {
+		if strings.Contains(l, w) {
+			r.l.Print(line)
+			return
+		}
+	}
 }
 
 // eosChild is one incarnation of an instance process.
@@ -355,12 +381,38 @@ func newEOSCluster(t *testing.T, base eosChildConfig, n int) *eosCluster {
 			for i := range cl.logs {
 				t.Logf("last lines of instance %d's log:\n%s", i, logTail(cl.logs[i], 40))
 			}
+			cl.keepLogs()
 		}
 	})
 	for i := range n {
 		cl.start(i)
 	}
 	return cl
+}
+
+// keepLogs copies the instances' logs out of the test's temporary
+// directory, which is removed when the test ends, into WEIR_IT_KEEP_LOGS
+// (a directory) when set.
+func (cl *eosCluster) keepLogs() {
+	dir := os.Getenv("WEIR_IT_KEEP_LOGS")
+	if dir == "" {
+		return
+	}
+	dst := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.ReplaceAll(cl.t.Name(), "/", "_"), time.Now().Unix()))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		cl.t.Logf("keeping the logs: %v", err)
+		return
+	}
+	for i, src := range cl.logs {
+		b, err := os.ReadFile(src)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, fmt.Sprintf("instance-%d.log", i)), b, 0o644)
+		}
+		if err != nil {
+			cl.t.Logf("keeping instance %d's log: %v", i, err)
+		}
+	}
+	cl.t.Logf("the instances' logs are kept in %s", dst)
 }
 
 // eosThreads gives the slots 1 or 2 stream threads, so the group mixes

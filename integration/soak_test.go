@@ -63,7 +63,7 @@ func TestSoak(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	t.Logf("soak for %v, seed %d", d, seed)
-	cl := newEOSCluster(t, eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee, MemReport: true, Badger: soakBadger}, eosInstances)
+	cl := newEOSCluster(t, eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee, MemReport: true, Badger: soakBadger, SaramaRetries: true}, eosInstances)
 	for i := range eosInstances {
 		cl.waitTasks(i, time.Minute)
 	}

@@ -105,7 +105,9 @@ func (c *Env) Admin(t testing.TB) sarama.ClusterAdmin {
 // the given topic configs (nil for the broker's defaults), then waits, for at most 30 s, until the metadata shows every
 // partition with a leader. When the test ends the topic is deleted, after
 // the clients the test opened later have been closed (cleanups run last in,
-// first out); errors on delete are ignored. Any failure fails the test.
+// first out); errors on delete are ignored. A test that failed keeps its
+// topics, and logs their names, so that what they hold can be inspected.
+// Any failure fails the test.
 func (c *Env) CreateTopic(t testing.TB, name string, partitions int32, configs map[string]string) {
 	t.Helper()
 	admin := c.Admin(t)
@@ -118,7 +120,13 @@ func (c *Env) CreateTopic(t testing.TB, name string, partitions int32, configs m
 		t.Fatalf("weirtest/kafka: create topic %q (%d partitions, configs %v): %v", name, partitions, configs, err)
 		return
 	}
-	t.Cleanup(func() { _ = admin.DeleteTopic(name) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("weirtest/kafka: the test failed: topic %q is kept for inspection", name)
+			return
+		}
+		_ = admin.DeleteTopic(name)
+	})
 	Eventually(t, topicReadyTimeout, pollInterval, func() (bool, string) {
 		md, err := admin.DescribeTopics([]string{name})
 		if err != nil {
