@@ -8,7 +8,6 @@ const (
 	resultTimestamps = "result timestamps: an aggregation's update carries the record's timestamp, Kafka Streams' the key's (window's) largest; a table-table join's the triggering side's, Kafka Streams' max(left, right)"
 	slidingStart     = "a record earlier than the time difference opens sliding windows that start before the epoch; Kafka Streams starts them at 0"
 	tableFilter      = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
-	fkTombstones     = "foreign-key join: Kafka Streams emits a tombstone when a left row without a result is deleted or changes its foreign key"
 	nullKeyJoins     = "left and outer stream-stream joins: Kafka Streams joins a record with a null key as unmatched (KIP-962), weir drops it; and the emission time of unmatched records (deliberate, see \"Left and outer stream-stream joins\")"
 )
 
@@ -33,8 +32,8 @@ var pending = map[string][]string{
 	"table-join":            {resultTimestamps},
 	"table-left-join":       {resultTimestamps},
 	"table-outer-join":      {resultTimestamps},
-	"fk-join":               {fkTombstones, resultTimestamps},
-	"fk-left-join":          {fkTombstones, resultTimestamps},
+	"fk-join":               {resultTimestamps},
+	"fk-left-join":          {resultTimestamps},
 	"join-left":             {nullKeyJoins},
 	"join-outer":            {nullKeyJoins},
 }

@@ -71,6 +71,22 @@ var pinned = []pinnedCase{
 		in("b", p("j"), p("2"), 3000),
 		in("a", p("j"), nil, 4000),
 	}},
+	// A foreign-key inner join deletes the result of a row that is new or
+	// moves to a foreign key without a row, and of a deleted row, even
+	// when it had none; an update under the same foreign key without a
+	// row emits nothing. The foreign key of v is "k" + (v % 5).
+	{scenario: "fk-join", label: "tombstones", in: []record{
+		in("a", p("x"), p("1"), 1000), // k1: no row
+		in("a", p("x"), p("6"), 2000), // k1 still: nothing
+		in("a", p("x"), p("2"), 3000), // k2: no row
+		in("b", p("k3"), p("30"), 4000),
+		in("a", p("x"), p("3"), 5000), // k3: a result
+		in("a", p("y"), p("4"), 6000), // k4: no row
+		in("a", p("y"), nil, 7000),    // deleted
+		in("a", p("z"), nil, 8000),    // deleted, never held
+		in("b", p("k4"), nil, 9000),   // k4 deleted, no subscriber left
+		in("b", p("k3"), nil, 10000),  // x's row deleted
+	}},
 	// A table filter writes a tombstone for every update it rejects in
 	// Kafka Streams, also of a row never in its result; weir writes none.
 	{scenario: "table-filter", label: "rejected-update", why: tableFilter, in: []record{

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -17,7 +18,10 @@ import (
 // changes of either side: an update of t (its value or its foreign key)
 // or of other recomputes the results it affects, a changed foreign key
 // retracts the old result (a deletion when the new foreign key has no
-// row), and a deletion of either side deletes the results it had. Kafka
+// row), and a deletion of either side deletes the results it had. As in
+// Kafka Streams, a deletion is emitted also where there was no result: for
+// a deleted row of t, for a row whose foreign key changes to one without
+// a row, and for the rows of a foreign key whose row is deleted. Kafka
 // Streams' KTable.join with a foreign-key extractor (KIP-213).
 //
 // The join works through two internal topics, so that t and other need
@@ -69,6 +73,30 @@ const (
 	// and answer, so that the result is deleted.
 	unsubscribeAndAnswer
 )
+
+// nullIfAbsentHeader marks a subscription of a row whose foreign key
+// changed, and the answers to it and to a change of the
+// foreign key's row: when the foreign key has no row, the result is
+// deleted even if the row had none (Kafka Streams' inner join emits a
+// tombstone then). It is a header rather than a flag of the formats so
+// that an instance of an earlier version, during a rolling upgrade,
+// reads the records and only misses the tombstone; the resolver removes
+// it before the result goes on.
+const nullIfAbsentHeader = "weir.fk.null-if-absent"
+
+func withNullIfAbsent(hs []processor.Header) []processor.Header {
+	return append(slices.Clip(hs), processor.Header{Key: nullIfAbsentHeader, Value: []byte{1}})
+}
+
+// takeNullIfAbsent reports whether hs holds nullIfAbsentHeader, and
+// returns hs without it.
+func takeNullIfAbsent(hs []processor.Header) ([]processor.Header, bool) {
+	i := slices.IndexFunc(hs, func(h processor.Header) bool { return h.Key == nullIfAbsentHeader })
+	if i < 0 {
+		return hs, false
+	}
+	return slices.Delete(slices.Clone(hs), i, i+1), true
+}
 
 // subscription is what a row of the left table sends to its foreign key:
 // its key, what it asks and the hash of its value (absent for a deleted
@@ -136,12 +164,18 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 			return err
 		}
 		newFK := fk(c.new)
+		moved := false // a new row answers only when its foreign key has a row
 		if c.hasOld {
 			if oldFK := fk(c.old); !sameKey(okeys, name, oldFK, newFK) {
+				moved = true
 				if err := send(oldFK, subscription[K]{key: rec.Key, ask: unsubscribe, hash: h}); err != nil {
 					return err
 				}
 			}
+		}
+		if moved {
+			return ctx.Forward(processor.Record[KO, subscription[K]]{Key: newFK, Value: subscription[K]{key: rec.Key, ask: subscribe, hash: h},
+				Timestamp: rec.Timestamp, Headers: withNullIfAbsent(rec.Headers)})
 		}
 		return send(newFK, subscription[K]{key: rec.Key, ask: subscribe, hash: h})
 	}), t.node)
@@ -244,9 +278,10 @@ func (p *fkRowChange[K, KO, VO]) Process(ctx processor.Context[K, response[VO]],
 	if err := p.subs.Err(); err != nil {
 		return err
 	}
+	hs := withNullIfAbsent(rec.Headers)
 	for _, a := range answers {
 		out := response[VO]{hash: a.hash, row: rec.Value.new, found: rec.Value.hasNew}
-		if err := ctx.Forward(processor.Record[K, response[VO]]{Key: a.key, Value: out, Timestamp: rec.Timestamp, Headers: rec.Headers}); err != nil {
+		if err := ctx.Forward(processor.Record[K, response[VO]]{Key: a.key, Value: out, Timestamp: rec.Timestamp, Headers: hs}); err != nil {
 			return err
 		}
 	}
@@ -277,6 +312,7 @@ func (p *fkResolver[K, V, VO, VR]) Close() error { return nil }
 
 func (p *fkResolver[K, V, VO, VR]) Process(ctx processor.Context[K, change[VR]], rec processor.Record[K, response[VO]]) error {
 	r := rec.Value
+	headers, nullIfAbsent := takeNullIfAbsent(rec.Headers)
 	v, found, err := p.get(rec.Key)
 	if err != nil {
 		return err
@@ -301,18 +337,22 @@ func (p *fkResolver[K, V, VO, VR]) Process(ctx processor.Context[K, change[VR]],
 	if c.old, c.hasOld, err = p.results.Get(rec.Key); err != nil {
 		return err
 	}
-	if !c.hasNew && !c.hasOld {
-		return nil
-	}
-	if c.hasNew {
+	switch {
+	case c.hasNew:
 		err = p.results.Put(rec.Key, c.new)
-	} else {
+	case c.hasOld:
 		err = p.results.Delete(rec.Key)
+	case !r.deleted && !nullIfAbsent:
+		return nil // no result before or after, and nothing to delete
 	}
 	if err != nil {
 		return err
 	}
-	return ctx.Forward(processor.Record[K, change[VR]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	// A deleted row, a row moved to a foreign key without a row, and a
+	// row whose foreign key's row was deleted delete the result even when
+	// there was none, as in Kafka Streams: the change is then empty, a
+	// tombstone downstream.
+	return ctx.Forward(processor.Record[K, change[VR]]{Key: rec.Key, Value: c, Timestamp: rec.Timestamp, Headers: headers})
 }
 
 // subKey keys the subscription store: a foreign key, then the key of the
