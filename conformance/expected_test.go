@@ -6,7 +6,7 @@ package conformance
 // is deliberate and names the section that gives the reason.
 const (
 	resultTimestamps = "result timestamps: an aggregation's update carries the record's timestamp, Kafka Streams' the key's (window's) largest; a table-table join's the triggering side's, Kafka Streams' max(left, right)"
-	slidingStart     = "a record earlier than the time difference opens sliding windows that start before the epoch; Kafka Streams starts them at 0"
+	slidingOrder     = "sliding windows: in some inputs the order of one record's updates of several windows differs, and Kafka Streams creates a window weir does not (seen in 4 of 10 seeds of 500 records)"
 	tableFilter      = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
 	nullKeyJoins     = "left and outer stream-stream joins: Kafka Streams joins a record with a null key as unmatched (KIP-962), weir drops it; and the emission time of unmatched records (deliberate, see \"Left and outer stream-stream joins\")"
 )
@@ -24,7 +24,7 @@ var pending = map[string][]string{
 	"rekey-count":           {resultTimestamps},
 	"count-tumbling":        {resultTimestamps},
 	"count-hopping":         {resultTimestamps},
-	"count-sliding":         {slidingStart, resultTimestamps},
+	"count-sliding":         {slidingOrder, resultTimestamps},
 	"filter-count-tumbling": {resultTimestamps},
 	"filter-count-suppress": {resultTimestamps},
 	"table-groupby-reduce":  {resultTimestamps},

@@ -87,6 +87,18 @@ var pinned = []pinnedCase{
 		in("b", p("k4"), nil, 9000),   // k4 deleted, no subscriber left
 		in("b", p("k3"), nil, 10000),  // x's row deleted
 	}},
+	// Sliding windows (5 s, grace 2 s): records earlier than 5 s share
+	// the window [0, 5 s]; a record out of order updates the windows that
+	// hold it, the latest first.
+	{scenario: "count-sliding", label: "early-and-out-of-order", in: []record{
+		in("a", p("k"), p("1"), 1000),
+		in("a", p("k"), p("2"), 3000),
+		in("a", p("k"), p("3"), 10000),
+		in("a", p("k"), p("4"), 12000),
+		in("a", p("k"), p("5"), 13000),
+		in("a", p("k"), p("6"), 14000),
+		in("a", p("k"), p("7"), 12500),
+	}},
 	// A table filter writes a tombstone for every update it rejects in
 	// Kafka Streams, also of a row never in its result; weir writes none.
 	{scenario: "table-filter", label: "rejected-update", why: tableFilter, in: []record{

@@ -3,6 +3,7 @@ package kstream
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/internal/streamtime"
@@ -18,7 +19,10 @@ import (
 // one starting just after it (those up to d after it, once such records
 // arrive), so that every distinct set of records within d of each other
 // has its window, and no empty window exists. Kafka Streams'
-// SlidingWindows, with its sliding-window aggregation semantics.
+// SlidingWindows, with its sliding-window aggregation semantics: a record
+// earlier than the time difference after the epoch has no window ending
+// at it, and updates the window [0, difference] instead, which holds every
+// such record.
 //
 // SlidingWindows is a value: Grace and Retention return a modified copy.
 // Durations must be whole milliseconds; [Grouped.SlidingWindowedBy]
@@ -318,10 +322,26 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	var prev *int64 // the latest record timestamp before t that the windows show
 	leftDone, rightDone := false, false
 	missed := false // a window of the record was closed
+	// A record earlier than d has no window ending at it that starts at 0
+	// or later: its left window is [0, d], which gathers every such early
+	// record (Kafka Streams' processEarly).
+	early := 0 <= t && t < d
+	var combined *stamped[A] // [0, d], when early and it exists
+	var holding []window     // the existing windows that hold t
 	for _, w := range found {
 		starts[w.start] = true
 		end := w.start + d
 		switch {
+		case early && w.start == 0:
+			// Updated after the previous record's right window is made,
+			// in Kafka Streams' order.
+			leftDone = true
+			v := w.v
+			combined = &v
+			if w.v.ts < t {
+				ts := w.v.ts
+				prev = &ts
+			}
 		case end < t:
 			v := w.v
 			leftAgg, prev = &v, &v.ts
@@ -331,17 +351,19 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 				ts := w.v.ts
 				prev = &ts
 			}
-			if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
-				return err
-			}
+			holding = append(holding, w)
 		case w.start <= t: // end > t: the window holds t
 			v := w.v
 			rightAgg = &v
-			if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
-				return err
-			}
+			holding = append(holding, w)
 		case w.start == t+1:
 			rightDone = true
+		}
+	}
+	// Latest first, as Kafka Streams scans them.
+	for _, w := range slices.Backward(holding) {
+		if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
+			return err
 		}
 	}
 	// The window right after the previous record, if it does not exist
@@ -355,13 +377,27 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 			}
 		}
 	}
-	// The window ending at this record.
-	if !leftDone {
+	// The window ending at this record, which an early record updates
+	// last ([0, d]), in Kafka Streams' order.
+	left := func() error {
+		if early {
+			base := stamped[A]{agg: a.init(), ts: t}
+			if combined != nil {
+				base = *combined
+			}
+			return a.update(0, base, rec, closeAt, &missed)
+		}
+		if leftDone {
+			return nil
+		}
 		base := stamped[A]{agg: a.init(), ts: t}
 		if prev != nil && t-d <= *prev && leftAgg != nil {
 			base = stamped[A]{agg: leftAgg.agg, ts: t}
 		}
-		if err := a.update(t-d, base, rec, closeAt, &missed); err != nil {
+		return a.update(t-d, base, rec, closeAt, &missed)
+	}
+	if !early {
+		if err := left(); err != nil {
 			return err
 		}
 	}
@@ -369,6 +405,11 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	// after it (they were in the window rightAgg came from).
 	if !rightDone && rightAgg != nil && rightAgg.ts > t {
 		if err := a.put(t+1, *rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &missed); err != nil {
+			return err
+		}
+	}
+	if early {
+		if err := left(); err != nil {
 			return err
 		}
 	}

@@ -49,10 +49,12 @@ func TestSlidingWindowAggregation(t *testing.T) {
 		{"4", 22, []string{"A[16,26]=0+3+4@22", "A[21,31]=0+4@22", "A[12,22]=0+2+3+4@22"}},
 		{"5", 30, []string{"A[21,31]=0+4+5@30", "A[23,33]=0+5@30", "A[20,30]=0+3+4+5@30"}},
 		// Out of order, within the grace period: the windows holding 18
-		// are updated, its own left window [8,18] is created from the
-		// window ending at 15, and its right window [19,29] holds 20 and 22.
-		{"6", 18, []string{"A[10,20]=0+1+2+3+6@20", "A[11,21]=0+2+3+6@20", "A[12,22]=0+2+3+4+6@22",
-			"A[16,26]=0+3+4+6@22", "A[8,18]=0+1+2+6@18", "A[19,29]=0+3+4@22"}},
+		// are updated, the latest first (as Kafka Streams' driver does:
+		// conformance/pinned_test.go), its own left window [8,18] is
+		// created from the window ending at 15, and its right window
+		// [19,29] holds 20 and 22.
+		{"6", 18, []string{"A[16,26]=0+3+4+6@22", "A[12,22]=0+2+3+4+6@22", "A[11,21]=0+2+3+6@20",
+			"A[10,20]=0+1+2+3+6@20", "A[8,18]=0+1+2+6@18", "A[19,29]=0+3+4@22"}},
 		// Stream time 100: windows ending at or before 50 are closed.
 		{"7", 100, []string{"A[90,100]=0+7@100"}},
 		{"8", 35, nil}, // its windows end by 46: dropped, counted late
