@@ -256,12 +256,10 @@ func TestTableBuildChecks(t *testing.T) {
 	}
 }
 
-// TestTableTableJoinSemantics is the table-table join table of Kafka
-// Streams' developer guide (one key, "left" and "right" tables), record by
-// record, for Join, LeftJoin and OuterJoin. A result "<deleted>" is the
-// guide's null: the key leaves the result table.
-func TestTableTableJoinSemantics(t *testing.T) {
-	t.Parallel()
+// tableJoins joins the tables "left" and "right" three ways, writing
+// "[left,right]" ("null" for a side without a row) to "inner", "leftjoin"
+// and "outer", and returns the builder and the left table.
+func tableJoins() (*kstream.Builder, *kstream.Table[string, string]) {
 	show := func(v string, ok bool) string {
 		if !ok {
 			return "null"
@@ -278,6 +276,16 @@ func TestTableTableJoinSemantics(t *testing.T) {
 	left.OuterJoin(right, func(_ string, l string, lok bool, r string, rok bool) string {
 		return "[" + show(l, lok) + "," + show(r, rok) + "]"
 	}).ToStream().To("outer", serde.String(), serde.String())
+	return b, left
+}
+
+// TestTableTableJoinSemantics is the table-table join table of Kafka
+// Streams' developer guide (one key, "left" and "right" tables), record by
+// record, for Join, LeftJoin and OuterJoin. A result "<deleted>" is the
+// guide's null: the key leaves the result table.
+func TestTableTableJoinSemantics(t *testing.T) {
+	t.Parallel()
+	b, _ := tableJoins()
 	d := driver(t, b)
 	run(t, d,
 		step{topic: "left", key: "k", del: true, ts: 1},
@@ -314,22 +322,7 @@ func TestTableTableJoinSemantics(t *testing.T) {
 // present but empty key is not.
 func TestTombstoneForAKeyNotHeld(t *testing.T) {
 	t.Parallel()
-	show := func(v string, ok bool) string {
-		if !ok {
-			return "null"
-		}
-		return v
-	}
-	b := kstream.NewBuilder()
-	left := b.Table("left", "left", serde.String(), serde.String())
-	right := b.Table("right", "right", serde.String(), serde.String())
-	left.Join(right, func(_ string, l, r string) string { return "[" + l + "," + r + "]" }).
-		ToStream().To("inner", serde.String(), serde.String())
-	left.LeftJoin(right, func(_ string, l, r string, rok bool) string { return "[" + l + "," + show(r, rok) + "]" }).
-		ToStream().To("leftjoin", serde.String(), serde.String())
-	left.OuterJoin(right, func(_ string, l string, lok bool, r string, rok bool) string {
-		return "[" + show(l, lok) + "," + show(r, rok) + "]"
-	}).ToStream().To("outer", serde.String(), serde.String())
+	b, left := tableJoins()
 	left.ToStream().To("left-stream", serde.String(), serde.String())
 	b.VersionedTable("versioned", "versioned", serde.String(), serde.String(), time.Hour).
 		ToStream().To("versioned-stream", serde.String(), serde.String())
