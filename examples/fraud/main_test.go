@@ -213,3 +213,36 @@ func TestEmbeddedRun(t *testing.T) {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
+
+// TestALoginWithoutAValueIsNotAFailure: a record with a null value (a
+// tombstone) counts as no login at all, so four failures and a tombstone
+// stay below the threshold of five.
+func TestALoginWithoutAValueIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	o, _ := parseFlags(nil)
+	d, err := weirtest.New(Topology(o.params(), probes{}), weirtest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := weirtest.Input(d, o.input, serde.String(), serde.String())
+	at := func(s int) time.Time { return time.UnixMilli(0).Add(time.Duration(s) * time.Second) }
+	for i := range 4 {
+		if err := in.Pipe("bob", fail, at(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := in.PipeTombstone("bob", at(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Pipe("eve", fail, at(300)); err != nil { // closes [0, 60 s)
+		t.Fatal(err)
+	}
+	recs, err := weirtest.Output(d, o.output, serde.String(), serde.JSON[Alert]()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Errorf("alerts %+v, want none: a login without a value is no failure", recs)
+	}
+}

@@ -47,7 +47,7 @@ type probes struct {
 // emits one Alert per user and window with at least p.threshold of them,
 // when the window closes:
 //
-//	logins → failed only → by user → tumbling windows with grace → count
+//	logins → with a value → failed only → by user → tumbling windows with grace → count
 //	       → final count per window → at least threshold → Alert → output
 //
 // The input is keyed by user, so the grouping needs no repartition: each
@@ -58,6 +58,7 @@ func Topology(p params, pr probes) *kstream.Builder {
 	b := kstream.NewBuilder()
 	b.Stream("logins", p.input, serde.String(), serde.JSON[Login]()).
 		Peek(func(string, Login) { call(pr.read) }).
+		DropTombstones(). // a record without a value is no login (Filter would pass it)
 		Filter(func(_ string, l Login) bool { return l.failed() }).
 		GroupByKey().
 		WindowedBy(kstream.Tumbling(p.window).Grace(p.grace)).
