@@ -5,46 +5,27 @@
 package conformance
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/kstreamsrun"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest"
 )
 
 // record is one line of the files exchanged with the Kafka Streams
-// runner: an input record (with its topic) or an output record.
-type record struct {
-	Topic string  `json:"topic,omitempty"`
-	Key   *string `json:"key"`
-	Value *string `json:"value"`
-	TS    int64   `json:"ts"`
-}
-
-func (r record) String() string {
-	show := func(p *string) string {
-		if p == nil {
-			return "null"
-		}
-		return strconv.Quote(*p)
-	}
-	return fmt.Sprintf("%s → %s @%d", show(r.Key), show(r.Value), r.TS)
-}
+// runner (package internal/kstreamsrun).
+type record = kstreamsrun.Record
 
 // settings of a run: WEIR_CONFORMANCE_SEEDS seeds (default 3) of
 // WEIR_CONFORMANCE_RECORDS records (default 200) per scenario, the
@@ -147,76 +128,17 @@ func runWeir(sc scenario, in []record) ([]record, error) {
 	return out, nil
 }
 
-// kstreamsRunner builds the Kafka Streams runner once per test binary.
-var kstreamsRunner = sync.OnceValues(func() (string, error) {
-	dir, err := filepath.Abs("kstreams")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("mvn", "-q", "-B", "package", "-DskipTests")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the Kafka Streams runner (mvn package in %s): %w\n%s", dir, err, out)
-	}
-	return filepath.Join(dir, "target", "classes") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*"), nil
-})
-
 // runKStreams runs every case of cases (file name → input) through Kafka
 // Streams in one JVM and returns each case's output, or its error text.
 func runKStreams(t *testing.T, cases map[string][]record) (outputs map[string][]record, failures map[string]string) {
 	t.Helper()
-	for _, tool := range []string{"mvn", "java"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the conformance suite needs %s (Maven and Java 17, as make test does): %v", tool, err)
-		}
-	}
-	classpath, err := kstreamsRunner()
+	dir, err := filepath.Abs("kstreams")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, out := t.TempDir(), t.TempDir()
-	for name, recs := range cases {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		for _, r := range recs {
-			if err := enc.Encode(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(in, name+".jsonl"), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("java", "-cp", classpath, "weir.conformance.Runner", in, out)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("Kafka Streams runner: %v\n%s", err, b)
-	}
-	outputs, failures = map[string][]record{}, map[string]string{}
-	for name := range cases {
-		if b, err := os.ReadFile(filepath.Join(out, name+".error")); err == nil {
-			failures[name] = string(b)
-			continue
-		}
-		f, err := os.Open(filepath.Join(out, name+".jsonl"))
-		if err != nil {
-			t.Fatalf("Kafka Streams runner wrote no output for %s: %v", name, err)
-		}
-		var recs []record
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var r record
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				f.Close()
-				t.Fatalf("Kafka Streams output of %s: %q: %v", name, sc.Text(), err)
-			}
-			recs = append(recs, r)
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
-		outputs[name] = recs
+	outputs, failures, err = kstreamsrun.Run(dir, t.TempDir(), cases)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return outputs, failures
 }
@@ -224,42 +146,7 @@ func runKStreams(t *testing.T, cases map[string][]record) (outputs map[string][]
 // firstDifference describes where weir's output first differs from Kafka
 // Streams' ("" when they are the same), with the records around it.
 func firstDifference(weir, ks []record) string {
-	return firstDifferenceBy(weir, ks, equal)
-}
-
-// firstDifferenceBy is firstDifference with records compared by eq.
-func firstDifferenceBy(weir, ks []record, eq func(a, b record) bool) string {
-	i := 0
-	for i < len(weir) && i < len(ks) && eq(weir[i], ks[i]) {
-		i++
-	}
-	if i == len(weir) && i == len(ks) {
-		return ""
-	}
-	show := func(recs []record) string {
-		var b strings.Builder
-		for j := max(0, i-2); j < min(len(recs), i+3); j++ {
-			mark := "  "
-			if j == i {
-				mark = "> "
-			}
-			fmt.Fprintf(&b, "\n\t\t%s%d: %s", mark, j, recs[j])
-		}
-		if i >= len(recs) {
-			fmt.Fprintf(&b, "\n\t\t> %d: (no more records)", i)
-		}
-		return b.String()
-	}
-	return fmt.Sprintf("output record %d differs (weir wrote %d records, Kafka Streams %d)\n\tweir:%s\n\tKafka Streams:%s",
-		i, len(weir), len(ks), show(weir), show(ks))
-}
-
-func equal(a, b record) bool { return equalKeyValue(a, b) && a.TS == b.TS }
-
-// equalKeyValue compares the keys and values only.
-func equalKeyValue(a, b record) bool {
-	same := func(x, y *string) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
-	return same(a.Key, b.Key) && same(a.Value, b.Value)
+	return kstreamsrun.FirstDifference(weir, ks, kstreamsrun.Equal)
 }
 
 // TestConformance runs every scenario on both sides and compares the
@@ -316,7 +203,7 @@ func TestConformance(t *testing.T) {
 			}
 			t.Logf("%s (seed %d, pending): %s", c.sc.name, c.seed, firstLine(msg))
 			if slices.Equal(why, []string{resultTimestamps}) && err == nil && ksFailed[name] == "" {
-				if kv := firstDifferenceBy(got, ks[name], equalKeyValue); kv != "" {
+				if kv := kstreamsrun.FirstDifference(got, ks[name], kstreamsrun.EqualKeyValue); kv != "" {
 					t.Errorf("%s, seed %d, timestamps left out (the scenario is pending for its timestamps only): %s\n\trerun: %s", c.sc.name, c.seed, kv, rerun)
 				}
 			}

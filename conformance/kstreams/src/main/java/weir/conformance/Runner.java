@@ -125,6 +125,9 @@ public final class Runner {
                 && !scenario.equals("table-groupby-reduce") || scenario.startsWith("fk-");
     }
 
+    /** A failed login of examples/fraud: "ok" is false. */
+    private static final java.util.regex.Pattern FAILED = java.util.regex.Pattern.compile("\"ok\"\\s*:\\s*false");
+
     private static int num(String v) {
         return Integer.parseInt(v);
     }
@@ -205,6 +208,19 @@ public final class Runner {
                     .toStream().to("out", OUT);
             case "rekey-count" -> b.stream("a", IN).filter((k, v) -> v != null)
                     .selectKey((k, v) -> "r" + (num(v) % 4)).groupByKey().count().toStream().mapValues(Runner::text).to("out", OUT);
+            // examples/fraud: one alert per user and minute with five failed
+            // logins or more, when the minute closes (10 s grace).
+            case "fraud" -> b.stream("a", IN)
+                    .filter((k, v) -> v != null && FAILED.matcher(v).find())
+                    .groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMinutes(1), Duration.ofSeconds(10)))
+                    .count()
+                    .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                    .toStream()
+                    .filter((w, n) -> n >= 5)
+                    .map((w, n) -> KeyValue.pair(w.key(), "{\"user\":" + Json.quote(w.key()) + ",\"window_start\":"
+                            + w.window().start() + ",\"window_end\":" + w.window().end() + ",\"failures\":" + n + "}"))
+                    .to("out", OUT);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
     }
