@@ -86,15 +86,23 @@ func (rc *replicatedCluster) allUp() {
 // It returns how many leaders moved.
 func moveLeaders(t *testing.T, admin sarama.ClusterAdmin, topics ...string) int {
 	t.Helper()
-	md, err := admin.DescribeTopics(topics)
-	if err != nil {
-		t.Fatalf("describing %v: %v", topics, err)
-	}
+	// A broker that was restarted a moment ago may have left the admin a
+	// broken connection, which sarama closes and opens again: retried.
+	var md []*sarama.TopicMetadata
+	kafka.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		var err error
+		if md, err = admin.DescribeTopics(topics); err != nil {
+			return false, fmt.Sprintf("describing %v: %v", topics, err)
+		}
+		for _, tm := range md {
+			if tm.Err != sarama.ErrNoError {
+				return false, fmt.Sprintf("describing %s: %v", tm.Name, tm.Err)
+			}
+		}
+		return true, ""
+	})
 	elect := map[string][]int32{}
 	for _, tm := range md {
-		if tm.Err != sarama.ErrNoError {
-			t.Fatalf("describing %s: %v", tm.Name, tm.Err)
-		}
 		parts := slices.Clone(tm.Partitions)
 		slices.SortFunc(parts, func(a, b *sarama.PartitionMetadata) int { return int(a.ID - b.ID) })
 		assignment := make([][]int32, len(parts))
@@ -110,9 +118,12 @@ func moveLeaders(t *testing.T, admin sarama.ClusterAdmin, topics ...string) int 
 			assignment[i] = r
 			elect[tm.Name] = append(elect[tm.Name], p.ID)
 		}
-		if err := admin.AlterPartitionReassignments(tm.Name, assignment); err != nil {
-			t.Fatalf("reordering the replicas of %s: %v", tm.Name, err)
-		}
+		kafka.Eventually(t, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+			if err := admin.AlterPartitionReassignments(tm.Name, assignment); err != nil {
+				return false, fmt.Sprintf("reordering the replicas of %s: %v", tm.Name, err)
+			}
+			return true, ""
+		})
 	}
 	// The reassignment of the same replicas in a new order completes at
 	// once; the election may still find an old order for a moment.
