@@ -197,3 +197,55 @@ func TestPanickingSerdeIsDeadLettered(t *testing.T) {
 		t.Errorf("dead letter kind %q, want deserialization", kind)
 	}
 }
+
+// TestTimestampErrors: a record whose timestamp extractor fails stops the
+// driver under the default policy, and is skipped under Skip while the
+// records around it are processed.
+func TestTimestampErrors(t *testing.T) {
+	t.Parallel()
+	topology := func() *processor.Topology {
+		t := processor.NewTopology()
+		in := t.AddSource("in", "in", serde.String(), serde.String(),
+			processor.WithTimestampExtractor(func(rec processor.Record[string, string], _ time.Time) (time.Time, error) {
+				ms, err := strconv.ParseInt(rec.Value, 10, 64)
+				return time.UnixMilli(ms), err
+			}))
+		t.AddSink("out", "out", serde.String(), serde.String(), in)
+		return t
+	}
+	for _, c := range []struct {
+		policy  weir.ErrorPolicy
+		failed  bool
+		outputs []string
+	}{
+		{weir.Fail, true, []string{"1000"}},
+		{weir.Skip, false, []string{"1000", "3000"}},
+	} {
+		d, err := weirtest.New(topology(), weirtest.Config{TimestampErrors: c.policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := weirtest.Input(d, "in", serde.String(), serde.String())
+		var errs []error
+		for _, v := range []string{"1000", "not a time", "3000"} {
+			if err := in.Pipe("k", v, time.UnixMilli(0)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if failed := len(errs) > 0; failed != c.failed {
+			t.Errorf("policy %v: errors %v, want failure %v", c.policy, errs, c.failed)
+		}
+		recs, err := weirtest.Output(d, "out", serde.String(), serde.String()).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Value)
+		}
+		if !slices.Equal(got, c.outputs) {
+			t.Errorf("policy %v: outputs %v, want %v", c.policy, got, c.outputs)
+		}
+		d.Close()
+	}
+}

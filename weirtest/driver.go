@@ -35,13 +35,15 @@ type Config struct {
 	// ApplicationID (for example weir_records_dropped_total). Default: a
 	// registry of the Driver's own.
 	Metrics prometheus.Registerer
-	// DeserializationErrors, ProcessingErrors and TopicErrors are the
-	// error policies, as in weir.Config (default weir.Fail). A
-	// dead-letter record appears in Output of its topic. The driver runs
-	// at least once: a record a processor fails on keeps what it did
-	// before the error.
-	DeserializationErrors, ProcessingErrors weir.ErrorPolicy
-	TopicErrors                             map[string]weir.ErrorPolicies
+	// DeserializationErrors, TimestampErrors, ProcessingErrors and
+	// TopicErrors are the error policies, as in weir.Config (default
+	// weir.Fail). A dead-letter record appears in Output of its topic.
+	// The driver runs at least once: a record a processor fails on keeps
+	// what it did before the error. weir.Config's ProductionErrors has no
+	// counterpart: the driver knows no topic's limits, and refuses no
+	// record.
+	DeserializationErrors, TimestampErrors, ProcessingErrors weir.ErrorPolicy
+	TopicErrors                                              map[string]weir.ErrorPolicies
 }
 
 // Driver runs a topology in memory. It is not safe for concurrent use.
@@ -118,7 +120,8 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	}
 	sh := &task.Shared{
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
-			DeserializationErrors: task.Policy(cfg.DeserializationErrors), ProcessingErrors: task.Policy(cfg.ProcessingErrors),
+			DeserializationErrors: task.Policy(cfg.DeserializationErrors), TimestampErrors: task.Policy(cfg.TimestampErrors),
+			ProcessingErrors: task.Policy(cfg.ProcessingErrors),
 			TopicErrors: topicErrors},
 		Graph:   g,
 		Metrics: m,
