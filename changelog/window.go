@@ -76,8 +76,9 @@ type WindowBytes struct {
 // Streams' retention of a windowed store, Materialized.withRetention,
 // which must cover the window size plus the grace period): a window
 // starting at or before the stream time seen by Expire minus retention is
-// expired, as Kafka Streams' window stores return only later windows. size must be at least a millisecond, the store's precision; it
-// is kept for Size, the store needs only starts.
+// expired, as Kafka Streams' window stores return only later windows.
+// size must be at least a millisecond, the store's precision; it is kept
+// for Size, the store needs only starts.
 func NewWindowBytes(b Bytes, retention, size time.Duration) (*WindowBytes, error) {
 	var errs []error
 	if b == nil {

@@ -150,8 +150,9 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 	// The left table's rows subscribe to their foreign keys.
 	sub := b.t.AddProcessor(name+"-subscribe", processor.Func(func(ctx processor.Context[KO, subscription[K]], rec processor.Record[K, change[V]]) error {
 		c := rec.Value
+		hs := rec.Headers
 		send := func(fk KO, s subscription[K]) error {
-			return ctx.Forward(processor.Record[KO, subscription[K]]{Key: fk, Value: s, Timestamp: rec.Timestamp, Headers: rec.Headers})
+			return ctx.Forward(processor.Record[KO, subscription[K]]{Key: fk, Value: s, Timestamp: rec.Timestamp, Headers: hs})
 		}
 		if !c.hasNew {
 			if !c.hasOld {
@@ -164,18 +165,15 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 			return err
 		}
 		newFK := fk(c.new)
-		moved := false // a new row answers only when its foreign key has a row
 		if c.hasOld {
 			if oldFK := fk(c.old); !sameKey(okeys, name, oldFK, newFK) {
-				moved = true
 				if err := send(oldFK, subscription[K]{key: rec.Key, ask: unsubscribe, hash: h}); err != nil {
 					return err
 				}
+				// Moved: deleted from the result if the new foreign key
+				// has no row. A new row answers only when it has one.
+				hs = withNullIfAbsent(hs)
 			}
-		}
-		if moved {
-			return ctx.Forward(processor.Record[KO, subscription[K]]{Key: newFK, Value: subscription[K]{key: rec.Key, ask: subscribe, hash: h},
-				Timestamp: rec.Timestamp, Headers: withNullIfAbsent(rec.Headers)})
 		}
 		return send(newFK, subscription[K]{key: rec.Key, ask: subscribe, hash: h})
 	}), t.node)

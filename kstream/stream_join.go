@@ -70,10 +70,11 @@ func (w JoinWindows) problems() []string {
 // for later records and is counted in weir_records_late_total. Records
 // with a null key are skipped, and so are tombstones, which still move
 // the join's stream time (the largest timestamp that reached either
-// side, by which left and outer joins emit unmatched records). s and other must be partitioned by the key alike: neither may
-// have been re-keyed since it was last partitioned by key (Build fails
-// and names the step), and their topics must have the same partition
-// count, which Run checks.
+// side, by which left and outer joins emit unmatched records). s and
+// other must be partitioned by the key alike: neither may have been
+// re-keyed since it was last partitioned by key (Build fails and names
+// the step), and their topics must have the same partition count, which
+// Run checks.
 func (s *Stream[K, V]) JoinStream[VO, VR any](name string, other *Stream[K, VO], w JoinWindows, joiner func(key K, left V, right VO) VR, values serde.Serde[V], otherValues serde.Serde[VO]) *Stream[K, VR] {
 	if joiner == nil {
 		s.b.fail("JoinStream %q of %q: nil joiner", name, s.name)
@@ -86,9 +87,9 @@ func (s *Stream[K, V]) JoinStream[VO, VR any](name string, other *Stream[K, VO],
 // LeftJoinStream is [Stream.JoinStream] that also emits every left record
 // that joined no right record, as joiner(key, left, zero VO, false), once
 // its window has closed (its time plus after plus grace is behind the
-// join's stream time), never early: a record that finds its match later in the window
-// produces no unmatched result. Unmatched records wait in the key-value
-// store name+"-outer-store". Kafka Streams' KStream.leftJoin with a
+// join's stream time), never early: a record that finds its match later
+// in the window produces no unmatched result. Unmatched records wait in
+// the key-value store name+"-outer-store". Kafka Streams' KStream.leftJoin with a
 // KStream, with its fix for spurious results.
 func (s *Stream[K, V]) LeftJoinStream[VO, VR any](name string, other *Stream[K, VO], w JoinWindows, joiner func(key K, left V, right VO, found bool) VR, values serde.Serde[V], otherValues serde.Serde[VO]) *Stream[K, VR] {
 	if joiner == nil {
