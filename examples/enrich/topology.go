@@ -54,8 +54,9 @@ type params struct {
 }
 
 // probes let the embedded run follow the topology: customer is called
-// for every change the customers table applies (a customer created,
-// updated or deleted), enriched for every enriched order written. Both
+// for every update the customers table passes on (a customer created,
+// updated or deleted, and a deletion of one it did not hold), enriched
+// for every enriched order written. Both
 // run on a task's goroutine and, after a failure, may run again for a
 // record processed again; nil means none.
 type probes struct {
