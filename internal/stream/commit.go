@@ -321,9 +321,11 @@ func (th *Thread) idle() {
 	}
 }
 
-// progressed records a commit that succeeded: the abort streak ends.
+// progressed records a commit that succeeded: the abort streak ends, and
+// the fencings before it say nothing of another instance.
 func (th *Thread) progressed() {
 	th.aborts.Store(0)
+	th.fences.committed()
 	th.firstAbort = nil
 	th.in.Metrics.LastCommit.WithLabelValues(strconv.Itoa(th.idx)).SetToCurrentTime()
 }

@@ -336,12 +336,30 @@ func (th *Thread) forgetSkips(committed map[string]map[int32]int64) {
 	}
 }
 
-// A thread fenced maxFences times within fenceWindow stops: another
-// instance shares its transactional ids.
+// A thread fenced maxFences times within fenceWindow, with no commit in
+// between, stops: another instance shares its transactional ids.
 const (
 	maxFences   = 3
 	fenceWindow = 5 * time.Minute
 )
+
+// fenceLog holds the recent fencings of a thread's producer since its
+// last commit. Two instances with the same transactional ids fence each
+// other with no commit in between; fencings that commits separate are the
+// cluster's (a transaction coordinator that failed over, a transaction
+// that outlived its timeout), which a rebuilt producer heals however
+// often they come.
+type fenceLog struct{ times []time.Time }
+
+// fenced records a fencing at now and returns how many the log holds
+// within fenceWindow.
+func (f *fenceLog) fenced(now time.Time) int {
+	f.times = append(slices.DeleteFunc(f.times, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
+	return len(f.times)
+}
+
+// committed forgets the fencings: a transaction committed since.
+func (f *fenceLog) committed() { f.times = f.times[:0] }
 
 // isTxnError reports a failed transaction, from a commit or from sending a
 // record into it.
@@ -413,14 +431,13 @@ func (th *Thread) act(err error) (outcome, error) {
 		// first heals by rebuilding the producer. The second would make
 		// the two fence each other forever: a transaction younger than the
 		// timeout cannot have timed out, so this instance stops, as it
-		// does after maxFences in fenceWindow whatever their cause.
+		// does after maxFences in fenceWindow with no commit in between,
+		// whatever their cause.
 		open := th.producer.OpenFor()
 		th.resetTasks()
-		now := time.Now()
-		th.fences = append(slices.DeleteFunc(th.fences, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
-		if open < th.in.TransactionTimeout || len(th.fences) >= maxFences {
-			return o, fmt.Errorf("%w (transaction open %v, %d fencings in %v): another instance runs with this instance's process id (%s); this one stops: %w",
-				ErrFenced, open.Round(time.Millisecond), len(th.fences), fenceWindow, th.in.ProcessID, err)
+		if n := th.fences.fenced(time.Now()); open < th.in.TransactionTimeout || n >= maxFences {
+			return o, fmt.Errorf("%w (transaction open %v, %d fencings in %v without a commit): another instance runs with this instance's process id (%s); this one stops: %w",
+				ErrFenced, open.Round(time.Millisecond), n, fenceWindow, th.in.ProcessID, err)
 		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
 		return o, th.rebuildProducer()

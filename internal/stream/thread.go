@@ -125,7 +125,7 @@ type Thread struct {
 	interval  time.Duration
 	waited    bool
 	lastPurge time.Time
-	fences    []time.Time // recent fencings of the producer
+	fences    fenceLog // fencings of the producer since the last commit
 	// failure is a record refused under ProductionErrors=Fail: sticky, so
 	// a processor that ignores Send's error cannot commit past it.
 	failure error
