@@ -28,10 +28,13 @@ const (
 
 	// readerAttempts bounds consecutive failed requests (or fetches that
 	// make no progress though committed data is there) before giving up.
-	readerAttempts = 10
+	readerAttempts = 20
 	// readerBackoff and readerMaxBackoff: the wait before the first retry,
 	// doubled after every failure up to readerMaxBackoff. With
-	// readerAttempts this gives a leader election about 11 s.
+	// readerAttempts this gives a leader election about 33 s: a broker
+	// killed outright keeps its partitions until its session times out
+	// (9 s by default in KRaft), and a restore that gave up sooner
+	// failed the instance while the cluster was healing.
 	readerBackoff    = 100 * time.Millisecond
 	readerMaxBackoff = 2 * time.Second
 	// maxFetchBytes caps the fetch size grown to read one oversized batch
