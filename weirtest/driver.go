@@ -122,7 +122,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
 			DeserializationErrors: task.Policy(cfg.DeserializationErrors), TimestampErrors: task.Policy(cfg.TimestampErrors),
 			ProcessingErrors: task.Policy(cfg.ProcessingErrors),
-			TopicErrors: topicErrors},
+			TopicErrors:      topicErrors},
 		Graph:   g,
 		Metrics: m,
 		Globals: globals,
