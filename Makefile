@@ -116,7 +116,9 @@ test-integration:
 	if [ -f "$(ENV3_FILE)" ] && [ -z "$$WEIR_REPLICATED_BOOTSTRAP_SERVERS" ]; then . "$(ENV3_FILE)"; fi; \
 	echo "== replicated cluster: $${WEIR_REPLICATED_BOOTSTRAP_SERVERS:-<none>}"; \
 	echo "== integration tests: Kafka $${WEIR_KAFKA_VERSION:-?} at $${WEIR_BOOTSTRAP_SERVERS:-<none>}, $${WEIR_REGISTRY_VERSION:-registry} at $${WEIR_SCHEMA_REGISTRY_URL:-<none>}"; \
-	cd integration && go test -p 1 $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	log=$$(mktemp -t weir-integration.XXXXXX); \
+	(cd integration && go test -p 1 $(INTEGRATION_RACE) -count=1 -v -timeout $(INTEGRATION_TIMEOUT) $(GO_TEST_FLAGS) ./...) 2>&1 | tee "$$log"; \
+	rc=$${PIPESTATUS[0]}; awk -f $(ENV_DIR)/failures.awk "$$log"; rm -f "$$log"; exit $$rc
 
 ## chaos: the long version of the chaos tests (integration/chaos_test.go):
 ## CHAOS_ROUNDS rounds of each fault scenario (default 5; `make test` runs
