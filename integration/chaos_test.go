@@ -636,6 +636,9 @@ func runChaos(t *testing.T, c *kafka.Env, rc *replicatedCluster, proxy *faultpro
 	for _, f := range findings {
 		f.report(t)
 	}
+	if findings[0].total()+findings[1].total() > 0 {
+		logBrokerTransactions(t, app, 80)
+	}
 	for _, e := range proxy.Log() {
 		if e.Rule != 0 {
 			t.Logf("fault: %v", e)
@@ -930,4 +933,39 @@ func grepLines(path, text string, n int) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// logBrokerTransactions logs, after a test found a violation, what the
+// brokers of `make kafka-up` logged of app's transactional ids (its
+// coordinators initialising, timing out, aborting, fencing), at most the
+// last max lines of every broker log: the brokers' own account of the
+// transactions the verifier found wrong. The logs are found through the
+// run directories env.sh exports (WEIR_ENV_DIR, WEIR_REPLICATED_ENV_DIR).
+func logBrokerTransactions(t *testing.T, app string, max int) {
+	t.Helper()
+	for _, dir := range []string{os.Getenv("WEIR_ENV_DIR"), os.Getenv("WEIR_REPLICATED_ENV_DIR")} {
+		if dir == "" {
+			continue
+		}
+		paths, _ := filepath.Glob(filepath.Join(dir, "broker*.log"))
+		for _, path := range paths {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, app) {
+					lines = append(lines, "  "+l)
+				}
+			}
+			if len(lines) == 0 {
+				continue
+			}
+			if len(lines) > max {
+				lines = lines[len(lines)-max:]
+			}
+			t.Logf("%s: %d lines naming %s, the last ones:\n%s", path, len(lines), app, strings.Join(lines, "\n"))
+		}
+	}
 }

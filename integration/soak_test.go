@@ -259,6 +259,7 @@ func TestSoak(t *testing.T) {
 	echoF.report(t)
 	aggF.report(t)
 	if echoF.total()+aggF.total() > 0 {
+		logBrokerTransactions(t, app, 200)
 		// Tell a reader's mistake from the log's: what does a client of
 		// another library read at read_committed?
 		kcat := kcatPath(t)

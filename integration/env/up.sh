@@ -19,7 +19,8 @@
 # On success it prints, and writes to $WEIR_ENV_DIR/env.sh:
 #   export WEIR_BOOTSTRAP_SERVERS=127.0.0.1:19092
 #   export WEIR_SCHEMA_REGISTRY_URL=http://127.0.0.1:18081/apis/ccompat/v7
-# and the SASL_SSL listener's address, CA file and users (WEIR_SASL_SSL_*).
+# the SASL_SSL listener's address, CA file and users (WEIR_SASL_SSL_*), and
+# the run directory with the brokers' logs (WEIR_ENV_DIR).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -370,6 +371,7 @@ export WEIR_SASL_SSL_BOOTSTRAP_SERVERS=127.0.0.1:$SASL_SSL_PORT
 export WEIR_PROXIED_UPSTREAM=127.0.0.1:$PROXIED_PORT
 export WEIR_FAULT_PROXY_ADDR=127.0.0.1:$FAULT_PROXY_PORT
 export WEIR_BROKER_RESTART="$ENV_SRC/restart.sh"
+export WEIR_ENV_DIR=$RUN_DIR
 export WEIR_SASL_SSL_CA_FILE=$TLS_DIR/ca.pem
 export WEIR_SASL_SSL_SCRAM_USER=$SCRAM_USER
 export WEIR_SASL_SSL_SCRAM_PASSWORD=$SCRAM_PASSWORD
