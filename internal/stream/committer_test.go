@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -400,5 +401,48 @@ func TestFailedCommitIsTheLastAtLeastOnce(t *testing.T) {
 	}
 	if err := th.shutdown(errors.New("stop")); err == nil || err.Error() != "stop" {
 		t.Fatalf("shutdown = %v, want its cause", err)
+	}
+}
+
+// TestFencedFinalCommitStopsCleanly: a thread told to stop whose final
+// commit finds the producer fenced (its transaction timed out while the
+// broker was away) or the outcome unknown stops without an error: there is
+// nothing to rebuild the producer for, and the rebuild's checks, run on
+// the cancelled context, used to fail the stop (a chaos run's instance
+// exited 1 after SIGTERM).
+func TestFencedFinalCommitStopsCleanly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		err    error
+		status sarama.ProducerTxnStatusFlag
+	}{
+		{"fenced", sarama.ErrProducerFenced, sarama.ProducerTxnFlagFatalError},
+		{"ambiguous", sarama.ErrRequestTimedOut, sarama.ProducerTxnFlagInTransaction},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fake := txntest.New(true)
+			th := committerThread(t, Config{}, fake)
+			th.in.TransactionTimeout = time.Nanosecond // an old transaction: no twin instance
+			ctx, cancel := context.WithCancel(context.Background())
+			th.ctx = ctx
+			th.newProducer = func() (*txn.Producer, error) {
+				t.Error("a stopping thread rebuilt its producer")
+				return nil, ctx.Err()
+			}
+			fake.CommitErr, fake.CommitStatus = c.err, c.status
+			if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 10)); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if err := th.shutdown(nil); err != nil {
+				t.Fatalf("shutdown = %v, want a clean stop", err)
+			}
+			if n := counterValue(t, th.in.Metrics.Transactions, "0", "committed"); n != 0 {
+				t.Fatalf("the %s transaction was counted as committed (%v)", c.name, n)
+			}
+		})
 	}
 }

@@ -439,15 +439,31 @@ func (th *Thread) act(err error) (outcome, error) {
 			return o, fmt.Errorf("%w (transaction open %v, %d fencings in %v without a commit): another instance runs with this instance's process id (%s); this one stops: %w",
 				ErrFenced, open.Round(time.Millisecond), n, fenceWindow, th.in.ProcessID, err)
 		}
+		if th.stopping() {
+			th.log.Warn("producer fenced while the thread stops; the next owner of its tasks processes again from the committed offsets", "error", err)
+			return o, nil
+		}
 		th.log.Warn("producer fenced; rebuilding it and rejoining", "error", err)
 		return o, th.rebuildProducer()
 	default: // ambiguous
 		th.in.Metrics.ProducerEvents.WithLabelValues(thread, "rebuilt").Inc()
-		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
 		th.resetTasks()
+		if th.stopping() {
+			th.log.Warn("transaction outcome unknown while the thread stops; the next owner of its tasks processes again from the committed offsets", "error", err)
+			return o, nil
+		}
+		th.log.Warn("transaction outcome unknown; rebuilding the producer and rejoining", "error", err)
 		return o, th.rebuildProducer()
 	}
 }
+
+// stopping reports a thread told to stop: a fenced or ambiguous final
+// commit (shutdown's) leaves no producer to rebuild, since nothing will
+// use it, and the rebuild's checks would fail on the cancelled context
+// and turn a clean stop into a failed one. The tasks are closed all the
+// same; their next owner, or this instance's next start, checks for
+// records left open when it initialises its producer.
+func (th *Thread) stopping() bool { return th.ctx.Err() != nil }
 
 // rewind takes the thread's tasks back to their last commit after an
 // aborted transaction. In place when it can: each running task replays the
