@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -273,4 +274,144 @@ func retryCoordinator(ctx context.Context, client sarama.Client, transactionalID
 		case <-time.After(commitOverBackoff):
 		}
 	}
+}
+
+// ensureAttempts bounds the commits EnsureCommitted runs over records it
+// finds still open, and the checks after them.
+const ensureAttempts = 5
+
+// EnsureCommitted makes sure that the records of transactionalID's last
+// committed transaction are not left open: Kafka's coordinator completes
+// a transaction without writing its marker to a partition whose leader it
+// cannot find (it takes the partition for deleted), which happens while a
+// broker restarts, and the records there stay open. Left open, they hold
+// back every read_committed reader of the partition, and the next marker
+// of the producer id there decides them: an abort marker (a later
+// transaction of the id that aborts, or a check that finds them and takes
+// them for aborted) would drop output, changelog records or offsets whose
+// commit the application already relied on.
+//
+// written is what the transaction wrote ([Producer.LastCommitted]), and
+// offsets, when the transaction committed offsets of group, is the
+// partition of __consumer_offsets that holds them. Call it after the
+// commit and before the id's next transaction begins: records of the id
+// open on those partitions, in the epoch of the coordinator's last
+// transaction, which it reports committed, are then that transaction's
+// (on a partition of written, only those from an offset the transaction
+// wrote at or before). EnsureCommitted ends them with a commit marker
+// ([CommitOver]'s transaction of no record) and looks again; ended lists
+// the partitions it ended.
+//
+// It returns [ErrTxnInProgress] while the coordinator is still writing
+// the transaction's markers (ask again a moment later), an
+// [*UnansweredError] when some partition could not say what it holds, and
+// a [*DanglingError] for records of the id it leaves open because it
+// cannot tell that they are the committed transaction's (another epoch,
+// or below what the transaction wrote): those are for the checks of an
+// initialising producer.
+func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, written map[Partition]int64, offsets *Partition, opts ...CheckOption) (ended []DanglingPartition, err error) {
+	topics := map[string][]int32{}
+	for tp := range written {
+		topics[tp.Topic] = append(topics[tp.Topic], tp.Partition)
+	}
+	if offsets != nil {
+		topics[offsets.Topic] = append(topics[offsets.Topic], offsets.Partition)
+	}
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	var last LastTransaction
+	described := false
+	for attempt := 1; ; attempt++ {
+		open, err := OpenTransactions(admin, topics, opts...)
+		if err != nil {
+			return ended, err
+		}
+		if !anyOpen(open) {
+			return ended, nil
+		}
+		// Some producer holds records open there: is it this id's, and
+		// has its coordinator finished writing the markers?
+		if !described {
+			if last, err = DescribeLast(admin, transactionalID); err != nil {
+				return ended, err
+			}
+			if last.State == "Ongoing" || strings.HasPrefix(last.State, "Prepare") {
+				return ended, fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, last.State)
+			}
+			described = true
+		}
+		mine, unknown := committedOpen(open, last, written, offsets)
+		if len(mine) == 0 {
+			if len(unknown) > 0 {
+				return ended, &DanglingError{TransactionalID: transactionalID, ProducerID: last.ProducerID, Partitions: unknown}
+			}
+			return ended, nil
+		}
+		if attempt > ensureAttempts {
+			return ended, fmt.Errorf("txn: records of the last committed transaction of %s still open after %d commits over them: %w",
+				transactionalID, ensureAttempts, &DanglingError{TransactionalID: transactionalID, ProducerID: last.ProducerID, Partitions: mine})
+		}
+		if err := endOver(ctx, client, transactionalID, group, last.ProducerID, last.ProducerEpoch, mine, true); err != nil {
+			return ended, err
+		}
+		ended = append(ended, mine...)
+		// The commit's own markers are written after it returns: the
+		// coordinator is asked again whether they are.
+		described = false
+		// Only the partitions it ended are asked again.
+		topics = map[string][]int32{}
+		for _, dp := range mine {
+			topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
+		}
+		select {
+		case <-ctx.Done():
+			return ended, ctx.Err()
+		case <-time.After(commitOverBackoff):
+		}
+	}
+}
+
+// committedOpen sorts the records that open shows open of last's
+// producer id: mine are the committed transaction's (see
+// EnsureCommitted), unknown the others. Both come sorted by partition.
+func committedOpen(open map[string]map[int32][]sarama.ProducerState, last LastTransaction, written map[Partition]int64, offsets *Partition) (mine, unknown []DanglingPartition) {
+	for topic, ps := range open {
+		for p, held := range ps {
+			for _, ap := range held {
+				if ap.ProducerID != last.ProducerID {
+					continue
+				}
+				dp := DanglingPartition{topic, p, ap.CurrentTxnStartOffset, ap.ProducerEpoch}
+				off, wrote := written[Partition{topic, p}]
+				isOffsets := offsets != nil && topic == offsets.Topic && p == offsets.Partition
+				if last.Committed(last.ProducerID, dp) && (isOffsets || wrote && dp.StartOffset <= off) {
+					mine = append(mine, dp)
+				} else {
+					unknown = append(unknown, dp)
+				}
+			}
+		}
+	}
+	byPartition := func(a, b DanglingPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	}
+	slices.SortFunc(mine, byPartition)
+	slices.SortFunc(unknown, byPartition)
+	return mine, unknown
+}
+
+// anyOpen reports whether a partition of open holds an open transaction.
+func anyOpen(open map[string]map[int32][]sarama.ProducerState) bool {
+	for _, ps := range open {
+		for _, held := range ps {
+			if len(held) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -40,8 +41,19 @@ type Producer struct {
 	aborted          []*RefusedError
 	nabortedRefusals int
 	pending          bool // records sent since the last commit or abort
-	done             chan struct{}
-	closed           bool
+	// written holds, for each partition a record of the open transaction
+	// was acknowledged on, the highest such offset; lastCommitted is
+	// written as the last commit left it (see LastCommitted).
+	written       map[Partition]int64
+	lastCommitted map[Partition]int64
+	done          chan struct{}
+	closed        bool
+}
+
+// Partition names a topic's partition.
+type Partition struct {
+	Topic     string
+	Partition int32
 }
 
 // maxRefused bounds the refused records a producer keeps for its caller.
@@ -112,12 +124,12 @@ func (p *Producer) drain() {
 	succ, errs := p.ap.Successes(), p.ap.Errors()
 	for succ != nil || errs != nil {
 		select {
-		case _, ok := <-succ:
+		case m, ok := <-succ:
 			if !ok {
 				succ = nil
 				continue
 			}
-			p.ack(nil)
+			p.acked(m)
 		case e, ok := <-errs:
 			if !ok {
 				errs = nil
@@ -126,6 +138,22 @@ func (p *Producer) drain() {
 			p.ack(deliveryError(e))
 		}
 	}
+}
+
+// acked counts m delivered and remembers where it landed.
+func (p *Producer) acked(m *sarama.ProducerMessage) {
+	if p.transactional && m != nil {
+		p.mu.Lock()
+		tp := Partition{m.Topic, m.Partition}
+		if off, ok := p.written[tp]; !ok || m.Offset > off {
+			if p.written == nil {
+				p.written = map[Partition]int64{}
+			}
+			p.written[tp] = m.Offset
+		}
+		p.mu.Unlock()
+	}
+	p.ack(nil)
 }
 
 func (p *Producer) ack(err error) {
@@ -363,7 +391,27 @@ func (p *Producer) CommitWithMetadata(ctx context.Context, offsets map[string]ma
 	if err := p.flush(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	}
+	p.mu.Lock()
+	p.lastCommitted, p.written = p.written, nil
+	p.mu.Unlock()
 	return nil
+}
+
+// LastCommitted returns, for each partition the last committed
+// transaction wrote records to, the offset of the last of them, or nil
+// when the last commit wrote no record (or none succeeded yet; at least
+// once, always nil). A transaction that ends without committing leaves
+// it as the last commit left it. The caller owns the map.
+//
+// A transaction's records stay open on a partition until its marker
+// reaches the partition, and Kafka's coordinator completes a transaction
+// without writing the marker to a partition whose leader it cannot find
+// (it takes the partition for deleted): after a broker restart, records of
+// a committed transaction may stay open ([EnsureCommitted] ends them).
+func (p *Producer) LastCommitted() map[Partition]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.lastCommitted)
 }
 
 // fail handles a failed commit: abort when the error is abortable, then
@@ -397,7 +445,7 @@ func (p *Producer) discardErr() {
 	_ = p.Wait(context.Background())
 	p.mu.Lock()
 	p.keepAbortedRefusals()
-	p.err, p.pending = nil, false
+	p.err, p.pending, p.written = nil, false, nil
 	p.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -350,5 +351,50 @@ func TestAbortKeepsRefusalsForTakeRefused(t *testing.T) {
 	}
 	if err := p.Err(); err != nil {
 		t.Fatalf("TakeRefused with no transaction open failed the next one: %v", err)
+	}
+}
+
+// TestLastCommittedIsWhatTheCommitWrote: LastCommitted names each
+// partition the last committed transaction wrote with the offset of its
+// last record there; a transaction that aborts leaves it as it was, and
+// the next commit replaces it.
+func TestLastCommittedIsWhatTheCommitWrote(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	send := func(topic string, partition int32, offset int64) {
+		t.Helper()
+		if err := p.Send(&sarama.ProducerMessage{Topic: topic, Partition: partition, Offset: offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.LastCommitted(); got != nil {
+		t.Fatalf("LastCommitted before any commit = %v, want nil", got)
+	}
+	send("out", 0, 7)
+	send("out", 0, 9)
+	send("out", 1, 3)
+	send("log", 0, 12)
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[Partition]int64{{"out", 0}: 9, {"out", 1}: 3, {"log", 0}: 12}
+	if got := p.LastCommitted(); !maps.Equal(got, want) {
+		t.Fatalf("LastCommitted = %v, want %v", got, want)
+	}
+	send("out", 0, 10)
+	if err := p.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.LastCommitted(); !maps.Equal(got, want) {
+		t.Fatalf("LastCommitted after an abort = %v, want the last commit's %v", got, want)
+	}
+	send("out", 2, 5)
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.LastCommitted(), (map[Partition]int64{{"out", 2}: 5}); !maps.Equal(got, want) {
+		t.Fatalf("LastCommitted after the next commit = %v, want %v", got, want)
 	}
 }

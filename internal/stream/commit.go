@@ -246,6 +246,9 @@ func (c exactlyOnce) commit(ctx context.Context, offsets map[string]map[int32]in
 	th.committed(offsets)
 	took := time.Since(start)
 	th.log.Debug("transaction committed", "took", took)
+	if err := th.ensureCommitted(); err != nil {
+		return committed, err
+	}
 	if limit := th.requestTimeout(); limit > 0 && took >= limit {
 		// A request of this commit may have timed out and been sent
 		// again by sarama, which retries transactional requests on a new

@@ -61,7 +61,10 @@ type Thread struct {
 	// open-transaction check that failed (awaitCheckable); 0 after one
 	// that was made.
 	checkWait time.Duration
-	committer committer
+	// offsetsPart is the partition of __consumer_offsets holding the
+	// group's offsets, nil until known (ensureCommitted).
+	offsetsPart *txn.Partition
+	committer   committer
 	maxBytes  int // the producer's MaxMessageBytes
 	strategy  *assign.Strategy
 	instance  string // group.instance.id, "" without static membership
@@ -410,6 +413,94 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 			return fmt.Errorf("weir: thread %d: stopped while ending open records: %w", th.idx, th.ctx.Err())
 		case <-t.C:
 		}
+	}
+}
+
+// ensureCommitted runs after every commit under exactly once, before the
+// thread's next transaction can begin: Kafka's coordinator completes a
+// transaction without writing its marker to a partition whose leader it
+// cannot find (a broker restarting), and a partition of the committed
+// transaction may hold its records open (txn.EnsureCommitted). The next
+// marker of the thread's producer there would decide them, and an abort
+// marker (the thread's next transaction aborting, or the check after it,
+// which cannot tell whose records they are) would drop output, changelog
+// records and offsets whose commit the thread already relied on. Found
+// now, they are known to be the committed transaction's, and end with a
+// commit marker (log `records of the transaction just committed are still
+// open ...; ending them with a commit`, counted as dangling_committed).
+//
+// A check that fails for a reason that passes is made again, under
+// checkDangling's rules (awaitCheckable): the thread starts no
+// transaction meanwhile. A thread that stops leaves the check to its
+// producer's next initialisation, which finds the same records and the
+// same committed transaction (checkDangling).
+func (th *Thread) ensureCommitted() error {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() || th.stopping() {
+		return nil
+	}
+	if th.offsetsPart == nil {
+		th.lookUpOffsetsPartition()
+	}
+	id := th.pclient.Config().Producer.Transaction.ID
+	written := th.producer.LastCommitted()
+	if id == "" || len(written) == 0 && th.offsetsPart == nil {
+		return nil
+	}
+	var opts []txn.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+	}
+	wait, waited := time.Millisecond, time.Duration(0)
+	for {
+		ended, err := txn.EnsureCommitted(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, written, th.offsetsPart, opts...)
+		if len(ended) > 0 {
+			th.log.Warn("records of the transaction just committed are still open, their commit marker missing; ending them with a commit",
+				"transactional_id", id, "partitions", danglingNames(ended))
+			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_committed").Inc()
+		}
+		var de *txn.DanglingError
+		switch {
+		case err == nil:
+			th.checkWait = 0
+			return nil
+		case errors.As(err, &de):
+			// Not the committed transaction's: the checks of the next
+			// producer initialisation, or after the next abort, decide.
+			th.log.Warn("records of this thread's producer are open that the transaction just committed did not write; leaving them to the next check", "error", de)
+			return nil
+		case th.stopping():
+			return nil
+		case cannotEverCheck(err):
+			th.noDanglingCheck.Store(true)
+			th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
+			return nil
+		case errors.Is(err, txn.ErrTxnInProgress) && waited < danglingWait:
+			// The coordinator is still writing the commit's markers.
+			t := time.NewTimer(wait)
+			select {
+			case <-th.ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			waited += wait
+			wait = min(2*wait, 100*time.Millisecond)
+		default:
+			if err := th.awaitCheckable(err); err != nil {
+				if th.stopping() {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+// lookUpOffsetsPartition sets offsetsPart, the partition of
+// __consumer_offsets holding the group's offsets, once the admin client
+// can say (an embedded test broker may have no such topic).
+func (th *Thread) lookUpOffsetsPartition() {
+	if p, err := offsetsPartition(th.in.Admin, th.in.ApplicationID); err == nil {
+		th.offsetsPart = &txn.Partition{Topic: offsetsTopic, Partition: p}
 	}
 }
 
