@@ -154,3 +154,124 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	}
 	clean("a commit after CommitOver")
 }
+
+// TestEnsureCommittedEndsTheCommitsOpenRecords runs txn.EnsureCommitted,
+// the check every exactly-once thread makes after each commit, against the
+// real broker. A transaction writes partition 0 and commits; in it, the
+// coordinator never hears of partitions 1 and 2, written with the
+// transaction's producer id and epoch (missedRecord), so that its commit
+// marker reaches neither: the state Kafka's coordinator leaves behind when
+// it completes a transaction without the marker of a partition it cannot
+// find. The commit wrote partition 1 (the caller says so); the check
+// ends that record with a commit, after which read_committed readers see
+// it. Partition 2's record is not the commit's as far as the caller
+// knows: the check leaves it open and names it, rather than decide a
+// record whose transaction it cannot tell. Not parallel, for missedRecord.
+func TestEnsureCommittedEndsTheCommitsOpenRecords(t *testing.T) {
+	c := kafka.Cluster(t)
+	topic := c.Name(t, "ensure")
+	c.CreateTopic(t, topic, 3, nil)
+	id := c.Name(t, "ensure-txn")
+	cfg := c.SaramaConfig()
+	txn.ConfigureProducer(cfg, id)
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	client, err := sarama.NewClient(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := txn.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	admin := c.Admin(t)
+	ctx := t.Context()
+
+	if err := p.Send(&sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder("v0")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last, err := txn.DescribeLast(admin, id)
+	if err != nil || last.State != "Ongoing" {
+		t.Fatalf("the open transaction described as %+v, %v", last, err)
+	}
+	missedRecord(t, client, admin, id, last.ProducerID, last.ProducerEpoch, topic, 1, "k1", "committed")
+	missedRecord(t, client, admin, id, last.ProducerID, last.ProducerEpoch, topic, 2, "k2", "unknown")
+	if err := p.Commit(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	written := p.LastCommitted()
+	if _, ok := written[txn.Partition{Topic: topic, Partition: 0}]; !ok || len(written) != 1 {
+		t.Fatalf("LastCommitted = %v, want partition 0 of %s", written, topic)
+	}
+	written[txn.Partition{Topic: topic, Partition: 1}] = 0
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		open, err := txn.OpenTransactions(admin, map[string][]int32{topic: {1, 2}})
+		return err == nil && len(open[topic][1]) == 1 && len(open[topic][2]) == 1,
+			fmt.Sprintf("partitions 1 and 2 should hold the records open: %v, %v", open, err)
+	})
+
+	var ended []txn.DanglingPartition
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+		ended, err = txn.EnsureCommitted(ctx, client, admin, id, "", written, nil)
+		return !errors.Is(err, txn.ErrTxnInProgress), fmt.Sprintf("the commit's markers still being written: %v", err)
+	})
+	var de *txn.DanglingError
+	if !errors.As(err, &de) || len(de.Partitions) != 1 || de.Partitions[0].Partition != 2 {
+		t.Fatalf("EnsureCommitted = %v, want partition 2's record named as not the commit's", err)
+	}
+	if len(ended) != 1 || ended[0].Partition != 1 {
+		t.Fatalf("ended %v, want partition 1 of %s", ended, topic)
+	}
+	if got := readCommittedValue(t, c, topic, 1); got != "committed" {
+		t.Fatalf("partition 1 read committed: %q, want the record the commit marker ended", got)
+	}
+	open, err := txn.OpenTransactions(admin, map[string][]int32{topic: {2}})
+	if err != nil || len(open[topic][2]) != 1 {
+		t.Fatalf("partition 2 should still hold its record open: %v, %v", open, err)
+	}
+	// Told that the commit wrote it, the check ends it too.
+	written[txn.Partition{Topic: topic, Partition: 2}] = 0
+	kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+		ended, err = txn.EnsureCommitted(ctx, client, admin, id, "", written, nil)
+		return err == nil && len(ended) == 1 && ended[0].Partition == 2, fmt.Sprintf("ending partition 2: %v, %v", ended, err)
+	})
+	if got := readCommittedValue(t, c, topic, 2); got != "unknown" {
+		t.Fatalf("partition 2 read committed: %q", got)
+	}
+	// The producer goes on: its next transaction commits.
+	if err := p.Send(&sarama.ProducerMessage{Topic: topic, Partition: 1, Value: sarama.StringEncoder("after")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(ctx, nil, nil); err != nil {
+		t.Fatalf("the next transaction: %v", err)
+	}
+}
+
+// readCommittedValue returns the value of the first record of
+// topic/partition a read_committed consumer sees, waiting up to 30 s.
+func readCommittedValue(t *testing.T, c *kafka.Env, topic string, partition int32) string {
+	t.Helper()
+	cfg := c.SaramaConfig()
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	cons, err := sarama.NewConsumer(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition(topic, partition, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	select {
+	case m := <-pc.Messages():
+		return string(m.Value)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s/%d: no record read committed within 30 s", topic, partition)
+	}
+	return ""
+}

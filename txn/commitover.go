@@ -321,6 +321,13 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 		return nil, nil
 	}
 	var last LastTransaction
+	var left []DanglingPartition // open, and not the commit's
+	done := func() error {
+		if len(left) > 0 {
+			return &DanglingError{TransactionalID: transactionalID, ProducerID: last.ProducerID, Partitions: left}
+		}
+		return nil
+	}
 	described := false
 	for attempt := 1; ; attempt++ {
 		open, err := OpenTransactions(admin, topics, opts...)
@@ -328,7 +335,7 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 			return ended, err
 		}
 		if !anyOpen(open) {
-			return ended, nil
+			return ended, done()
 		}
 		// Some producer holds records open there: is it this id's, and
 		// has its coordinator finished writing the markers?
@@ -342,11 +349,11 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 			described = true
 		}
 		mine, unknown := committedOpen(open, last, written, offsets)
+		if attempt == 1 {
+			left = unknown
+		}
 		if len(mine) == 0 {
-			if len(unknown) > 0 {
-				return ended, &DanglingError{TransactionalID: transactionalID, ProducerID: last.ProducerID, Partitions: unknown}
-			}
-			return ended, nil
+			return ended, done()
 		}
 		if attempt > ensureAttempts {
 			return ended, fmt.Errorf("txn: records of the last committed transaction of %s still open after %d commits over them: %w",
