@@ -21,6 +21,7 @@ type checkAdmin struct {
 	sarama.ClusterAdmin
 	mu        sync.Mutex
 	state     sarama.TransactionState
+	states    []sarama.TransactionState // answered first, one per call, before state
 	stateErr  error
 	producers []producersAnswer
 	described int
@@ -36,6 +37,9 @@ func (a *checkAdmin) DescribeTransactions(ids []string) (map[string]sarama.Trans
 	defer a.mu.Unlock()
 	if a.stateErr != nil {
 		return nil, a.stateErr
+	}
+	if len(a.states) > 0 {
+		a.state, a.states = a.states[0], a.states[1:]
 	}
 	return map[string]sarama.TransactionState{ids[0]: a.state}, nil
 }
@@ -258,5 +262,74 @@ func TestPrepareCommitCountsAsCommitted(t *testing.T) {
 		if got := (txn.LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
 			t.Errorf("%s: Committed = %v, want %v", state, got, want)
 		}
+	}
+}
+
+// committedOnce has th's producer commit one record to out/0 at offset
+// 40, so that LastCommitted names it.
+func committedOnce(t *testing.T, th *Thread) {
+	t.Helper()
+	if err := th.producer.Send(&sarama.ProducerMessage{Topic: "out", Partition: 0, Offset: 40}); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.producer.Commit(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckAfterCommitWaitsForTheMarkers: right after a commit the
+// coordinator may still be writing its markers (PrepareCommit), and the
+// commit's own records look open. The check after the commit asks again
+// a moment later instead of deciding, and passes once they are ended.
+func TestCheckAfterCommitWaitsForTheMarkers(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		states: []sarama.TransactionState{{TransactionState: "PrepareCommit", ProducerID: 7, ProducerEpoch: 1}},
+		state:  sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 1},
+		producers: []producersAnswer{
+			openOn("out", 0, 7, 1, 40),
+			{parts: map[string]map[int32]sarama.DescribeProducersResponsePartition{"out": {0: {}}}},
+		},
+	}
+	th := checkThread(t, admin)
+	committedOnce(t, th)
+	if err := th.ensureCommitted(); err != nil {
+		t.Fatal(err)
+	}
+	admin.mu.Lock()
+	defer admin.mu.Unlock()
+	if admin.described != 2 {
+		t.Fatalf("asked the partitions %d times, want 2 (once while the markers were written, once after)", admin.described)
+	}
+}
+
+// TestCheckAfterCommitLeavesOthersRecords: records of the thread's
+// producer open on a partition the commit wrote, but in an older epoch,
+// are not the commit's: the check after the commit does not end them
+// with a commit (they are for the checks of the next producer start or
+// abort, which know the older transaction's outcome), and the thread goes
+// on. A partition that did not answer is asked again after a
+// dangling_check_failed wait, never taken for clean.
+func TestCheckAfterCommitLeavesOthersRecords(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		state: sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 2},
+		producers: []producersAnswer{
+			notLeader, notLeader, notLeader, // one check: txn.OpenTransactions asks three times
+			openOn("out", 0, 7, 1, 12),
+		},
+	}
+	th := checkThread(t, admin)
+	committedOnce(t, th)
+	// A commit over the records would need the producer's client, which
+	// this thread's is not: the check must not try.
+	if err := th.ensureCommitted(); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 1 {
+		t.Fatalf("dangling_check_failed counted %v times, want 1", n)
+	}
+	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_committed"); n != 0 {
+		t.Fatalf("records of an older epoch counted as the commit's (%v)", n)
 	}
 }
