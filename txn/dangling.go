@@ -20,10 +20,13 @@ import (
 // transaction of its own over those partitions does (the broker ends every
 // open record of the producer id on a partition with the marker).
 //
-// Seen on Kafka 4.4 when a single broker restarts while it aborts a timed
-// out transaction (integration/chaos_test.go's broker restart with kill
-// -9): the coordinator logged the abort complete, and one partition of it
-// had no abort marker.
+// Seen on Kafka 4.4 when a broker restarts while transactions end
+// (integration/chaos_test.go's broker restarts): its coordinator logs
+// "Couldn't find leader endpoint for partitions ... these partitions are
+// likely deleted already and hence can be skipped", drops those
+// partitions from the transaction and completes it, commit or abort,
+// without their markers. The partitions exist, and hold the records open.
+// A commit's records left so are ended by [EnsureCommitted].
 type DanglingError struct {
 	TransactionalID string
 	ProducerID      int64
