@@ -65,10 +65,10 @@ type Thread struct {
 	// group's offsets, nil until known (ensureCommitted).
 	offsetsPart *txn.Partition
 	committer   committer
-	maxBytes  int // the producer's MaxMessageBytes
-	strategy  *assign.Strategy
-	instance  string // group.instance.id, "" without static membership
-	recorded  string // the member id last recorded (recordMember), sarama's goroutine only
+	maxBytes    int // the producer's MaxMessageBytes
+	strategy    *assign.Strategy
+	instance    string // group.instance.id, "" without static membership
+	recorded    string // the member id last recorded (recordMember), sarama's goroutine only
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
