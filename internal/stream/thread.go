@@ -62,8 +62,10 @@ type Thread struct {
 	// that was made.
 	checkWait time.Duration
 	// offsetsPart is the partition of __consumer_offsets holding the
-	// group's offsets, nil until known (ensureCommitted).
-	offsetsPart *txn.Partition
+	// group's offsets, nil until known (ensureCommitted); offsetsAsked is
+	// when the thread last asked.
+	offsetsPart  *txn.Partition
+	offsetsAsked time.Time
 	committer   committer
 	maxBytes    int // the producer's MaxMessageBytes
 	strategy    *assign.Strategy
@@ -497,8 +499,13 @@ func (th *Thread) ensureCommitted() error {
 
 // lookUpOffsetsPartition sets offsetsPart, the partition of
 // __consumer_offsets holding the group's offsets, once the admin client
-// can say (an embedded test broker may have no such topic).
+// can say, asking at most once a minute (an embedded test broker may have
+// no such topic, and the check after each commit would ask every time).
 func (th *Thread) lookUpOffsetsPartition() {
+	if time.Since(th.offsetsAsked) < time.Minute {
+		return
+	}
+	th.offsetsAsked = time.Now()
 	if p, err := offsetsPartition(th.in.Admin, th.in.ApplicationID); err == nil {
 		th.offsetsPart = &txn.Partition{Topic: offsetsTopic, Partition: p}
 	}
