@@ -66,11 +66,11 @@ type Thread struct {
 	// when the thread last asked.
 	offsetsPart  *txn.Partition
 	offsetsAsked time.Time
-	committer   committer
-	maxBytes    int // the producer's MaxMessageBytes
-	strategy    *assign.Strategy
-	instance    string // group.instance.id, "" without static membership
-	recorded    string // the member id last recorded (recordMember), sarama's goroutine only
+	committer    committer
+	maxBytes     int // the producer's MaxMessageBytes
+	strategy     *assign.Strategy
+	instance     string // group.instance.id, "" without static membership
+	recorded     string // the member id last recorded (recordMember), sarama's goroutine only
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
