@@ -356,7 +356,9 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 			return ended, done()
 		}
 		if attempt > ensureAttempts {
-			return ended, fmt.Errorf("txn: records of the last committed transaction of %s still open after %d commits over them: %w",
+			// Not wrapping the DanglingError, which names records left
+			// for other checks: these are the commit's, still open.
+			return ended, fmt.Errorf("txn: records of the last committed transaction of %s still open after %d commits over them: %v",
 				transactionalID, ensureAttempts, &DanglingError{TransactionalID: transactionalID, ProducerID: last.ProducerID, Partitions: mine})
 		}
 		if err := endOver(ctx, client, transactionalID, group, last.ProducerID, last.ProducerEpoch, mine, true); err != nil {
