@@ -280,6 +280,19 @@ func retryCoordinator(ctx context.Context, client sarama.Client, transactionalID
 // finds still open, and the checks after them.
 const ensureAttempts = 5
 
+// markerGrace is how long EnsureCommitted keeps looking at records of a
+// transaction its coordinator reports complete before it takes their
+// marker for lost: under load a partition may show a marker a few
+// milliseconds after the coordinator's DescribeTransactions reports the
+// transaction complete (seen on Kafka 4.4 in about one commit in twenty of
+// integration/chaos_test.go's instances, every one ended within 5 ms),
+// while a lost marker never comes. Looks are markerFirstLook apart,
+// doubled each time.
+const (
+	markerGrace     = time.Second
+	markerFirstLook = 5 * time.Millisecond
+)
+
 // EnsureCommitted makes sure that the records of transactionalID's last
 // committed transaction are not left open: Kafka's coordinator completes
 // a transaction without writing its marker to a partition whose leader it
@@ -329,7 +342,9 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 		return nil
 	}
 	described := false
-	for attempt := 1; ; attempt++ {
+	var firstSeen time.Time
+	look := markerFirstLook
+	for attempt := 1; ; {
 		open, err := OpenTransactions(admin, topics, opts...)
 		if err != nil {
 			return ended, err
@@ -349,11 +364,29 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 			described = true
 		}
 		mine, unknown := committedOpen(open, last, written, offsets)
-		if attempt == 1 {
+		if attempt == 1 && firstSeen.IsZero() {
 			left = unknown
 		}
 		if len(mine) == 0 {
 			return ended, done()
+		}
+		// Only the partitions still holding the commit's records are
+		// asked again.
+		topics = map[string][]int32{}
+		for _, dp := range mine {
+			topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
+		}
+		if firstSeen.IsZero() {
+			firstSeen = time.Now()
+		}
+		if time.Since(firstSeen) < markerGrace {
+			select {
+			case <-ctx.Done():
+				return ended, ctx.Err()
+			case <-time.After(look):
+			}
+			look *= 2
+			continue
 		}
 		if attempt > ensureAttempts {
 			// Not wrapping the DanglingError, which names records left
@@ -365,19 +398,12 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 			return ended, err
 		}
 		ended = append(ended, mine...)
+		attempt++
 		// The commit's own markers are written after it returns: the
-		// coordinator is asked again whether they are.
+		// coordinator is asked again whether they are, and the
+		// partitions are given the grace again.
 		described = false
-		// Only the partitions it ended are asked again.
-		topics = map[string][]int32{}
-		for _, dp := range mine {
-			topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
-		}
-		select {
-		case <-ctx.Done():
-			return ended, ctx.Err()
-		case <-time.After(commitOverBackoff):
-		}
+		firstSeen, look = time.Time{}, markerFirstLook
 	}
 }
 
