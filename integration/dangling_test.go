@@ -32,14 +32,7 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	topic := c.Name(t, "dangling")
 	c.CreateTopic(t, topic, 2, nil)
 	id := c.Name(t, "dangling-txn")
-	cfg := c.SaramaConfig()
-	txn.ConfigureProducer(cfg, id)
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	client, err := sarama.NewClient(c.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := txnClient(t, c, id)
 	p, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
@@ -172,14 +165,7 @@ func TestEnsureCommittedEndsTheCommitsOpenRecords(t *testing.T) {
 	topic := c.Name(t, "ensure")
 	c.CreateTopic(t, topic, 3, nil)
 	id := c.Name(t, "ensure-txn")
-	cfg := c.SaramaConfig()
-	txn.ConfigureProducer(cfg, id)
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	client, err := sarama.NewClient(c.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := txnClient(t, c, id)
 	p, err := txn.New(client)
 	if err != nil {
 		t.Fatal(err)
@@ -282,4 +268,19 @@ func readCommittedValue(t *testing.T, c *kafka.Env, topic string, partition int3
 		t.Fatalf("%s/%d: no record read committed within 30 s", topic, partition)
 	}
 	return ""
+}
+
+// txnClient returns a client for a transactional producer of id that
+// writes to the partitions its records name, closed when the test ends.
+func txnClient(t *testing.T, c *kafka.Env, id string) sarama.Client {
+	t.Helper()
+	cfg := c.SaramaConfig()
+	txn.ConfigureProducer(cfg, id)
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	client, err := sarama.NewClient(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
 }
