@@ -311,17 +311,19 @@ const (
 // open on those partitions, in the epoch of the coordinator's last
 // transaction, which it reports committed, are then that transaction's
 // (on a partition of written, only those from an offset the transaction
-// wrote at or before). EnsureCommitted ends them with a commit marker
-// ([CommitOver]'s transaction of no record) and looks again; ended lists
-// the partitions it ended.
+// wrote at or before). EnsureCommitted looks at them again for up to
+// markerGrace (a marker may show a little late), then ends those still
+// open with a commit marker ([CommitOver]'s transaction of no record) and
+// looks again; ended lists the partitions it ended. A call can take about
+// a second when it ends records, and milliseconds when it does not.
 //
 // It returns [ErrTxnInProgress] while the coordinator is still writing
 // the transaction's markers (ask again a moment later), an
 // [*UnansweredError] when some partition could not say what it holds, and
 // a [*DanglingError] for records of the id it leaves open because it
 // cannot tell that they are the committed transaction's (another epoch,
-// or below what the transaction wrote): those are for the checks of an
-// initialising producer.
+// or starting after the transaction's last record there): those are for
+// the checks of an initialising producer or of the next abort.
 func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, written map[Partition]int64, offsets *Partition, opts ...CheckOption) (ended []DanglingPartition, err error) {
 	topics := map[string][]int32{}
 	for tp := range written {
