@@ -140,10 +140,10 @@ func (p *Producer) drain() {
 	}
 }
 
-// acked counts m delivered and remembers where it landed.
+// acked counts m delivered and remembers where it landed (LastCommitted).
 func (p *Producer) acked(m *sarama.ProducerMessage) {
+	p.mu.Lock()
 	if p.transactional && m != nil {
-		p.mu.Lock()
 		tp := Partition{m.Topic, m.Partition}
 		if off, ok := p.written[tp]; !ok || m.Offset > off {
 			if p.written == nil {
@@ -151,16 +151,17 @@ func (p *Producer) acked(m *sarama.ProducerMessage) {
 			}
 			p.written[tp] = m.Offset
 		}
-		p.mu.Unlock()
 	}
-	p.ack(nil)
+	p.settledLocked()
+	p.mu.Unlock()
 }
 
+// ack counts a failed delivery: the transaction's first failure, or a
+// refused record.
 func (p *Producer) ack(err error) {
 	p.mu.Lock()
 	var re *RefusedError
 	switch {
-	case err == nil:
 	case errors.As(err, &re):
 		if len(p.refused) < maxRefused {
 			p.refused = append(p.refused, re)
@@ -169,11 +170,16 @@ func (p *Producer) ack(err error) {
 	case p.err == nil:
 		p.err = err
 	}
+	p.settledLocked()
+	p.mu.Unlock()
+}
+
+// settledLocked counts one record in flight less. Called with mu held.
+func (p *Producer) settledLocked() {
 	p.inflight--
 	if p.inflight == 0 {
 		close(p.idle)
 	}
-	p.mu.Unlock()
 }
 
 // Send hands m to the producer, beginning a transaction first when none is

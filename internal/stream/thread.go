@@ -374,8 +374,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 		}
 		switch {
 		case err != nil && (cannotEverCheck(err) || !afterAbort && attempt == 0 && errors.Is(err, txn.ErrTxnInProgress)):
-			th.noDanglingCheck.Store(true)
-			th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
+			th.stopChecking(err)
 			return nil
 		case err != nil:
 			if err := th.awaitCheckable(err); err != nil {
@@ -473,8 +472,7 @@ func (th *Thread) ensureCommitted() error {
 		case th.stopping():
 			return nil
 		case cannotEverCheck(err):
-			th.noDanglingCheck.Store(true)
-			th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
+			th.stopChecking(err)
 			return nil
 		case errors.Is(err, txn.ErrTxnInProgress) && waited < danglingWait:
 			// The coordinator is still writing the commit's markers.
@@ -495,6 +493,13 @@ func (th *Thread) ensureCommitted() error {
 			}
 		}
 	}
+}
+
+// stopChecking turns the open-transaction checks off for the thread's
+// life, once a broker showed it can never answer them (cannotEverCheck).
+func (th *Thread) stopChecking(err error) {
+	th.noDanglingCheck.Store(true)
+	th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
 }
 
 // lookUpOffsetsPartition sets offsetsPart, the partition of
@@ -569,8 +574,7 @@ func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
 		return txn.LastTransaction{}, th.ctx.Err()
 	}
 	if cannotEverCheck(err) {
-		th.noDanglingCheck.Store(true)
-		th.log.Warn("the brokers cannot answer the checks for records of aborted transactions; this thread will not check", "error", err)
+		th.stopChecking(err)
 		return txn.LastTransaction{}, nil
 	}
 	return txn.LastTransaction{}, err
