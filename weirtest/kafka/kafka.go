@@ -102,8 +102,12 @@ func (c *Env) Admin(t testing.TB) sarama.ClusterAdmin {
 // CreateTopic creates topic name with the given number of partitions, the
 // broker's default replication factor (default.replication.factor: 1 on
 // the single broker of `make kafka-up`, 3 on its replicated cluster) and
-// the given topic configs (nil for the broker's defaults), then waits, for at most 30 s, until the metadata shows every
-// partition with a leader. When the test ends the topic is deleted, after
+// the given topic configs (nil for the broker's defaults), then waits, for
+// at most 30 s, until the metadata shows every partition with a leader and
+// that leader answers a request for the partition's end offset. (A broker
+// publishes a new topic in its metadata a moment before it acts as the
+// partitions' leader; a client that reads or writes in that moment gets
+// NOT_LEADER_OR_FOLLOWER.) When the test ends the topic is deleted, after
 // the clients the test opened later have been closed (cleanups run last in,
 // first out); errors on delete are ignored. A test that failed keeps its
 // topics, and logs their names, so that what they hold can be inspected.
@@ -143,8 +147,24 @@ func (c *Env) CreateTopic(t testing.TB, name string, partitions int32, configs m
 				return false, fmt.Sprintf("topic %q partition %d: leader %d, error %v", name, p.ID, p.Leader, p.Err)
 			}
 		}
-		return true, ""
+		return leadersServe(c, name, partitions)
 	})
+}
+
+// leadersServe reports whether the leader of every partition of topic
+// answers a ListOffsets request, and if not, why.
+func leadersServe(c *Env, topic string, partitions int32) (bool, string) {
+	client, err := sarama.NewClient(c.Brokers, c.SaramaConfig())
+	if err != nil {
+		return false, fmt.Sprintf("client for %v: %v", c.Brokers, err)
+	}
+	defer func() { _ = client.Close() }()
+	for p := range partitions {
+		if _, err := client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return false, fmt.Sprintf("topic %q partition %d: the leader does not serve its end offset yet: %v", topic, p, err)
+		}
+	}
+	return true, ""
 }
 
 // Produce writes msgs with a non-transactional, idempotent sync producer on

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -62,8 +63,9 @@ func ReadAll(t testing.TB, c *Env, topic string, isolation sarama.IsolationLevel
 		}
 		_ = consumer.Close()
 	}()
+	deadline := time.Now().Add(ReadTimeout)
 	for _, p := range parts {
-		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		pc, err := consumePartition(consumer, topic, p, deadline)
 		if err != nil {
 			t.Fatalf("weirtest/kafka: consume %s/%d: %v", topic, p, err)
 			return nil
@@ -117,6 +119,37 @@ func ReadAll(t testing.TB, c *Env, topic string, isolation sarama.IsolationLevel
 			return nil
 		}
 	}
+}
+
+// consumePartition starts consuming topic/p from its earliest offset. A
+// partition whose leader is moving or not yet serving (a topic weir has just
+// created, a broker restarting) refuses the start-offset lookup with a
+// retriable error; the lookup is tried again every [pollInterval] until
+// deadline.
+func consumePartition(consumer sarama.Consumer, topic string, p int32, deadline time.Time) (sarama.PartitionConsumer, error) {
+	for {
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err == nil || !retriable(err) || time.Now().After(deadline) {
+			return pc, err
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// retriable reports whether err is a partition error that a metadata
+// refresh and another try can clear.
+func retriable(err error) bool {
+	var kerr sarama.KError
+	if !errors.As(err, &kerr) {
+		return false
+	}
+	switch kerr {
+	case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable,
+		sarama.ErrUnknownTopicOrPartition, sarama.ErrOffsetNotAvailable,
+		sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch:
+		return true
+	}
+	return false
 }
 
 // isolationName names an isolation level the way Kafka does.
