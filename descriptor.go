@@ -91,6 +91,15 @@ type StoreDescriptor struct {
 	// input is partitioned by (processor.Topology.KeyedByPartition):
 	// `weir rescale` can move its entries to a new partition count.
 	PartitionKeyed bool `json:"partition_keyed,omitempty"`
+	// KeyLayout, for a key-value store of the DSL's own whose stored keys
+	// embed the partitioning key, says where it sits: comma-separated
+	// "skip:N" (N bytes before it), "uvarint" (it is a uvarint length and
+	// that many bytes, other bytes after), "shared:<hex>" (stored keys
+	// with that prefix belong to the task, not to a key: a rescale gives
+	// each new partition the one with the largest value). Empty: the
+	// stored key (for window, session and versioned stores, its key part)
+	// is the partitioning key.
+	KeyLayout string `json:"key_layout,omitempty"`
 }
 
 // String returns the descriptor as indented JSON.
@@ -168,7 +177,8 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 	}
 	for _, s := range g.Stores {
 		sd := StoreDescriptor{Name: s.Name, Type: string(s.Kind), KeySerde: s.KeyFormat, ValueSerde: s.ValueFormat,
-			Changelog: graph.ChangelogTopic(app, s.Name), Partitions: storeParts[s.Name], PartitionKeyed: s.PartitionKeyed}
+			Changelog: graph.ChangelogTopic(app, s.Name), Partitions: storeParts[s.Name], PartitionKeyed: s.PartitionKeyed,
+			KeyLayout: s.KeyLayout.String()}
 		if src, ok := sourceChangelog(lay, s.Name); ok {
 			sd.Changelog = src
 		} else {

@@ -190,6 +190,7 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 		return &fkRowChange[K, KO, VO]{spec: sspec}
 	}, other.node)
 	b.t.AddStore(sspec, answer, rowChange)
+	b.t.KeyedByPartition(sspec.Name()) // by the foreign key (subKeySerde.KeyLayout)
 	b.t.ConnectStore(answer, ol.stores...)
 	answers := b.t.AddProcessor(name+"-answers", processor.Func(func(ctx processor.Context[K, response[VO]], rec processor.Record[K, response[VO]]) error {
 		return ctx.Forward(rec)
@@ -203,6 +204,7 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 		return &fkResolver[K, V, VO, VR]{spec: rspec, lookup: ll, hashOf: hashOf, join: join}
 	}, resp)
 	b.t.AddStore(rspec, n)
+	b.t.KeyedByPartition(rspec.Name())
 	b.t.ConnectStore(n, ll.stores...)
 	return &Table[K, VR]{b: b, node: n, name: name, keys: keys, values: results, lookup: storeLookup(rspec)}
 }

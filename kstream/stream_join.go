@@ -190,8 +190,11 @@ func streamJoin[K, L, R, Out any](s *Stream[K, L], name string, other *Stream[K,
 	}, other.node)
 	b.t.AddStore(lspec, left, right)
 	b.t.AddStore(rspec, left, right)
+	b.t.KeyedByPartition(lspec.Name())
+	b.t.KeyedByPartition(rspec.Name())
 	if ospec != nil {
 		b.t.AddStore(ospec, left, right)
+		b.t.KeyedByPartition(ospec.Name()) // the key after time and side (pendingKeySerde.KeyLayout)
 	}
 	n := b.t.AddProcessor(name, processor.Func(func(ctx processor.Context[K, Out], rec processor.Record[K, Out]) error {
 		return ctx.Forward(rec)

@@ -207,6 +207,7 @@ func (t *WindowedTable[K, V]) Suppress(name string, s Suppression) *WindowedTabl
 			keys: bufferKeySerde[K]{t.keys}, values: bufferValueSerde[V]{t.values}}
 	}, t.node)
 	t.b.t.AddStore(spec, n)
+	t.b.t.KeyedByPartition(name) // the key after the window (bufferKeySerde.KeyLayout)
 	return &WindowedTable[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values, windows: w, sessions: t.sessions}
 }
 

@@ -35,6 +35,7 @@ func addTimeLimitSuppressor[K, V any](b *Builder, parent processor.Node[Windowed
 		return &timeLimitSuppressor[K, V]{spec: spec, keys: bufferKeySerde[K]{keys}, values: bufferValueSerde[V]{values}, s: s, name: name, merge: merge}
 	}, parent)
 	b.t.AddStore(spec, n)
+	b.t.KeyedByPartition(name) // the key after time and window (timedKeySerde.KeyLayout)
 	return n
 }
 

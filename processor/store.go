@@ -103,6 +103,7 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 		keys, values := sd.serdes()
 		st.Keys, st.Values = graph.SchemaSerdeOf(keys), graph.SchemaSerdeOf(values)
 		st.KeyFormat, st.ValueFormat = graph.SerdeFormat(keys), graph.SerdeFormat(values)
+		st.KeyLayout = graph.KeyLayoutOf(keys)
 	}
 	for _, u := range users {
 		n := u.graphNode()

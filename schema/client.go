@@ -164,6 +164,21 @@ func (c *Client) Versions(ctx context.Context, subject string) ([]int, error) {
 	return v, err
 }
 
+// Version returns the given version of subject; a subject or version the
+// registry does not know matches [ErrNotFound].
+func (c *Client) Version(ctx context.Context, subject string, version int) (Registered, error) {
+	var s *srclient.Schema
+	err := c.call(ctx, fmt.Sprintf("get version %d of", version), subject, 0, func(sc *srclient.SchemaRegistryClient) (err error) {
+		s, err = sc.GetSchemaByVersion(subject, version)
+		return err
+	})
+	if err != nil {
+		return Registered{}, err
+	}
+	c.byID.Add(s.ID(), s.Schema())
+	return Registered{ID: s.ID(), Version: s.Version(), Schema: s.Schema()}, nil
+}
+
 // SchemaByID returns the text of the schema with the given global id, from
 // the cache when it holds it; an id the registry does not know matches
 // [ErrNotFound]. Ids are immutable in a registry, so a cached schema is

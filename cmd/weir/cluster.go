@@ -219,6 +219,12 @@ func stopped(cl *cluster, app, why string) (*weir.Descriptor, error) {
 	if len(g.Members) > 0 {
 		return nil, refused("group %s has %d member(s) (state %s): stop every instance of the application first; %s", app, len(g.Members), g.State, why)
 	}
+	return described(cl, app)
+}
+
+// described returns app's topology descriptor, refusing an application
+// without one.
+func described(cl *cluster, app string) (*weir.Descriptor, error) {
 	d, err := weir.ReadDescriptor(cl.client, app)
 	if err != nil {
 		return nil, err

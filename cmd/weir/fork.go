@@ -28,11 +28,17 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagsApp("fork", "-from ID -to ID2 [-dry-run]", "from", "the application to fork (required): it must be stopped", errOut, &c)
 	to := fs.String("to", "", "the new application id (required): it must not have run")
 	dryRun := fs.Bool("dry-run", false, "print what the fork would copy and change nothing")
+	var registry registryFlags
+	registry.add(fs, "schema registry URL (default $WEIR_SCHEMA_REGISTRY_URL): the versions of the stores' subjects are copied to the new id's; required when a store keeps its schemas there")
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
 	if *to == "" || *to == c.app {
 		return &usageError{"-to is required and must differ from -from"}
+	}
+	reg, err := registry.client()
+	if err != nil {
+		return err
 	}
 	cl, err := connect(c)
 	if err != nil {
@@ -55,9 +61,18 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	next := rename(d, c.app, *to)
+	subjects := storeSubjects(d, next)
+	if err := needRegistry(reg, subjects); err != nil {
+		return err
+	}
 	printForkPlan(out, c.app, *to, d, committed, copies, *dryRun)
+	printSubjectPlan(out, subjects)
 	if *dryRun {
 		return nil
+	}
+	if err := copySubjects(ctx, reg, subjects, out); err != nil {
+		return err
 	}
 	for _, cp := range copies {
 		if err := copyTopic(ctx, cl, cp, out); err != nil {
@@ -73,7 +88,6 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := copyOffsets(cl, c.app, *to, offsets); err != nil {
 		return err
 	}
-	next := rename(d, c.app, *to)
 	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
 		return err
 	}

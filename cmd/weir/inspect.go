@@ -77,7 +77,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		return &usageError{fmt.Sprintf("%s has no store %q (its stores: %v)", c.app, *store, names)}
 	}
-	entries, err := readStore(ctx, cl, sd.Changelog, *key, true)
+	entries, err := readStore(ctx, cl, sd.Changelog, *key, true, nil)
 	if err != nil {
 		return err
 	}
@@ -135,8 +135,10 @@ type raw struct {
 
 // readStore reads every partition of changelog (read_committed) and keeps
 // each key's latest value; a tombstone deletes it. Keys are sorted when
-// sorted is set.
-func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted bool) ([]raw, error) {
+// sorted is set. A key for which perPartition (when not nil) is true is
+// kept per partition: an entry of each task, not of a key (see
+// weir.StoreDescriptor.KeyLayout).
+func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted bool, perPartition func(key []byte) bool) ([]raw, error) {
 	ps, err := cl.partitions(changelog)
 	if err != nil {
 		return nil, err
@@ -145,7 +147,11 @@ func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted 
 	if err != nil {
 		return nil, err
 	}
-	latest := map[string]raw{}
+	type slot struct {
+		partition int32 // -1 for a key's entry
+		key       string
+	}
+	latest := map[slot]raw{}
 	for _, p := range ps {
 		start, end, err := cl.offsets(changelog, p)
 		if err != nil {
@@ -155,11 +161,15 @@ func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted 
 			if want != nil && string(m.Key) != string(want) {
 				return nil
 			}
+			at := slot{partition: -1, key: string(m.Key)}
+			if perPartition != nil && perPartition(m.Key) {
+				at.partition = p
+			}
 			if m.Value == nil {
-				delete(latest, string(m.Key))
+				delete(latest, at)
 				return nil
 			}
-			latest[string(m.Key)] = raw{partition: p, offset: m.Offset, ts: m.Timestamp, key: m.Key, value: m.Value}
+			latest[at] = raw{partition: p, offset: m.Offset, ts: m.Timestamp, key: m.Key, value: m.Value}
 			return nil
 		}); err != nil {
 			return nil, err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -14,29 +16,33 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/graph"
 )
 
 // rescaleProcedure is the procedure -h prints after the flags.
-const rescaleProcedure = `Procedure (docs/operations.md, "Rescale"):
-  1. Let the application catch up (weir describe: lag 0), then stop every instance.
-  2. Add partitions to every input topic: kafka-topics.sh --alter --topic T --partitions N.
-  3. weir rescale -from ID -to ID2 -partitions N -dry-run, then without -dry-run.
-  4. Start the new version with ApplicationID ID2 and check it (weir describe -app ID2).
-  5. Delete ID's topics once ID2 is trusted (weir fork -from ID2 first, if you want a savepoint).
+const rescaleProcedure = `Procedure (docs/operations.md, "Rescale"); until step 4 ends, ID can start again as it was:
+  1. weir rescale -check -from ID -to ID2 -partitions N, while ID runs: it changes nothing.
+  2. Stop the input's producers, let the application catch up (weir describe: lag 0), then stop every instance.
+  3. weir rescale -from ID -to ID2 -partitions N -dry-run.
+  4. weir rescale -from ID -to ID2 -partitions N: it copies and verifies the state, then adds
+     the partitions to the input topics that lack them; from then on only ID2 can start.
+  5. Start the new version with ApplicationID ID2, then the producers; check it (weir describe -app ID2).
+  6. Delete ID's topics once ID2 is trusted (weir fork -from ID2 first, if you want a savepoint).
 
 rescale reads each store of ID from its changelog (read_committed: its last
 commit), writes every entry to ID2's changelog in the partition Kafka's murmur2
 partitioner gives its key (the key part of a window, session or versioned
 store's entry), and verifies the copy: per store the number of keys and a
-checksum of keys and values, and every key's partition. ID2's input offsets
+checksum of keys and values, and every key's partition. It copies the stores'
+registry subjects (every version, and the level) to ID2's. ID2's input offsets
 continue where ID's stopped on the old partitions and start at the beginning of
 the new ones. It refuses: while ID has members; a store not declared keyed by
-its partitioning key (processor.Topology.KeyedByPartition; the DSL's tables and
-aggregations are), or one restored from an input topic; repartition topics with
-records ID has not consumed; and, without -allow-unread, input records ID has
-not consumed: a record written to an old partition before the partitions were
-added belongs to the old partitioning, and rescale cannot tell it from one
-written after. Input producers must partition by murmur2 of the key (Kafka's
+its partitioning key (processor.Topology.KeyedByPartition; the DSL declares all
+of its own, suppression buffers and join stores included), or one restored from
+an input topic; repartition topics with records ID has not consumed; and,
+without -allow-unread, input records ID has not consumed: a record written to
+an old partition before the partitions were added belongs to the old
+partitioning. Input producers must partition by murmur2 of the key (Kafka's
 Java default; sarama's NewMurmur2Partitioner). A store's entries are held in
 memory while it is copied.`
 
@@ -54,16 +60,25 @@ type rescalePlan struct {
 	// newStart marks the offsets of new partitions (their log start).
 	newStart map[string]map[int32]bool
 	stores   []weir.StoreDescriptor // those to copy, global stores left out
-	unread   []string               // input partitions with unread records (-allow-unread)
+	// lagging are the refusals of records not consumed yet (refused
+	// unless the plan is a -check).
+	lagging []string
+	// grow are the input topics that still have the old count: rescale
+	// adds their partitions after the state is copied and verified.
+	grow   []string
+	unread []string // input partitions with unread records (-allow-unread)
 }
 
 func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	var c common
-	fs := newFlagsApp("rescale", "-from ID -to ID2 -partitions N [-allow-unread] [-dry-run]", "from", "the application to rescale (required): it must be stopped", errOut, &c)
+	fs := newFlagsApp("rescale", "-from ID -to ID2 -partitions N [-check] [-allow-unread] [-dry-run]", "from", "the application to rescale (required): it must be stopped, except for -check", errOut, &c)
 	to := fs.String("to", "", "the new application id (required): it must not have run")
-	n := fs.Int("partitions", 0, "the new partition count (required): every input topic of -from must have it already")
-	allowUnread := fs.Bool("allow-unread", false, "go on although input partitions hold records -from has not consumed: only when every one of them was written after the partitions were added")
+	n := fs.Int("partitions", 0, "the new partition count (required); input topics that still have the old count get the new partitions from rescale, after the state is copied and verified")
+	allowUnread := fs.Bool("allow-unread", false, "go on although input partitions hold records -from has not consumed: only when the partitions were added before, and every one of them was written after that")
 	dryRun := fs.Bool("dry-run", false, "print what the rescale would do and change nothing")
+	check := fs.Bool("check", false, "check, even while -from runs, that it can be rescaled, print what is left to do, and change nothing")
+	var registry registryFlags
+	registry.add(fs, "schema registry URL (default $WEIR_SCHEMA_REGISTRY_URL): the versions of the stores' subjects are copied to the new id's; required when a store keeps its schemas there")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
@@ -78,46 +93,126 @@ func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	if *n < 1 || *n > 1<<20 {
 		return &usageError{"-partitions is required: the new partition count"}
 	}
+	reg, err := registry.client()
+	if err != nil {
+		return err
+	}
 	cl, err := connect(c)
 	if err != nil {
 		return err
 	}
 	defer cl.close()
 
-	d, err := stopped(cl, c.app, "the rescale is of its last commit")
+	var d *weir.Descriptor
+	if *check {
+		d, err = described(cl, c.app)
+	} else {
+		d, err = stopped(cl, c.app, "the rescale is of its last commit")
+	}
 	if err != nil {
 		return err
 	}
 	if err := checkFresh(cl, *to); err != nil {
 		return err
 	}
-	p, err := planRescale(cl, d, *to, int32(*n), *allowUnread)
+	p, err := planRescale(cl, d, *to, int32(*n), *allowUnread, *check)
 	if err != nil {
 		return err
 	}
+	next := rescaled(d, p)
+	subjects := storeSubjects(d, next)
+	if err := needRegistry(reg, subjects); err != nil {
+		return err
+	}
+	if *check {
+		return printRescaleCheck(cl, out, p, c.app)
+	}
 	printRescalePlan(out, p, *dryRun)
+	printSubjectPlan(out, subjects)
 	if *dryRun {
 		return nil
 	}
 	start := time.Now()
+	if err := copySubjects(ctx, reg, subjects, out); err != nil {
+		return err
+	}
 	for _, s := range p.stores {
 		if err := rescaleStore(ctx, cl, p, s, out); err != nil {
 			return err
 		}
 	}
+	if err := growInput(cl, p, out); err != nil {
+		return err
+	}
 	if err := commitOffsetsWith(cl, p.to, p.offsets, func(string, int32) string { return p.meta }); err != nil {
 		return err
 	}
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, rescaled(d, p)); err != nil {
+	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done in %v: every store verified (keys, checksum and partition of every key); start %s on the %d partitions\n", time.Since(start).Round(time.Millisecond), p.to, p.n)
 	return nil
 }
 
+// growInput adds the new partitions to the input topics that still have
+// the old count (p.grow), and waits until the metadata shows them. It runs
+// after every store is copied and verified: up to here, -from can start
+// again as it was; from here on, only -to can (its changelogs match the
+// new count, -from's do not).
+func growInput(cl *cluster, p *rescalePlan, out io.Writer) error {
+	for _, topic := range p.grow {
+		if err := cl.admin.CreatePartitions(topic, p.n, nil, false); err != nil && !errors.Is(err, sarama.ErrInvalidPartitions) {
+			return fmt.Errorf("adding partitions to input topic %s (%d to %d): %w; %s can still start as it was", topic, p.old, p.n, err, p.from)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ps, err := cl.partitions(topic)
+			if err == nil && int32(len(ps)) == p.n {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("input topic %s: the metadata does not show %d partitions a minute after adding them (%d, %v)", topic, p.n, len(ps), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		fmt.Fprintf(out, "  added partitions to input topic %s: %d -> %d (from here on, only %s can start)\n", topic, p.old, p.n, p.to)
+	}
+	return nil
+}
+
+// printRescaleCheck prints the result of -check: what the rescale would
+// copy and what is left to do before it.
+func printRescaleCheck(cl *cluster, out io.Writer, p *rescalePlan, app string) error {
+	fmt.Fprintf(out, "%s can be rescaled from %d to %d partitions as %s:\n", app, p.old, p.n, p.to)
+	for _, s := range p.stores {
+		fmt.Fprintf(out, "  store %s (%s): each entry to the partition of its key\n", s.Name, s.Type)
+	}
+	fmt.Fprintln(out, "left to do:")
+	g, err := cl.group(app)
+	if err != nil {
+		return err
+	}
+	if len(g.Members) > 0 {
+		fmt.Fprintf(out, "  - stop every instance of %s (%d member(s) now), once its lag is 0 (weir describe -app %s)\n", app, len(g.Members), app)
+	}
+	for _, l := range p.lagging {
+		fmt.Fprintf(out, "  - %s\n", l)
+	}
+	fmt.Fprintf(out, "  - weir rescale -from %s -to %s -partitions %d", app, p.to, p.n)
+	if len(p.grow) > 0 {
+		fmt.Fprintf(out, " (it adds the partitions of %s last)", strings.Join(p.grow, ", "))
+	}
+	fmt.Fprintf(out, "\n  - start %s with ApplicationID %q\n", p.to, p.to)
+	return nil
+}
+
 // planRescale checks that d's application can move to n partitions as
 // application to and returns what that takes, or the refusal.
-func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnread bool) (*rescalePlan, error) {
+//
+// With check set (weir rescale -check, which may run while the
+// application does), records not consumed yet are not a refusal: they are
+// listed in the plan's lagging, as what the real run would refuse.
+func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnread, check bool) (*rescalePlan, error) {
 	p := &rescalePlan{from: d.ApplicationID, to: to, n: n, offsets: map[string]map[int32]int64{}, newStart: map[string]map[int32]bool{}}
 	internal := map[string]string{} // topic -> kind
 	for _, t := range d.InternalTopics {
@@ -134,6 +229,12 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 			problems = append(problems, fmt.Sprintf("store %q restores from input topic %s, whose old partitions keep the old partitioning: give it a changelog of its own first", s.Name, s.Changelog))
 		case !slices.Contains(rescaleKinds, s.Type):
 			problems = append(problems, fmt.Sprintf("store %q is a %s store, whose entries rescale cannot place", s.Name, s.Type))
+		case s.KeyLayout != "":
+			if l, err := graph.ParseKeyLayout(s.KeyLayout); err != nil {
+				problems = append(problems, fmt.Sprintf("store %q: %v (a descriptor of a later weir?)", s.Name, err))
+			} else if !l.IsZero() && s.Type != "key-value" {
+				problems = append(problems, fmt.Sprintf("store %q: a %s store with key layout %q, which rescale cannot place", s.Name, s.Type, s.KeyLayout))
+			}
 		}
 		p.stores = append(p.stores, s)
 	}
@@ -182,7 +283,7 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 			if lag, err := unread(cl, t.Topic, part, committed); err != nil {
 				return nil, err
 			} else if lag > 0 {
-				problems = append(problems, fmt.Sprintf("repartition topic %s/%d holds %d record(s) %s has not consumed: start it until its lag is 0, and stop it again", t.Topic, part, lag, p.from))
+				p.lagging = append(p.lagging, fmt.Sprintf("repartition topic %s/%d holds %d record(s) %s has not consumed: start it until its lag is 0, and stop it again", t.Topic, part, lag, p.from))
 			}
 		}
 	}
@@ -194,13 +295,29 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 		if err != nil {
 			return nil, err
 		}
-		if int32(len(ps)) != n {
-			problems = append(problems, fmt.Sprintf("input topic %s has %d partitions, not %d: add them first (kafka-topics.sh --alter --topic %s --partitions %d)", s.Topic, len(ps), n, s.Topic, n))
+		switch int32(len(ps)) {
+		case n:
+		case p.old:
+			// rescale adds them itself, once the state is copied and
+			// verified: until then the application can still start.
+			if !slices.Contains(p.grow, s.Topic) {
+				p.grow = append(p.grow, s.Topic)
+			}
+			for part := int32(len(ps)); part < n; part++ {
+				ps = append(ps, part)
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("input topic %s has %d partitions, neither the application's %d nor the new %d", s.Topic, len(ps), p.old, n))
 			continue
 		}
 		p.offsets[s.Topic] = map[int32]int64{}
 		p.newStart[s.Topic] = map[int32]bool{}
 		for _, part := range ps {
+			if slices.Contains(p.grow, s.Topic) && part >= p.old {
+				p.offsets[s.Topic][part] = 0 // a new partition starts at 0
+				p.newStart[s.Topic][part] = true
+				continue
+			}
 			if part < p.old {
 				off, ok := committed[s.Topic][part]
 				if ok && off >= 0 {
@@ -229,7 +346,10 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 		problems = append(problems, fmt.Sprintf("-partitions %d is not above the current %d (Kafka cannot remove partitions)", n, p.old))
 	}
 	if len(p.unread) > 0 && !allowUnread {
-		problems = append(problems, fmt.Sprintf("input partitions hold records %s has not consumed: %s; records written before the partitions were added belong to the old partitioning. Let %s catch up before adding partitions, or pass -allow-unread if every one of them was written after", p.from, strings.Join(p.unread, ", "), p.from))
+		p.lagging = append(p.lagging, fmt.Sprintf("input partitions hold records %s has not consumed: %s; records written before the partitions were added belong to the old partitioning. Let %s catch up before adding partitions, or pass -allow-unread if every one of them was written after", p.from, strings.Join(p.unread, ", "), p.from))
+	}
+	if !check {
+		problems = append(problems, p.lagging...)
 	}
 	if len(problems) > 0 {
 		return nil, refused("%s cannot be rescaled:\n  %s", p.from, strings.Join(problems, "\n  "))
@@ -279,10 +399,16 @@ func printRescalePlan(out io.Writer, p *rescalePlan, dryRun bool) {
 // entry in the partition of its key, and verifies the copy.
 func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.StoreDescriptor, out io.Writer) error {
 	start := time.Now()
-	entries, err := readStore(ctx, cl, s.Changelog, "", false)
+	layout, err := graph.ParseKeyLayout(s.KeyLayout)
+	if err != nil {
+		return fmt.Errorf("store %q: %w", s.Name, err)
+	}
+	shared := layout.IsShared
+	entries, err := readStore(ctx, cl, s.Changelog, "", false, shared)
 	if err != nil {
 		return err
 	}
+	entries, keys := spreadShared(entries, shared, p.n)
 	want := stateSum(entries)
 	target := renameTopic(s.Changelog, p.from, p.to)
 	cfgs, err := cl.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Changelog})
@@ -322,9 +448,11 @@ func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.Store
 		return nil
 	}
 	for _, e := range entries {
-		part, err := rescalePartition(s.Type, e.key, p.n)
-		if err != nil {
-			return fmt.Errorf("store %q, %s/%d@%d: %w", s.Name, s.Changelog, e.partition, e.offset, err)
+		part := e.partition // a task's entry, given to every partition by spreadShared
+		if !shared(e.key) {
+			if part, err = rescalePartition(s.Type, layout, e.key, p.n); err != nil {
+				return fmt.Errorf("store %q, %s/%d@%d: %w", s.Name, s.Changelog, e.partition, e.offset, err)
+			}
 		}
 		batch = append(batch, &sarama.ProducerMessage{Topic: target, Partition: part, Key: sarama.ByteEncoder(e.key), Value: sarama.ByteEncoder(e.value), Timestamp: e.ts})
 		if len(batch) == cap(batch) {
@@ -340,20 +468,50 @@ func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.Store
 		return err
 	}
 	entries = nil // the copy is read back in its place
-	copied, err := readStore(ctx, cl, target, "", false)
+	copied, err := readStore(ctx, cl, target, "", false, shared)
 	if err != nil {
 		return err
 	}
 	for _, e := range copied {
-		if part, err := rescalePartition(s.Type, e.key, p.n); err != nil || part != e.partition {
+		if shared(e.key) {
+			continue // every partition has its own; stateSum counts them
+		}
+		if part, err := rescalePartition(s.Type, layout, e.key, p.n); err != nil || part != e.partition {
 			return fmt.Errorf("verifying %s: a key of %s/%d belongs in partition %d (%v)", target, target, e.partition, part, err)
 		}
 	}
 	if got := stateSum(copied); got != want {
 		return fmt.Errorf("verifying %s: %d keys (checksum %016x) read from %s, %d (%016x) from the copy", target, want.records, want.sum, s.Changelog, got.records, got.sum)
 	}
-	fmt.Fprintf(out, "  rescaled %s: %d keys into %d partitions of %s in %v, checksum %016x\n", s.Name, want.records, p.n, target, time.Since(start).Round(time.Millisecond), want.sum)
+	fmt.Fprintf(out, "  rescaled %s: %d keys into %d partitions of %s in %v, checksum %016x\n", s.Name, keys, p.n, target, time.Since(start).Round(time.Millisecond), want.sum)
 	return nil
+}
+
+// spreadShared returns entries with each task entry (shared true: see
+// graph.KeyLayout.Shared) replaced by one copy per new partition of the
+// one with the largest value among the old partitions', and the number of
+// the other entries (the keys).
+func spreadShared(entries []raw, shared func([]byte) bool, n int32) ([]raw, int) {
+	var out []raw
+	latest := map[string]raw{}
+	for _, e := range entries {
+		if !shared(e.key) {
+			out = append(out, e)
+			continue
+		}
+		if l, ok := latest[string(e.key)]; !ok || bytes.Compare(e.value, l.value) > 0 {
+			latest[string(e.key)] = e
+		}
+	}
+	keys := len(out)
+	for _, e := range latest {
+		for p := range n {
+			c := e
+			c.partition = p
+			out = append(out, c)
+		}
+	}
+	return out, keys
 }
 
 // stateSum counts a store's entries and sums a hash of each key and value,
@@ -381,8 +539,8 @@ var murmur2 = sarama.NewMurmur2Partitioner("")
 // rescalePartition returns the partition of n that a store entry of the
 // given type with changelog key k belongs to: the one the runtime's
 // murmur2 partitioner gives the key it was partitioned by.
-func rescalePartition(kind string, k []byte, n int32) (int32, error) {
-	key, err := partitionKey(kind, k)
+func rescalePartition(kind string, layout graph.KeyLayout, k []byte, n int32) (int32, error) {
+	key, err := partitionKey(kind, layout, k)
 	if err != nil {
 		return 0, err
 	}
@@ -392,10 +550,11 @@ func rescalePartition(kind string, k []byte, n int32) (int32, error) {
 // partitionKey returns the user key in a changelog key of a store of the
 // given type (see the layouts in package changelog and
 // processor.Versioned).
-func partitionKey(kind string, k []byte) ([]byte, error) {
+func partitionKey(kind string, layout graph.KeyLayout, k []byte) ([]byte, error) {
 	switch kind {
 	case "key-value":
-		return k, nil
+		key, _, err := layout.PartitionKey(k)
+		return key, err
 	case "ttl":
 		if len(k) == 0 || k[0] != 0x01 {
 			return nil, fmt.Errorf("not a TTL store entry")

@@ -422,3 +422,86 @@ func cleanupApps(t *testing.T, c *kafka.Env, apps ...string) {
 		}
 	})
 }
+
+// suppressedCount counts in's records per key and tumbling window, and
+// writes each window's final count to out once it closes
+// (Suppress(UntilWindowCloses)): a topology with a store of the DSL's own.
+func suppressedCount(in, out string, window time.Duration) *kstream.Builder {
+	b := kstream.NewBuilder()
+	b.Stream("in", in, serde.String(), serde.String()).GroupByKey().
+		WindowedBy(kstream.Tumbling(window)).Count("windowed").
+		Suppress("final", kstream.UntilWindowCloses()).
+		ToStream(kstream.WindowedKey).To(out, kstream.WindowedSerde(serde.String(), window), serde.Int64())
+	return b
+}
+
+// A topology with a suppression rescales in the documented order: -check
+// while it runs changes nothing; the rescale copies the counts and the
+// suppression's buffer, then adds the input's partitions itself; the new
+// id emits each window held back before the rescale once, when it
+// closes, with every record of it counted: for the keys without a record
+// after the rescale in that window, only the moved buffer holds it.
+func TestRescaleSuppressionInTheDocumentedOrder(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	in, out := c.Name(t, "rss-in"), c.Name(t, "rss-out")
+	from, to := c.Name(t, "rss-app"), c.Name(t, "rss-app2")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 4, nil)
+	cleanupApps(t, c, from, to)
+	brokers := strings.Join(c.Brokers, ",")
+	const window = time.Minute
+	at := time.Now().Add(-time.Hour).Truncate(window) // every record of a key in one window
+	ks := keys("s", 20)
+	kafka.Produce(t, c, keyed(in, at, ks...)...)
+	stop := runApp(t, suppressedCount(in, out, window), rescaleConfig(c, from, t.TempDir()))
+	// The records are counted and held back (the window is open): wait
+	// until the buffer's changelog has every key.
+	kafka.ReadAll(t, c, from+"-final-changelog", sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) >= len(ks) })
+
+	code, check, errOut := weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", to, "-partitions", "4", "-check")
+	if code != exitOK || !strings.Contains(check, "can be rescaled") || !strings.Contains(check, "stop every instance") || !strings.Contains(check, "adds the partitions of "+in) {
+		t.Fatalf("rescale -check while %s runs = %d: %s%s", from, code, check, errOut)
+	}
+	if n := partitionCount(t, c, in); n != 2 {
+		t.Fatalf("-check changed the input: %d partitions", n)
+	}
+	stop()
+	code, done, errOut := weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", to, "-partitions", "4")
+	if code != exitOK || !strings.Contains(done, "rescaled final: 20 keys into 4 partitions") || !strings.Contains(done, "added partitions to input topic "+in+": 2 -> 4") {
+		t.Fatalf("rescale = %d: %s%s", code, done, errOut)
+	}
+	if n := partitionCount(t, c, in); n != 4 {
+		t.Fatalf("after the rescale the input has %d partitions, want 4", n)
+	}
+
+	// One more record in the window for half of the keys, then one per
+	// key two windows later: every task's stream time passes the window's
+	// end.
+	kafka.Produce(t, c, keyed(in, at.Add(time.Second), ks[:10]...)...)
+	kafka.Produce(t, c, keyed(in, at.Add(2*window), ks...)...)
+	stop = runApp(t, suppressedCount(in, out, window), rescaleConfig(c, to, t.TempDir()))
+	defer stop()
+	want := map[string]int64{}
+	for i, k := range ks {
+		want[k] = 1
+		if i < 10 {
+			want[k] = 2
+		}
+	}
+	got := countsW(t, c, out, kstream.WindowedSerde(serde.String(), window), want)
+	for _, k := range ks {
+		if s := got[k]; len(s) != 1 || s[0] != want[k] {
+			t.Fatalf("the window of %s was emitted as %v; want once, [%d]", k, s, want[k])
+		}
+	}
+}
+
+func partitionCount(t *testing.T, c *kafka.Env, topic string) int {
+	t.Helper()
+	md, err := c.Admin(t).DescribeTopics([]string{topic})
+	if err != nil || len(md) != 1 {
+		t.Fatalf("describe %s: %v", topic, err)
+	}
+	return len(md[0].Partitions)
+}

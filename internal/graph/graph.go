@@ -124,7 +124,13 @@ type Store struct {
 	// sub-topology's input is partitioned by, so that a rescale can move
 	// each entry to the partition of its key.
 	PartitionKeyed bool
+	// KeyLayout, for a key-value store of the DSL's own whose keys embed
+	// the partitioning key (suppression buffers, join buffers, foreign-key
+	// subscriptions), says where that key sits; the zero layout says the
+	// key is the whole stored key. Set through [KeyLayoutOf].
+	KeyLayout KeyLayout
 }
+
 
 // SchemaSerde is what the runtime needs of a serde whose bytes carry the
 // id of a schema in a schema registry, such as serde.AvroSerde: before any

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/kstream"
+	"github.com/weirstream/weir/schema"
+	"github.com/weirstream/weir/serde"
+	"github.com/weirstream/weir/weirtest/kafka"
+)
+
+// The Avro aggregate of TestForkAndRescaleCopyTheSchemaHistory, in two
+// versions; totalV3 reads "last" without a default, so it can read what
+// v2 wrote but not what v1 wrote: BACKWARD_TRANSITIVE refuses it once v1
+// is in the subject's history, an empty subject takes it.
+const (
+	totalV1 = `{"type":"record","name":"Total","fields":[{"name":"n","type":"long"}]}`
+	totalV2 = `{"type":"record","name":"Total","fields":[{"name":"n","type":"long"},{"name":"last","type":"string","default":""}]}`
+	totalV3 = `{"type":"record","name":"Total","fields":[{"name":"n","type":"long"},{"name":"last","type":"string"}]}`
+)
+
+type totalOne struct {
+	N int64 `avro:"n"`
+}
+
+type totalTwo struct {
+	N    int64  `avro:"n"`
+	Last string `avro:"last"`
+}
+
+// totals counts in's records per key in the Avro store "totals" (schema
+// text, Go type A) and writes each count to out as an int64.
+func totals[A any](t *testing.T, reg *schema.Client, in, out, text string, add func(A, string) A, n func(A) int64) *kstream.Builder {
+	t.Helper()
+	values, err := serde.Avro[A](serde.AvroConfig{Registry: reg, Schema: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := kstream.NewBuilder()
+	b.Stream("in", in, serde.String(), serde.String()).GroupByKey().
+		Aggregate("totals", func() A { var a A; return a }, func(_ string, v string, a A) A { return add(a, v) }, values).
+		ToStream().MapValues(n).To(out, serde.String(), serde.Int64())
+	return b
+}
+
+// A fork and a rescale copy the history of the stores' registry subjects
+// to the new id: an upgrade the source's history refuses is refused on
+// the copy too (on an empty subject it would pass the start check and
+// fail at the first record that v1 wrote), and the copy runs on with the
+// schemas it was written with. Without a registry, both refuse before
+// they change anything.
+func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	reg, err := schema.New(schema.Config{URL: c.RegistryURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := c.Name(t, "sh-in"), c.Name(t, "sh-out")
+	from, forked, rescaled := c.Name(t, "sh-app"), c.Name(t, "sh-fork"), c.Name(t, "sh-rescaled")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 2, nil)
+	cleanupApps(t, c, from, forked, rescaled)
+	ctx := context.Background()
+	v1 := func() *kstream.Builder {
+		return totals(t, reg, in, out, totalV1, func(a totalOne, _ string) totalOne { a.N++; return a }, func(a totalOne) int64 { return a.N })
+	}
+	v2 := func() *kstream.Builder {
+		return totals(t, reg, in, out, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
+	}
+	v3 := func() *kstream.Builder {
+		return totals(t, reg, in, out, totalV3, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
+	}
+	config := func(id string) weir.Config {
+		cfg := rescaleConfig(c, id, t.TempDir())
+		cfg.Registry = schema.Config{URL: c.RegistryURL}
+		return cfg
+	}
+
+	// The source writes its state with v1, then with v2.
+	ks := keys("k", 10)
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop := runApp(t, v1(), config(from))
+	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 1, ks[9]: 1})
+	stop()
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop = runApp(t, v2(), config(from))
+	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 2, ks[9]: 2})
+	stop()
+	subject := schema.StoreSubject(from, "totals", schema.Value)
+	if vs, err := reg.Versions(ctx, subject); err != nil || len(vs) != 2 {
+		t.Fatalf("subject %s holds versions %v (%v); want 2", subject, vs, err)
+	}
+
+	brokers := strings.Join(c.Brokers, ",")
+	for _, cmd := range [][]string{
+		{"fork", "-brokers", brokers, "-from", from, "-to", forked},
+		{"rescale", "-brokers", brokers, "-from", from, "-to", forked, "-partitions", "2"},
+	} {
+		code, _, errOut := weirCmd(t, append(cmd, "-registry", "")...)
+		if code != exitUsage || !strings.Contains(errOut, "-registry") || !strings.Contains(errOut, subject) {
+			t.Fatalf("%s without a registry = %d: %s", cmd[0], code, errOut)
+		}
+		if topicExists(t, &app{c: c}, weir.TopologyTopic(forked)) {
+			t.Fatalf("%s without a registry created the new id's topology topic", cmd[0])
+		}
+	}
+	code, outText, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", from, "-to", forked, "-registry", c.RegistryURL)
+	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
+		t.Fatalf("fork = %d: %s%s", code, outText, errOut)
+	}
+	code, outText, errOut = weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", rescaled, "-partitions", "2", "-registry", c.RegistryURL)
+	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
+		t.Fatalf("rescale = %d: %s%s", code, outText, errOut)
+	}
+
+	for _, id := range []string{forked, rescaled} {
+		copied := schema.StoreSubject(id, "totals", schema.Value)
+		level, err := reg.Compatibility(ctx, copied)
+		if err != nil || level != schema.BackwardTransitive {
+			t.Errorf("subject %s: level %s (%v); want %s", copied, level, err, schema.BackwardTransitive)
+		}
+		for i, want := range []string{totalV1, totalV2} {
+			r, err := reg.Version(ctx, copied, i+1)
+			if err != nil {
+				t.Fatalf("version %d of %s: %v", i+1, copied, err)
+			}
+			if same, err := sameSchema(r.Schema, want); err != nil || !same {
+				t.Errorf("version %d of %s is %s; want %s", i+1, copied, r.Schema, want)
+			}
+		}
+		// v3 is refused before the copy's first record, as it is on the source.
+		w, err := weir.New(v3(), config(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = w.Run(runCtx)
+		cancel()
+		var se *weir.SchemaError
+		if !errors.As(err, &se) || se.Subject != copied {
+			t.Fatalf("%s with v3: Run = %v; want a *weir.SchemaError for subject %s", id, err, copied)
+		}
+	}
+	// The fork runs on with v2: its state, written with v1 and v2, reads.
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop = runApp(t, v2(), config(forked))
+	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 3, ks[9]: 3})
+	stop()
+}
