@@ -131,7 +131,6 @@ type Store struct {
 	KeyLayout KeyLayout
 }
 
-
 // SchemaSerde is what the runtime needs of a serde whose bytes carry the
 // id of a schema in a schema registry, such as serde.AvroSerde: before any
 // task starts, the runtime registers the serde's schema under the right
