@@ -312,10 +312,10 @@ func CompareDescriptors(old, cur *Descriptor) []Difference {
 		return out
 	}
 	if a, b := topicsOf(old.Sources), topicsOf(cur.Sources); !slices.Equal(a, b) {
-		diffs = append(diffs, Difference{What: fmt.Sprintf("reads %v, was %v", b, a)})
+		diffs = append(diffs, Difference{What: fmt.Sprintf("input topics %v, were %v", b, a)})
 	}
 	if a, b := topicsOf(old.Sinks), topicsOf(cur.Sinks); !slices.Equal(a, b) {
-		diffs = append(diffs, Difference{What: fmt.Sprintf("writes %v, was %v", b, a)})
+		diffs = append(diffs, Difference{What: fmt.Sprintf("output topics %v, were %v", b, a)})
 	}
 	return diffs
 }

@@ -57,7 +57,7 @@ var logLike = regexp.MustCompile(`^[a-z][a-z0-9 ,;:'./()%_-]*$`)
 // commandLike matches a span that is a command line or an expression, not
 // a message: it starts with a command, a path or a metric, or passes a
 // flag.
-var commandLike = regexp.MustCompile(`^(make|go|weir|bench|kafka-[a-z-]+\.sh|examples/\S+|weir_\S+) |\s-[a-z]`)
+var commandLike = regexp.MustCompile(`^(make|go|weir|bench|kafka-[a-z-]+\.sh|integration/env/\S+\.sh|examples/\S+|weir_\S+) |\s-[a-z]`)
 
 // notOurs are messages the docs quote that other code prints, or that
 // weir builds from parts, with where they come from.

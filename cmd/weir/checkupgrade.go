@@ -53,19 +53,27 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 	}
 	diffs := weir.CompareDescriptors(old, cur)
 	stores := printDifferences(out, diffs)
+	var incompatible []string
 	if reg != nil {
-		incompatible, err := checkSchemas(ctx, reg, c.app, cur, out)
-		if err != nil {
+		if incompatible, err = checkSchemas(ctx, reg, c.app, cur, out); err != nil {
 			return err
 		}
-		stores = append(stores, incompatible...)
 	}
-	if len(stores) > 0 {
+	switch {
+	case len(stores) > 0 && len(incompatible) > 0:
+		return refused("the start would be refused: %d difference(s) would lose or misread state (stores %v: Config.AllowDropState lets the start drop their state), and the registry refuses the schemas of stores %v (%s)", len(stores), stores, incompatible, schemaAdvice)
+	case len(stores) > 0:
 		return refused("%d difference(s) would lose or misread state; the start would be refused unless Config.AllowDropState names %v", len(stores), stores)
+	case len(incompatible) > 0:
+		return refused("the registry refuses the schemas of stores %v: the start would be refused (%s)", incompatible, schemaAdvice)
 	}
 	fmt.Fprintf(out, "compatible: %d difference(s), none that loses state\n", len(diffs))
 	return nil
 }
+
+// schemaAdvice says what to do about a store schema the registry refuses;
+// Config.AllowDropState does not lift that refusal.
+const schemaAdvice = "Config.AllowDropState does not lift it: make the schema readable with every version of the subject (a new field needs a default, and only a field with a default may go), or run the change under a new application id and rebuild its state from the input"
 
 // printDifferences prints diffs, one per line, and returns the stores
 // of the refused ones.

@@ -183,6 +183,9 @@ func TestDescribeReportsLagAndOldestUnread(t *testing.T) {
 	stop()
 	old := time.Now().Add(-time.Hour)
 	a.produce(t, 0, old, keys("b", 5)...)
+	// Partition 1's oldest unread record is from a clock an hour ahead:
+	// its age is 0, not negative (which the table showed as "forever").
+	a.produce(t, 1, time.Now().Add(time.Hour), keys("c", 1)...)
 
 	code, out, errOut := weirCmd(t, "describe", "-brokers", strings.Join(a.c.Brokers, ","), "-app", a.id, "-o", "json")
 	if code != exitOK {
@@ -203,6 +206,11 @@ func TestDescribeReportsLagAndOldestUnread(t *testing.T) {
 	}
 	if p0 == nil {
 		t.Fatalf("no row for %s/0: %+v", a.in, r.Partitions)
+	}
+	for _, p := range r.Partitions {
+		if p.Topic == a.in && p.Partition == 1 && (p.Lag != 1 || p.AgeMs != 0) {
+			t.Fatalf("%s/1, its oldest unread an hour ahead of the clock: lag %d, age %d ms; want 1, 0", a.in, p.Lag, p.AgeMs)
+		}
 	}
 	if p0.Lag != 5 || p0.Committed != p0.End-5 {
 		t.Fatalf("%s/0: lag %d, committed %d, end %d; want lag 5", a.in, p0.Lag, p0.Committed, p0.End)
@@ -550,7 +558,10 @@ func TestCheckUpgradeAsksTheRegistry(t *testing.T) {
 	if code, out := check(`{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"tier","type":"string","default":"basic"}]}`); code != exitOK || !strings.Contains(out, "schema compatible") {
 		t.Fatalf("a compatible schema = %d:\n%s", code, out)
 	}
-	if code, out := check(`{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"tier","type":"string"}]}`); code != exitRefused || !strings.Contains(out, "schema refused") {
+	// The refusal says what helps: not Config.AllowDropState, which does
+	// not lift a registry's refusal.
+	if code, out := check(`{"type":"record","name":"Profile","fields":[{"name":"name","type":"string"},{"name":"tier","type":"string"}]}`); code != exitRefused || !strings.Contains(out, "schema refused") ||
+		strings.Contains(out, "unless Config.AllowDropState") || !strings.Contains(out, "does not lift it") {
 		t.Fatalf("an incompatible schema = %d:\n%s", code, out)
 	}
 }

@@ -51,7 +51,8 @@ type partitionRow struct {
 	Committed int64  `json:"committed_offset"` // -1: none
 	Lag       int64  `json:"lag"`
 	// OldestUnread is the timestamp of the record at the committed
-	// offset (zero when nothing is unread); AgeMs is how old it is.
+	// offset (zero when nothing is unread); AgeMs is how old it is by
+	// this machine's clock, 0 when its timestamp is ahead of that clock.
 	OldestUnread time.Time `json:"oldest_unread,omitzero"`
 	AgeMs        int64     `json:"oldest_unread_age_ms"`
 	// RetentionMs is the topic's retention.ms (-1: forever); HeadroomMs
@@ -228,7 +229,10 @@ func inputRows(cl *cluster, topic string, committed map[int32]int64, now time.Ti
 			return nil, err
 		} else if ok {
 			row.OldestUnread = ts
-			row.AgeMs = now.Sub(ts).Milliseconds()
+			// A timestamp ahead of this machine's clock (a producer's
+			// clock, or this one, off) is unread for 0 ms, not a
+			// negative age that reads as "forever".
+			row.AgeMs = max(0, now.Sub(ts).Milliseconds())
 			if retention >= 0 {
 				row.HeadroomMs = max(0, retention.Milliseconds()-row.AgeMs)
 			}

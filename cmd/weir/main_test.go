@@ -44,7 +44,7 @@ func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
 		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
 		{"fork", []string{"-from", "-to", "-brokers", "-dry-run"}},
 		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-registry-user", "-registry-password-file", "-registry-ca", "-o"}},
-		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "kafka-topics.sh --alter"}},
+		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "-check"}},
 	} {
 		code, _, help := weirCmd(t, tc.cmd, "-h")
 		if code != exitOK {

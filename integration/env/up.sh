@@ -58,14 +58,16 @@ registry_java() {
 }
 
 fetch_kafka() {
-  local dir="$CACHE_DIR/kafka-$KAFKA_VERSION"
-  if [ ! -f "$dir/.complete" ]; then
+  # The marker names the pom's checksum: a pom with more jars fetches again.
+  local dir="$CACHE_DIR/kafka-$KAFKA_VERSION" mark
+  mark=".complete-$(sha256sum "$ENV_SRC/pom.xml" | cut -c1-12)"
+  if [ ! -f "$dir/$mark" ]; then
     log "fetching Apache Kafka $KAFKA_VERSION from Maven Central into $dir"
     rm -rf "$dir"
     mvn -q -B -f "$ENV_SRC/pom.xml" dependency:copy-dependencies \
       -DoutputDirectory="$dir/libs" -DincludeScope=runtime >"$RUN_DIR/mvn.log" 2>&1 ||
       fail "fetching Kafka from Maven Central failed" "$RUN_DIR/mvn.log"
-    touch "$dir/.complete"
+    touch "$dir/$mark"
   fi
   KAFKA_LIBS="$dir/libs"
 }
