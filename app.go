@@ -209,12 +209,12 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}()
 
 	// The schemas first: a refused schema must leave everything as it was,
-	// in Kafka and on disk, and the registry needs neither.
+	// in Kafka and on disk, and the registry needs neither. They are
+	// registered once the topology check has passed too.
 	if len(a.schemas) > 0 {
 		if err := checkSchemas(ctx, a.registry, a.schemas); err != nil {
 			return err
 		}
-		a.cfg.Logger.Info("schemas registered", "application", a.cfg.ApplicationID, "schemas", len(a.schemas))
 	}
 
 	dir, err := statedir.Open(a.cfg.StateDir, a.cfg.ApplicationID)
@@ -267,6 +267,12 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	}
 	if err := a.recordUpgrade(admin, adminCfg, db, old, lay); err != nil {
 		return err
+	}
+	if len(a.schemas) > 0 {
+		if err := registerSchemas(ctx, a.registry, a.schemas); err != nil {
+			return err
+		}
+		a.cfg.Logger.Info("schemas registered", "application", a.cfg.ApplicationID, "schemas", len(a.schemas))
 	}
 	a.mu.Lock()
 	a.layout = lay

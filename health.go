@@ -83,8 +83,13 @@ func (l *lifecycle) set(s State, cause error) {
 // state is StateFailed. While Run runs, the state is derived from the
 // threads, first match wins: degraded while a thread's transactions abort
 // without one committing, restoring while any task restores, rebalancing
-// while a thread has no assignment or has not yet taken up every task of
-// it, else running. Safe for concurrent use.
+// while a thread has no assignment, has not yet taken up every task of it,
+// or waits for tasks that a cooperative hand-over withholds until the
+// follow-up rebalance (a new instance's first assignment usually has none:
+// ready then would let a rollout move on before it runs anything), else
+// running. Warm-up tasks do not count: an instance warming up state for
+// tasks that stay with their owners meanwhile is running. Safe for
+// concurrent use.
 func (a *App) State() (State, error) {
 	a.life.mu.Lock()
 	s, cause := a.life.state, a.life.cause

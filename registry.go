@@ -26,7 +26,9 @@ import (
 //     level, and the same rule for keys.
 //
 // Every schema is checked before any is registered, so a refusal registers
-// nothing, not even the schemas that passed.
+// nothing, not even the schemas that passed; and the schemas are
+// registered only once the topology check has passed too (App.run), so a
+// start refused for any reason leaves the registry as it was.
 
 // schemaUse is one schema of the topology and where it goes.
 type schemaUse struct {
@@ -100,16 +102,29 @@ func (u schemaUse) where() string {
 	return "sink topic " + u.topic
 }
 
-// checkSchemas checks and then registers every schema of uses, and gives
-// each serde its id. A refusal is a *SchemaError; a registry that cannot be
-// reached is its own error, wrapped.
+// checkSchemas checks every schema of uses without changing the registry.
+// A refusal is a *SchemaError; a registry that cannot be reached is its
+// own error, wrapped.
 func checkSchemas(ctx context.Context, reg *schema.Client, uses []schemaUse) error {
 	for _, u := range uses {
 		if err := checkSchema(ctx, reg, u); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// registerSchemas registers every schema of uses, checked before, and
+// gives each serde its id. A store's value subject is set to
+// BACKWARD_TRANSITIVE first: state written by every earlier version must
+// stay readable.
+func registerSchemas(ctx context.Context, reg *schema.Client, uses []schemaUse) error {
 	for _, u := range uses {
+		if u.store != "" && u.part == schema.Value {
+			if err := reg.SetCompatibility(ctx, u.subject, schema.BackwardTransitive); err != nil {
+				return fmt.Errorf("weir: %s: set subject %s to %s: %w", u.where(), u.subject, schema.BackwardTransitive, err)
+			}
+		}
 		r, err := reg.Register(ctx, u.subject, u.serde.Schema())
 		if inc := (*schema.IncompatibleError)(nil); errors.As(err, &inc) {
 			// Another instance registered a schema in between.
@@ -143,12 +158,10 @@ func checkSchema(ctx context.Context, reg *schema.Client, u schemaUse) error {
 		}
 		return nil
 	}
-	if u.store != "" {
-		if err := reg.SetCompatibility(ctx, u.subject, schema.BackwardTransitive); err != nil {
-			return fmt.Errorf("weir: %s: set subject %s to %s: %w", u.where(), u.subject, schema.BackwardTransitive, err)
-		}
-	}
-	err := reg.Check(ctx, u.subject, u.serde.Schema())
+	// A store's value subject is checked as BACKWARD_TRANSITIVE, the level
+	// registerSchemas sets, whatever level it has now (none, on a first
+	// start): the check changes nothing in the registry.
+	err := reg.CheckAt(ctx, u.subject, u.serde.Schema(), storeLevel(u))
 	if inc := (*schema.IncompatibleError)(nil); errors.As(err, &inc) {
 		return u.refuse(inc.Reason, err)
 	}
@@ -156,6 +169,16 @@ func checkSchema(ctx context.Context, reg *schema.Client, u schemaUse) error {
 		return fmt.Errorf("weir: %s: check the value schema against subject %s: %w", u.where(), u.subject, err)
 	}
 	return nil
+}
+
+// storeLevel returns the level a schema use is checked at: a store's value
+// subject's BACKWARD_TRANSITIVE, or "" (the subject's own level) for a
+// sink's.
+func storeLevel(u schemaUse) schema.Compatibility {
+	if u.store != "" {
+		return schema.BackwardTransitive
+	}
+	return ""
 }
 
 // sameEncoding reports whether two Avro schemas have the same parsing

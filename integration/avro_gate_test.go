@@ -481,3 +481,81 @@ func TestSimultaneousFirstStartsOnTheRegistry(t *testing.T) {
 		}
 	}
 }
+
+// A start that the topology check refuses (a store's key serde changed)
+// leaves the registry as it was: the Avro store it adds has passed its
+// schema check, but its subject gets neither a version nor a level. (The
+// schemas were once registered before the topology check.)
+func TestTopologyRefusalRegistersNothing(t *testing.T) {
+	c := kafka.Cluster(t)
+	t.Parallel()
+	ctx := context.Background()
+	reg := newRegistry(t, c)
+	app := c.Name(t, "avro-topo")
+	in := c.Name(t, "avro-topo-in")
+	c.CreateTopic(t, in, 1, nil)
+	subject := schema.StoreSubject(app, profiles, schema.Value)
+	deleteSubjects(t, c, subject, schema.StoreSubject(app, profiles, schema.Key))
+	build := func(keys serde.Serde[string], avroStore bool) *processor.Topology {
+		tp := processor.NewTopology()
+		p := tp.AddProcessor("noop", processor.Func(func(processor.Context[string, string], processor.Record[string, string]) error { return nil }),
+			tp.AddSource("in", in, serde.String(), serde.String()))
+		tp.AddStore(processor.KeyValue("plain", keys, serde.String()), p)
+		if avroStore {
+			tp.AddStore(processor.KeyValue(profiles, serde.String(), avroSerde[itUserV1Go](t, reg, itUserV1)), p)
+		}
+		return tp
+	}
+	first := start(t, build(serde.String(), false), registryConfig(c, app, t))
+	select {
+	case <-first.app.Ready():
+	case err := <-first.done:
+		t.Fatalf("the first start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("not ready in 60 s")
+	}
+	if err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	a, err := weir.New(build(otherStrings{}, true), registryConfig(c, app, t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = a.Run(runCtx)
+	var ue *weir.UpgradeError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Run with store plain's key serde changed = %v, want a *weir.UpgradeError", err)
+	}
+	if vs, err := reg.Versions(ctx, subject); !errors.Is(err, schema.ErrNotFound) {
+		t.Fatalf("the refused start registered under %s: versions %v, %v", subject, vs, err)
+	}
+
+	// The same topology without the refused change starts and registers.
+	again := start(t, build(serde.String(), true), registryConfig(c, app, t))
+	select {
+	case <-again.app.Ready():
+	case err := <-again.done:
+		t.Fatalf("the start without the refused change: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("not ready in 60 s")
+	}
+	if err := again.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := reg.Versions(ctx, subject); err != nil || len(vs) != 1 {
+		t.Fatalf("versions of %s after the accepted start = %v, %v; want one", subject, vs, err)
+	}
+	if level, err := reg.Compatibility(ctx, subject); err != nil || level != schema.BackwardTransitive {
+		t.Fatalf("level of %s = %s, %v; want %s", subject, level, err, schema.BackwardTransitive)
+	}
+}
+
+// otherStrings is a string serde of another type than serde.String: a
+// changed key serde for the topology check.
+type otherStrings struct{}
+
+func (otherStrings) Serialize(_ string, v string) ([]byte, error)   { return []byte(v), nil }
+func (otherStrings) Deserialize(_ string, b []byte) (string, error) { return string(b), nil }

@@ -310,6 +310,62 @@ func (c *Client) Check(ctx context.Context, subject, schema string) error {
 }
 
 // explain says why schema may not follow the version of subject.
+// CheckAt is [Client.Check] at level instead of the level subject has, so
+// that a caller can check a schema before it sets the level (weir checks a
+// store's value schema at BACKWARD_TRANSITIVE, and sets that level only
+// when it registers): it changes nothing in the registry. An empty level
+// is the subject's own, as Check. Where the subject's level differs, the
+// check is weir's own Avro check of schema as the reader of each version
+// the level covers (the registry checks at a subject's level only), so
+// level must be BACKWARD or BACKWARD_TRANSITIVE.
+func (c *Client) CheckAt(ctx context.Context, subject, schema string, level Compatibility) error {
+	if level == "" {
+		return c.Check(ctx, subject, schema)
+	}
+	if level != Backward && level != BackwardTransitive {
+		return fmt.Errorf("schema: CheckAt %s: level %s: only BACKWARD and BACKWARD_TRANSITIVE can be checked before they are set", subject, level)
+	}
+	own, err := c.Compatibility(ctx, subject)
+	if err != nil {
+		return err
+	}
+	if own == level {
+		return c.Check(ctx, subject, schema)
+	}
+	versions, err := c.Versions(ctx, subject)
+	if errors.Is(err, ErrNotFound) {
+		return nil // a first schema
+	}
+	if err != nil {
+		return err
+	}
+	if level == Backward {
+		versions = versions[len(versions)-1:]
+	}
+	reader, err := avro.ParseWithCache(schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return &IncompatibleError{Subject: subject, Reason: "not a valid Avro schema: " + err.Error()}
+	}
+	for _, v := range slices.Backward(versions) {
+		r, err := c.Version(ctx, subject, v)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		writer, err := avro.ParseWithCache(r.Schema, "", &avro.SchemaCache{})
+		if err != nil {
+			return fmt.Errorf("schema: version %d of %s does not parse: %w", v, subject, err)
+		}
+		if err := avro.NewSchemaCompatibility().Compatible(reader, writer); err != nil {
+			return &IncompatibleError{Subject: subject, Reason: fmt.Sprintf("cannot read data written with version %d (id %d) under compatibility level %s: %s",
+				r.Version, r.ID, level, incompatibility(reader, writer, err))}
+		}
+	}
+	return nil
+}
+
 func (c *Client) explain(ctx context.Context, subject, schema, version string, level Compatibility) string {
 	var s *srclient.Schema
 	err := c.call(ctx, "get version", subject, 0, func(sc *srclient.SchemaRegistryClient) (err error) {

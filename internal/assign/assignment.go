@@ -20,6 +20,12 @@ type Assignment struct {
 	// instance asks for a probing rebalance, which moves the task to it.
 	// A task may be in both lists.
 	Warmups []TaskID
+	// Pending are the tasks the plan gives the member but that this round
+	// withholds, sorted: another member still owns a partition of each,
+	// and the member gets them in the follow-up rebalance the cooperative
+	// protocol starts once that member has revoked them. Until then the
+	// member is not done rebalancing (App.State, /readyz).
+	Pending []TaskID
 	// Hosts are the processes of the group that advertise an address
 	// (UserData.Addr), sorted by it, with their tasks: what queries of a
 	// store partition are sent to. Processes without one are left out.
@@ -38,17 +44,18 @@ type Host struct {
 
 // assignmentVersion is the first byte of the assignment user data the
 // leader sends each member; a change of format takes a new version.
-// Version 2 added the warm-up tasks at the end. A member running a weir
-// from before it cannot read a version 2 assignment: it logs that and
-// runs without standbys and hosts until the leader is of its version
-// again, which a rolling upgrade meets for a while.
-const assignmentVersion = 2
+// Version 2 added the warm-up tasks at the end, version 3 the pending
+// tasks after them. A member running a weir from before a version cannot
+// read its assignments: it logs that and runs without standbys and hosts
+// until the leader is of its version again, which a rolling upgrade meets
+// for a while.
+const assignmentVersion = 3
 
 // encodeAssignment encodes a as the version byte, the standby task set
 // (see encodeSubscription for task sets), the uvarint number of hosts,
 // and per host its address (uvarint length, bytes), active task set and
-// standby task set; version 2 appends the warm-up task set. The tasks
-// must be sorted and distinct.
+// standby task set; version 2 appends the warm-up task set, version 3 the
+// pending task set. The tasks must be sorted and distinct.
 func encodeAssignment(a Assignment) []byte {
 	b := []byte{assignmentVersion}
 	b = appendTaskSet(b, a.Standbys, nil)
@@ -59,11 +66,12 @@ func encodeAssignment(a Assignment) []byte {
 		b = appendTaskSet(b, h.Active, nil)
 		b = appendTaskSet(b, h.Standby, nil)
 	}
-	return appendTaskSet(b, a.Warmups, nil)
+	b = appendTaskSet(b, a.Warmups, nil)
+	return appendTaskSet(b, a.Pending, nil)
 }
 
 // decodeAssignment decodes what encodeAssignment wrote, of this version or
-// version 1 (no warm-ups). Empty input is the zero Assignment (a leader that placed no standbys and knows no
+// an earlier one (version 1: no warm-ups; 2: no pending tasks). Empty input is the zero Assignment (a leader that placed no standbys and knows no
 // addresses sends none); anything else that is not a valid encoding is an
 // error wrapping errUserData.
 func decodeAssignment(b []byte) (Assignment, error) {
@@ -94,6 +102,9 @@ func decodeAssignment(b []byte) (Assignment, error) {
 	}
 	if version >= 2 {
 		d.taskSet("warm-up tasks", func(t TaskID) { a.Warmups = append(a.Warmups, t) })
+	}
+	if version >= 3 {
+		d.taskSet("pending tasks", func(t TaskID) { a.Pending = append(a.Pending, t) })
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))

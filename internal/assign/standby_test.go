@@ -138,6 +138,7 @@ func TestAssignmentEncoding(t *testing.T) {
 		}},
 		{Warmups: []TaskID{{0, 2}, {1, 0}}},
 		{Standbys: []TaskID{{0, 1}}, Warmups: []TaskID{{0, 1}, {0, 3}}, Hosts: []Host{{Addr: "a:1", Standby: []TaskID{{0, 1}, {0, 3}}}}},
+		{Pending: []TaskID{{0, 2}, {0, 3}}},
 	} {
 		got, err := decodeAssignment(encodeAssignment(a))
 		if err != nil || !reflect.DeepEqual(got, a) {
@@ -157,7 +158,11 @@ func TestAssignmentEncoding(t *testing.T) {
 	if got, err := decodeAssignment([]byte{1, 1, 0, 1, 2, 0}); err != nil || !reflect.DeepEqual(got, Assignment{Standbys: []TaskID{{0, 2}}}) {
 		t.Errorf("version 1 = %+v, %v; want standby 0_2", got, err)
 	}
-	for _, bad := range [][]byte{{3, 0, 0, 0}, {0, 0, 0}, {2, 0, 0}, {1, 1, 0, 1}, {1, 0, 7}, {1, 0, 1, 9, 'a'}, {1, 0, 0, 0}, {2, 0, 0, 0, 0}} {
+	// Version 2: warm-ups, no pending tasks.
+	if got, err := decodeAssignment([]byte{2, 0, 0, 1, 0, 1, 2}); err != nil || !reflect.DeepEqual(got, Assignment{Warmups: []TaskID{{0, 2}}}) {
+		t.Errorf("version 2 = %+v, %v; want warm-up 0_2", got, err)
+	}
+	for _, bad := range [][]byte{{4, 0, 0, 0, 0}, {3, 0, 0, 0}, {0, 0, 0}, {2, 0, 0}, {1, 1, 0, 1}, {1, 0, 7}, {1, 0, 1, 9, 'a'}, {1, 0, 0, 0}, {2, 0, 0, 0, 0}} {
 		if _, err := decodeAssignment(bad); err == nil {
 			t.Errorf("decodeAssignment(%v) accepted it", bad)
 		}

@@ -43,6 +43,9 @@ type Strategy struct {
 	// (sarama calls it right after Plan).
 	planned map[string][]TaskID
 	warm    map[string][]TaskID
+	// pending are the tasks each member's plan withholds this round for a
+	// cooperative hand-over (Assignment.Pending).
+	pending map[string][]TaskID
 	hosts   []Host
 }
 
@@ -118,9 +121,9 @@ func (s *Strategy) SupportedProtocols() []sarama.RebalanceProtocol {
 // it has none of them.
 func (s *Strategy) AssignmentData(member string, _ map[string][]int32, _ int32) ([]byte, error) {
 	s.mu.Lock()
-	a := Assignment{Standbys: s.planned[member], Warmups: s.warm[member], Hosts: s.hosts}
+	a := Assignment{Standbys: s.planned[member], Warmups: s.warm[member], Pending: s.pending[member], Hosts: s.hosts}
 	s.mu.Unlock()
-	if len(a.Standbys) == 0 && len(a.Warmups) == 0 && len(a.Hosts) == 0 {
+	if len(a.Standbys) == 0 && len(a.Warmups) == 0 && len(a.Pending) == 0 && len(a.Hosts) == 0 {
 		return nil, nil
 	}
 	return encodeAssignment(a), nil
@@ -290,6 +293,7 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		topicsOf[sub.ID] = sub.Topics
 	}
 	plan := make(sarama.BalanceStrategyPlan, len(ids))
+	pending := make(map[string][]TaskID)
 	for _, id := range ids {
 		plan[id] = make(map[string][]int32)
 		for _, task := range assignment[id] {
@@ -299,6 +303,9 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 				for _, h := range holders[topicPartition{t, task.Partition}] {
 					elsewhere = elsewhere || h != id
 				}
+			}
+			if elsewhere {
+				pending[id] = append(pending[id], task)
 			}
 			for _, t := range ts {
 				if elsewhere && !slices.Contains(holders[topicPartition{t, task.Partition}], id) {
@@ -310,6 +317,7 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		for _, ps := range plan[id] {
 			slices.Sort(ps)
 		}
+		slices.SortFunc(pending[id], TaskID.Compare)
 	}
 	// The hosts' active tasks are those of the plan sent, so that a task
 	// withheld for a hand-over is nobody's for this round: its queries
@@ -327,6 +335,7 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	s.mu.Lock()
 	s.planned = standbys
 	s.warm = warm
+	s.pending = pending
 	s.hosts = hostsOf(input, sent, copies)
 	s.mu.Unlock()
 	if len(warm) > 0 {

@@ -129,6 +129,18 @@ func TestStrategyCooperativeHandOver(t *testing.T) {
 	if !reflect.DeepEqual(plan, want) {
 		t.Fatalf("round 1 = %v, want %v", plan, want)
 	}
+	// b learns that two tasks wait for it (it is still rebalancing), a
+	// that none does.
+	for id, wantPending := range map[string][]TaskID{"a": nil, "b": {{0, 2}, {0, 3}}} {
+		data, err := s.AssignmentData(id, plan[id], 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := decodeAssignment(data)
+		if err != nil || !reflect.DeepEqual(a.Pending, wantPending) {
+			t.Fatalf("round 1: %s's pending tasks = %v, %v; want %v", id, a.Pending, err, wantPending)
+		}
+	}
 
 	// Round 2: a revoked 0_2 and 0_3; nobody owns them, b gets them whole.
 	plan, err = s.Plan(map[string]sarama.ConsumerGroupMemberMetadata{
@@ -144,6 +156,10 @@ func TestStrategyCooperativeHandOver(t *testing.T) {
 	}
 	if !reflect.DeepEqual(plan, want) {
 		t.Fatalf("round 2 = %v, want %v", plan, want)
+	}
+	data, err := s.AssignmentData("b", plan["b"], 5)
+	if a, derr := decodeAssignment(data); err != nil || derr != nil || len(a.Pending) != 0 {
+		t.Fatalf("round 2: b's pending tasks = %v (%v, %v); want none", a.Pending, err, derr)
 	}
 }
 

@@ -96,10 +96,12 @@ func (th *Thread) Aborting() bool { return th.aborts.Load() > 0 }
 // Index returns the thread's index in its instance.
 func (th *Thread) Index() int { return th.idx }
 
-// Assigned reports whether the thread's group session has its assignment
-// and runs every task of it (the App is not rebalancing for it).
+// Assigned reports whether the thread's group session has its assignment,
+// runs every task of it, and waits for no task that a cooperative
+// hand-over withholds until the follow-up rebalance (the App is not
+// rebalancing for it).
 func (th *Thread) Assigned() bool {
-	if !th.assigned.Load() {
+	if !th.assigned.Load() || th.pendingTasks.Load() > 0 {
 		return false
 	}
 	th.statusMu.Lock()

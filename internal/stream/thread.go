@@ -81,6 +81,10 @@ type Thread struct {
 	// assignedTasks is how many tasks the current assignment gives this
 	// member; until it runs as many, it is still taking them up.
 	assignedTasks atomic.Int32
+	// pendingTasks is how many tasks the current assignment withholds
+	// for a cooperative hand-over (assign.Assignment.Pending): the member
+	// gets them in the follow-up rebalance.
+	pendingTasks atomic.Int32
 	// rebalancing is when this member last sent JoinGroup, in Unix
 	// nanoseconds, until its session runs in the generation of its new
 	// assignment (assignedGen); 0 otherwise.
@@ -961,11 +965,12 @@ func (th *Thread) onAssignment(tasks []assign.TaskID, a assign.Assignment, gener
 	}
 	th.assigned.Store(true)
 	th.assignedTasks.Store(int32(len(tasks)))
+	th.pendingTasks.Store(int32(len(a.Pending)))
 	th.assignedGen.Store(generation)
 	th.newestGen.Store(generation)
 	th.checkOwn.Store(true)
 	th.in.Metrics.Rebalances.WithLabelValues(strconv.Itoa(th.idx)).Inc()
-	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys), "warmups", len(a.Warmups))
+	th.log.Info("assignment", "generation", generation, "tasks", len(tasks), "standbys", len(standbys), "warmups", len(a.Warmups), "pending", len(a.Pending))
 }
 
 // Wake tells the loop something arrived for it (task.Host).
