@@ -100,7 +100,7 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 	brokers := strings.Join(c.Brokers, ",")
 	for _, cmd := range [][]string{
 		{"fork", "-brokers", brokers, "-from", from, "-to", forked},
-		{"rescale", "-brokers", brokers, "-from", from, "-to", forked, "-partitions", "2"},
+		{"rescale", "-brokers", brokers, "-from", from, "-to", forked, "-partitions", "4"},
 	} {
 		code, _, errOut := weirCmd(t, append(cmd, "-registry", "")...)
 		if code != exitUsage || !strings.Contains(errOut, "-registry") || !strings.Contains(errOut, subject) {
@@ -110,28 +110,20 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 			t.Fatalf("%s without a registry created the new id's topology topic", cmd[0])
 		}
 	}
-	code, outText, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", from, "-to", forked, "-registry", c.RegistryURL)
-	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
-		t.Fatalf("fork = %d: %s%s", code, outText, errOut)
-	}
-	code, outText, errOut = weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", rescaled, "-partitions", "2", "-registry", c.RegistryURL)
-	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
-		t.Fatalf("rescale = %d: %s%s", code, outText, errOut)
-	}
-
-	for _, id := range []string{forked, rescaled} {
-		copied := schema.StoreSubject(id, "totals", schema.Value)
-		level, err := reg.Compatibility(ctx, copied)
+	copied := func(id string) {
+		t.Helper()
+		sub := schema.StoreSubject(id, "totals", schema.Value)
+		level, err := reg.Compatibility(ctx, sub)
 		if err != nil || level != schema.BackwardTransitive {
-			t.Errorf("subject %s: level %s (%v); want %s", copied, level, err, schema.BackwardTransitive)
+			t.Errorf("subject %s: level %s (%v); want %s", sub, level, err, schema.BackwardTransitive)
 		}
 		for i, want := range []string{totalV1, totalV2} {
-			r, err := reg.Version(ctx, copied, i+1)
+			r, err := reg.Version(ctx, sub, i+1)
 			if err != nil {
-				t.Fatalf("version %d of %s: %v", i+1, copied, err)
+				t.Fatalf("version %d of %s: %v", i+1, sub, err)
 			}
 			if same, err := sameSchema(r.Schema, want); err != nil || !same {
-				t.Errorf("version %d of %s is %s; want %s", i+1, copied, r.Schema, want)
+				t.Errorf("version %d of %s is %s; want %s", i+1, sub, r.Schema, want)
 			}
 		}
 		// v3 is refused before the copy's first record, as it is on the source.
@@ -143,13 +135,32 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 		err = w.Run(runCtx)
 		cancel()
 		var se *weir.SchemaError
-		if !errors.As(err, &se) || se.Subject != copied {
-			t.Fatalf("%s with v3: Run = %v; want a *weir.SchemaError for subject %s", id, err, copied)
+		if !errors.As(err, &se) || se.Subject != sub {
+			t.Fatalf("%s with v3: Run = %v; want a *weir.SchemaError for subject %s", id, err, sub)
 		}
 	}
+
+	code, outText, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", from, "-to", forked, "-registry", c.RegistryURL)
+	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
+		t.Fatalf("fork = %d: %s%s", code, outText, errOut)
+	}
+	copied(forked)
 	// The fork runs on with v2: its state, written with v1 and v2, reads.
 	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
 	stop = runApp(t, v2(), config(forked))
 	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 3, ks[9]: 3})
 	stop()
+
+	// The source consumes the same records (into an output of its own),
+	// so that nothing is left unread for the rescale.
+	out2 := c.Name(t, "sh-out2")
+	c.CreateTopic(t, out2, 2, nil)
+	stop = runApp(t, totals(t, reg, in, out2, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N }), config(from))
+	counts(t, c, out2, serde.String(), map[string]int64{ks[0]: 3, ks[9]: 3})
+	stop()
+	code, outText, errOut = weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", rescaled, "-partitions", "4", "-registry", c.RegistryURL)
+	if code != exitOK || !strings.Contains(outText, "copied subject "+subject) {
+		t.Fatalf("rescale = %d: %s%s", code, outText, errOut)
+	}
+	copied(rescaled)
 }

@@ -15,7 +15,7 @@ case "${1:-}" in
   topics) class=org.apache.kafka.tools.TopicCommand ;;
   consumer-groups) class=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
   transactions) class=org.apache.kafka.tools.TransactionsCommand ;;
-  configs) class=kafka.admin.ConfigCommand ;;
+  configs) class=org.apache.kafka.tools.ConfigCommand ;;
   *)
     log "usage: kafka-tool.sh topics|consumer-groups|transactions|configs ARGS..."
     exit 2
