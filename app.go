@@ -259,6 +259,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		return err
 	}
 	tc := a.cfg.taskConfig()
+	if old != nil {
+		tc.ResetEpoch = old.ResetEpoch // what table updates carry (processor.EpochHeader)
+	}
 	lay, err := topics.Prepare(kc, admin, &topics.Options{ApplicationID: a.cfg.ApplicationID, ReplicationFactor: a.cfg.Topics.ReplicationFactor,
 		DeadLetter: a.cfg.deadLetterTopics(), Logger: a.cfg.Logger,
 		RawRestore: func(topic string) bool { return tc.PoliciesFor(topic).Deserialization.Fails() }}, a.graph)
@@ -342,7 +345,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	in := &stream.Instance{
 		Config: a.cfg.streamConfig(),
 		Shared: &task.Shared{
-			Config:        a.cfg.taskConfig(),
+			Config:        tc,
 			Graph:         a.graph,
 			Layout:        lay,
 			Metrics:       a.metrics,

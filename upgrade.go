@@ -294,6 +294,11 @@ type CommitProgress struct {
 	// Version is the last table-output version the task gave
 	// (processor.Context.NextVersion); 0 before the first.
 	Version uint64
+	// ReplayEnd, when above the offset the progress is committed with, is
+	// where the application stood on the partition before `weir reset`
+	// rewound it: what the task writes for the records before it carries
+	// processor.ReplayHeader. 0: none.
+	ReplayEnd int64
 }
 
 // ParseCommitProgress reads offset metadata weir committed; false for

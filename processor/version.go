@@ -2,6 +2,8 @@ package processor
 
 import (
 	"strconv"
+
+	"github.com/weirstream/weir/internal/graph"
 )
 
 // VersionHeader is the header that carries the version of a table update
@@ -31,7 +33,34 @@ import (
 // (NTP does), and that a task gives fewer than a million versions per
 // second on average. Exactly once, updates of an aborted transaction are
 // never read, and a version may be given again after an abort.
-const VersionHeader = "weir.version"
+const VersionHeader = graph.VersionHeader
+
+// EpochHeader is the header that carries the application's reset epoch on
+// every table update weir writes (a record with [VersionHeader]) once the
+// application has been reset (`weir reset` raises the epoch; 0, the
+// first, is not written): decimal ASCII digits.
+const EpochHeader = graph.EpochHeader
+
+// ReplayHeader marks a record weir wrote for an input record that a reset
+// replays: one the application had processed before `weir reset` rewound
+// its input (the reset records where each input partition stood; the
+// mark travels through repartition topics). Its value is the reset epoch.
+//
+// A sink that must never move a key back (the replay recomputes updates
+// it already holds, from older to newer) applies an update when:
+//
+//   - it carries ReplayHeader and the sink's row of the key was written in
+//     the same epoch ([EpochHeader], 0 when absent) with a smaller
+//     version, or the sink has no row of the key; or
+//   - it does not carry ReplayHeader and its version is larger than the
+//     row's.
+//
+// So the replay's updates of keys the sink holds are passed over until the
+// replay reaches where the application stood, and the sink ends as if the
+// reset had not happened when the code is the same. A reset meant to
+// correct results (new code) needs the replay applied: a sink that wants
+// it applies by version alone, and a key moves back during the replay.
+const ReplayHeader = graph.ReplayHeader
 
 // StampVersion returns headers with [VersionHeader] set to version: a new
 // slice (forwarded headers are shared), without any VersionHeader that

@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/processor"
 )
 
 // resetPlan is what a reset does.
@@ -21,6 +22,11 @@ type resetPlan struct {
 	deletes  []string                   // internal topics to delete
 	dropped  map[string][]int32         // repartition topics whose group offsets go
 	epoch    int64                      // the reset epoch after
+	// meta is the offset metadata committed with each new offset that
+	// rewinds: where the partition stood (weir.CommitProgress.ReplayEnd),
+	// so that what the replay writes is marked processor.ReplayHeader,
+	// and the last table version, which versions continue after.
+	meta map[string]map[int32]string
 }
 
 func resetCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -79,7 +85,19 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 	if err != nil {
 		return nil, err
 	}
-	p := &resetPlan{offsets: map[string]map[int32]int64{}, previous: committed, dropped: map[string][]int32{}, epoch: d.ResetEpoch + 1}
+	p := &resetPlan{offsets: map[string]map[int32]int64{}, previous: committed, dropped: map[string][]int32{}, epoch: d.ResetEpoch + 1, meta: map[string]map[int32]string{}}
+	metas, err := cl.admin.ListConsumerGroupOffsets(app, nil)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of group %s: %w", app, err)
+	}
+	var version uint64
+	for _, ps := range metas.Blocks {
+		for _, b := range ps {
+			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
+				version = max(version, pr.Version)
+			}
+		}
+	}
 	for _, s := range d.Sources {
 		ps, err := cl.partitions(s.Topic)
 		if err != nil {
@@ -111,6 +129,12 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 				off = min(max(cur+shift, start), end)
 			}
 			p.offsets[s.Topic][part] = off
+			if prev, ok := committed[s.Topic][part]; ok && prev > off {
+				if p.meta[s.Topic] == nil {
+					p.meta[s.Topic] = map[int32]string{}
+				}
+				p.meta[s.Topic][part] = weir.CommitProgress{Version: version, ReplayEnd: prev}.Metadata()
+			}
 		}
 	}
 	if bad := foreignTopics(app, d); len(bad) > 0 {
@@ -183,7 +207,11 @@ func printPlan(w io.Writer, app string, p *resetPlan, dryRun bool) {
 			if off, ok := p.previous[topic][part]; ok && off >= 0 {
 				before = fmt.Sprint(off)
 			}
-			fmt.Fprintf(w, "  offset %s/%d: %s -> %d\n", topic, part, before, p.offsets[topic][part])
+			replay := ""
+			if p.meta[topic][part] != "" {
+				replay = fmt.Sprintf(" (a replay up to %s: what is written for its records carries %s)", before, processor.ReplayHeader)
+			}
+			fmt.Fprintf(w, "  offset %s/%d: %s -> %d%s\n", topic, part, before, p.offsets[topic][part], replay)
 		}
 	}
 	for _, topic := range sortedKeys(p.dropped) {
@@ -200,7 +228,7 @@ func printPlan(w io.Writer, app string, p *resetPlan, dryRun bool) {
 // again (the epoch, written last, makes instances wipe their state only
 // once everything else is done).
 func applyReset(cl *cluster, app string, d *weir.Descriptor, p *resetPlan, out io.Writer) error {
-	if err := commitOffsets(cl, app, p.offsets); err != nil {
+	if err := commitOffsets(cl, app, p.offsets, p.meta); err != nil {
 		return err
 	}
 	for _, topic := range sortedKeys(p.dropped) {
@@ -224,9 +252,9 @@ func applyReset(cl *cluster, app string, d *weir.Descriptor, p *resetPlan, out i
 	return nil
 }
 
-// commitOffsets commits offsets for the (empty) group app, then reads
-// them back.
-func commitOffsets(cl *cluster, app string, offsets map[string]map[int32]int64) error {
+// commitOffsets commits offsets for the (empty) group app, each with its
+// metadata in meta (none when absent), then reads them back.
+func commitOffsets(cl *cluster, app string, offsets map[string]map[int32]int64, meta map[string]map[int32]string) error {
 	om, err := sarama.NewOffsetManagerFromClient(app, cl.client)
 	if err != nil {
 		return fmt.Errorf("offsets of group %s: %w", app, err)
@@ -241,9 +269,9 @@ func commitOffsets(cl *cluster, app string, offsets map[string]map[int32]int64) 
 			// ResetOffset only moves back, MarkOffset only forward (a
 			// partition with no committed offset starts at -1).
 			if cur, _ := pom.NextOffset(); off > cur {
-				pom.MarkOffset(off, "")
+				pom.MarkOffset(off, meta[topic][part])
 			} else {
-				pom.ResetOffset(off, "")
+				pom.ResetOffset(off, meta[topic][part])
 			}
 			poms = append(poms, pom)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -182,12 +183,7 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	if part >= 0 {
 		m.Partition = part
 	}
-	if len(headers) > 0 {
-		m.Headers = make([]sarama.RecordHeader, len(headers))
-		for i, h := range headers {
-			m.Headers[i] = sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value}
-		}
-	}
+	m.Headers = t.outputHeaders(headers)
 	if !ts.IsZero() {
 		t.latency.Observe(time.Since(ts).Seconds())
 	}
@@ -197,6 +193,45 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	}
 	out.written.Inc()
 	return nil
+}
+
+// outputHeaders returns the headers of a record the task writes: those
+// given, without any graph.EpochHeader or graph.ReplayHeader they carried
+// (another application's, or the input's), then the task's own: the reset
+// epoch on a table update (a record with graph.VersionHeader) when above
+// 0, and graph.ReplayHeader while the input record is a replay.
+func (t *Task) outputHeaders(headers []graph.Header) []sarama.RecordHeader {
+	if len(headers) == 0 && !t.replaying {
+		return nil
+	}
+	out := make([]sarama.RecordHeader, 0, len(headers)+2)
+	update := false
+	for _, h := range headers {
+		switch h.Key {
+		case graph.EpochHeader, graph.ReplayHeader:
+			continue
+		case graph.VersionHeader:
+			update = true
+		}
+		out = append(out, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
+	}
+	if update && t.sh.ResetEpoch > 0 {
+		out = append(out, sarama.RecordHeader{Key: []byte(graph.EpochHeader), Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
+	}
+	if t.replaying {
+		out = append(out, sarama.RecordHeader{Key: []byte(graph.ReplayHeader), Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
+	}
+	return out
+}
+
+// hasHeader reports whether headers has one named key.
+func hasHeader(headers []*sarama.RecordHeader, key string) bool {
+	for _, h := range headers {
+		if h != nil && string(h.Key) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // outputKey is a topic as a sink names it.

@@ -41,10 +41,17 @@ type Input struct {
 	// holds records to process again, before q.
 	done, redo []*sarama.ConsumerMessage
 
-	consumed  int64        // next offset to commit; -1 before the first record
-	committed int64        // last committed next offset; -1 unknown
-	hwm       func() int64 // the claim's high watermark
-	start     int64        // the offset the claim started at
+	consumed  int64 // next offset to commit; -1 before the first record
+	committed int64 // last committed next offset; -1 unknown
+	// replayEnd: the records before it replay what the application
+	// processed before a reset (Progress.ReplayEnd); 0 none.
+	replayEnd int64
+	// internal: the partition is of one of the application's repartition
+	// topics, whose records carry graph.ReplayHeader when they were
+	// written for a replayed record.
+	internal bool
+	hwm      func() int64 // the claim's high watermark
+	start    int64        // the offset the claim started at
 }
 
 // Next decodes the heads of the task's partitions and returns the one with
@@ -227,12 +234,13 @@ func (t *Task) Process(p *Input) error {
 	}
 	t.meta = graph.Metadata{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 	t.inRecord, t.cur, t.curIn, t.sendFailed = true, nil, m, false
+	t.replaying = m.Offset < p.replayEnd || p.internal && hasHeader(m.Headers, graph.ReplayHeader)
 	t.nulls.begin(m.Key == nil)
 	if p.headTime.After(t.streamTime) {
 		t.streamTime = p.headTime
 	}
 	err := p.src.Process()
-	t.inRecord, t.curIn, t.nulls.active = false, nil, false
+	t.inRecord, t.curIn, t.nulls.active, t.replaying = false, nil, false, false
 	if err != nil {
 		err = t.recordError(m, err)
 		var re *RecordError
@@ -313,7 +321,7 @@ func (t *Task) Offsets(out map[string]map[int32]int64, meta map[string]map[int32
 			out[p.tp.Topic] = map[int32]int64{}
 		}
 		out[p.tp.Topic][p.tp.Partition] = off
-		if meta == nil || (t.streamTime.IsZero() && t.version == 0) {
+		if meta == nil || (t.streamTime.IsZero() && t.version == 0 && off >= p.replayEnd) {
 			continue
 		}
 		if enc == "" {
@@ -323,6 +331,10 @@ func (t *Task) Offsets(out map[string]map[int32]int64, meta map[string]map[int32
 			meta[p.tp.Topic] = map[int32]string{}
 		}
 		meta[p.tp.Topic][p.tp.Partition] = enc
+		if off < p.replayEnd {
+			// The replay goes on: its next owner must know where it ends.
+			meta[p.tp.Topic][p.tp.Partition] = EncodeProgress(Progress{StreamTime: t.streamTime, Version: t.version, ReplayEnd: p.replayEnd})
+		}
 	}
 }
 
@@ -334,14 +346,23 @@ type Progress struct {
 	// Version is the last table-output version the task gave (see
 	// NextVersion); 0 before the first.
 	Version uint64
+	// ReplayEnd, when above the offset it is committed with, is where the
+	// application stood on this partition before a reset (`weir reset`
+	// writes it): the records before it are a replay, and what the task
+	// writes for them carries processor.ReplayHeader. 0: none.
+	ReplayEnd int64
 }
 
 // The offset metadata weir commits starts with the version of its format:
-// "weir1:<stream time in Unix ms>" (before table-output versions) or
-// "weir2:<stream time in Unix ms, empty when none>:<version>".
+// "weir1:<stream time in Unix ms>" (before table-output versions),
+// "weir2:<stream time in Unix ms, empty when none>:<version>", or, while a
+// replay after a reset lasts, "weir3:<stream time>:<version>:<replay end>".
+// weir writes weir2 when no replay is pending, so that a weir that knows
+// only weir2 reads it.
 const (
 	progressV1 = "weir1:"
 	progressV2 = "weir2:"
+	progressV3 = "weir3:"
 )
 
 // EncodeProgress is the offset metadata weir commits for a task that
@@ -350,6 +371,9 @@ func EncodeProgress(p Progress) string {
 	ms := ""
 	if !p.StreamTime.IsZero() {
 		ms = strconv.FormatInt(p.StreamTime.UnixMilli(), 10)
+	}
+	if p.ReplayEnd > 0 {
+		return progressV3 + ms + ":" + strconv.FormatUint(p.Version, 10) + ":" + strconv.FormatInt(p.ReplayEnd, 10)
 	}
 	return progressV2 + ms + ":" + strconv.FormatUint(p.Version, 10)
 }
@@ -362,15 +386,26 @@ func DecodeProgress(meta string) (Progress, bool) {
 		st, ok := decodeMillis(rest)
 		return Progress{StreamTime: st}, ok && !st.IsZero()
 	}
+	var p Progress
 	rest, ok := strings.CutPrefix(meta, progressV2)
 	if !ok {
-		return Progress{}, false
+		if rest, ok = strings.CutPrefix(meta, progressV3); !ok {
+			return Progress{}, false
+		}
+		var end string
+		if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+			rest, end = rest[:i], rest[i+1:]
+		}
+		n, err := strconv.ParseInt(end, 10, 64)
+		if err != nil || n < 0 {
+			return Progress{}, false
+		}
+		p.ReplayEnd = n
 	}
 	ms, ver, ok := strings.Cut(rest, ":")
 	if !ok {
 		return Progress{}, false
 	}
-	var p Progress
 	if ms != "" {
 		if p.StreamTime, ok = decodeMillis(ms); !ok {
 			return Progress{}, false
@@ -429,10 +464,13 @@ func (t *Task) Attach(tp TP, q *Queue, hwm func() int64, start int64, meta strin
 	if p == nil {
 		return false
 	}
-	p.q, p.hwm, p.start, p.head, p.consumed, p.committed = q, hwm, start, nil, -1, -1
+	p.q, p.hwm, p.start, p.head, p.consumed, p.committed, p.replayEnd = q, hwm, start, nil, -1, -1, 0
 	p.done, p.redo = nil, nil
 	t.fetchWaitSince = time.Time{}
 	if pr, ok := DecodeProgress(meta); ok {
+		if pr.ReplayEnd > start {
+			p.replayEnd = pr.ReplayEnd
+		}
 		if pr.StreamTime.After(t.streamTime) {
 			t.streamTime, t.committedTime = pr.StreamTime, pr.StreamTime
 		}

@@ -1,24 +1,64 @@
 package task
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
 
+// Where a reset left a partition (Progress.ReplayEnd) is committed with its
+// offset until the task passes it, and the records before it are a replay;
+// a partition without one commits what an earlier weir reads.
+func TestReplayEndTravelsUntilPassed(t *testing.T) {
+	t.Parallel()
+	tk, qs, _ := twoPartitionTask(0)
+	tk.byTP = map[TP]*Input{}
+	for _, in := range tk.parts {
+		tk.byTP[in.tp] = in
+	}
+	if !tk.Attach(TP{Topic: "a"}, qs[0], nil, 10, EncodeProgress(Progress{Version: 9, ReplayEnd: 20})) || !tk.Attach(TP{Topic: "b"}, qs[1], nil, 0, "") {
+		t.Fatal("Attach refused a partition of the task")
+	}
+	if tk.parts[0].replayEnd != 20 || tk.parts[1].replayEnd != 0 {
+		t.Fatalf("replay ends %d, %d; want 20, 0", tk.parts[0].replayEnd, tk.parts[1].replayEnd)
+	}
+	tk.parts[0].consumed, tk.parts[1].consumed = 12, 3
+	offsets, metas := map[string]map[int32]int64{}, map[string]map[int32]string{}
+	tk.Offsets(offsets, metas)
+	if p, ok := DecodeProgress(metas["a"][0]); !ok || p.ReplayEnd != 20 || p.Version != 9 {
+		t.Fatalf("a/0 at 12 commits %q (%+v); want the replay end 20 and version 9", metas["a"][0], p)
+	}
+	if p, ok := DecodeProgress(metas["b"][0]); !ok || p.ReplayEnd != 0 {
+		t.Fatalf("b/0 commits %q (%+v); want no replay end", metas["b"][0], p)
+	}
+	tk.Committed(offsets)
+	tk.parts[0].consumed = 20
+	offsets, metas = map[string]map[int32]int64{}, map[string]map[int32]string{}
+	tk.Offsets(offsets, metas)
+	if !strings.HasPrefix(metas["a"][0], "weir2:") {
+		t.Fatalf("a/0 past its replay end commits %q; want the replay over", metas["a"][0])
+	}
+}
+
 func TestProgressEncoding(t *testing.T) {
 	t.Parallel()
 	st := time.UnixMilli(1_700_000_123_456)
-	for _, p := range []Progress{{StreamTime: st, Version: 42}, {Version: 7}, {StreamTime: st}} {
-		got, ok := DecodeProgress(EncodeProgress(p))
-		if !ok || !got.StreamTime.Equal(p.StreamTime) || got.Version != p.Version {
+	for _, p := range []Progress{{StreamTime: st, Version: 42}, {Version: 7}, {StreamTime: st}, {Version: 3, ReplayEnd: 99}, {StreamTime: st, Version: 1, ReplayEnd: 5}} {
+		enc := EncodeProgress(p)
+		got, ok := DecodeProgress(enc)
+		if !ok || !got.StreamTime.Equal(p.StreamTime) || got.Version != p.Version || got.ReplayEnd != p.ReplayEnd {
 			t.Errorf("DecodeProgress(EncodeProgress(%+v)) = %+v, %v", p, got, ok)
+		}
+		// Without a replay pending, the format an earlier weir reads.
+		if strings.HasPrefix(enc, "weir2:") != (p.ReplayEnd == 0) {
+			t.Errorf("EncodeProgress(%+v) = %q", p, enc)
 		}
 	}
 	// What an earlier weir committed is still read.
 	if got, ok := DecodeProgress("weir1:1700000123456"); !ok || !got.StreamTime.Equal(st) || got.Version != 0 {
 		t.Errorf("DecodeProgress(weir1) = %+v, %v", got, ok)
 	}
-	for _, other := range []string{"", "weir1:", "weir1:x", "weir1:-5", "weir2:1", "weir2:1:x", "weir2:-1:3", "weir3:1:2", "some other client's metadata"} {
+	for _, other := range []string{"", "weir1:", "weir1:x", "weir1:-5", "weir2:1", "weir2:1:x", "weir2:-1:3", "weir3:1:2", "weir3:1:2:x", "weir3:1:2:-4", "weir4:1:2:3", "some other client's metadata"} {
 		if _, ok := DecodeProgress(other); ok {
 			t.Errorf("DecodeProgress(%q) accepted", other)
 		}

@@ -102,6 +102,9 @@ type Config struct {
 	// Clock is the wall clock of wall-clock punctuators; nil is the
 	// system clock. weirtest sets it to its controlled time.
 	Clock func() time.Time
+	// ResetEpoch is the application's reset epoch (the topology
+	// descriptor's), which table updates carry (graph.EpochHeader).
+	ResetEpoch int64
 }
 
 // Shared is what the tasks of an instance share. It is set up once,

@@ -53,7 +53,11 @@ type Task struct {
 	version, committedVersion uint64
 	meta                      graph.Metadata
 	inRecord                  bool
-	punctNode                 string // the node whose punctuator runs
+	// replaying: the record being processed replays one the application
+	// processed before a reset (Input.replayEnd), and what the task
+	// writes for it carries graph.ReplayHeader.
+	replaying bool
+	punctNode string // the node whose punctuator runs
 	// nulls drops the empty-key writes of a record whose Kafka key is
 	// null (see nullkey.go).
 	nulls nullKeys
@@ -182,7 +186,7 @@ func (t *Task) build(sub *graph.Subtopology) error {
 			p.src = src
 			continue
 		}
-		p := &Input{tp: key, src: src, node: n.Name, consumed: -1, committed: -1}
+		p := &Input{tp: key, src: src, node: n.Name, consumed: -1, committed: -1, internal: n.Internal}
 		t.parts = append(t.parts, p)
 		t.byTP[p.tp] = p
 	}
