@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/hamba/avro/v2"
@@ -113,6 +115,10 @@ func Avro[T any](cfg AvroConfig) (*AvroSerde[T], error) {
 	reader, err := avro.ParseWithCache(cfg.Schema, "", &avro.SchemaCache{})
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro: AvroConfig.Schema: %w", err)
+	}
+	if missing := unmappedFields(reflect.TypeFor[T](), reader); len(missing) > 0 {
+		return nil, fmt.Errorf("serde: avro: the schema has no field for %s: a value put there would be dropped on write and read as zero; add it to the schema (with a default), or tag the Go field `avro:\"-\"`",
+			strings.Join(missing, ", "))
 	}
 	if cfg.Subject == nil {
 		part := cfg.Part

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -389,4 +390,67 @@ func BenchmarkAvro(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A Go field the schema has no field for would be dropped on write and
+// read as zero, silently: Avro refuses the pair and names the field, at
+// any depth; a field tagged `avro:"-"` and embedded structs are fine.
+func TestAvroRefusesGoFieldsTheSchemaLacks(t *testing.T) {
+	type Inner struct {
+		Zip  string `avro:"zip"`
+		Note string // not in the schema
+	}
+	type Base struct {
+		ID int64 `avro:"id"`
+	}
+	type Order struct {
+		Base
+		Total   int64            `avro:"total"`
+		Tier    string           `avro:"tier"` // not in the schema
+		Skipped string           `avro:"-"`
+		Address *Inner           `avro:"address"`
+		Lines   []Inner          `avro:"lines"`
+		ByName  map[string]Inner `avro:"by_name"`
+	}
+	const inner = `{"type":"record","name":"Inner","fields":[{"name":"zip","type":"string"}]}`
+	const order = `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"total","type":"long"},
+		{"name":"address","type":["null",` + inner + `]},{"name":"lines","type":{"type":"array","items":"Inner"}},
+		{"name":"by_name","type":{"type":"map","values":"Inner"}}]}`
+	_, err := Avro[Order](AvroConfig{Registry: newFakeRegistry(), Schema: order})
+	if err == nil {
+		t.Fatal("Avro accepted a struct with fields the schema lacks")
+	}
+	// Inner is named once, where it is met first.
+	for _, want := range []string{"Order.Tier", "Order.Address.Note"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
+		}
+	}
+	type Listed struct {
+		ByName map[string][]Inner `avro:"by_name"`
+	}
+	const listed = `{"type":"record","name":"Listed","fields":[{"name":"by_name","type":{"type":"map","values":{"type":"array","items":` + inner + `}}}]}`
+	if _, err := Avro[Listed](AvroConfig{Registry: newFakeRegistry(), Schema: listed}); err == nil || !strings.Contains(err.Error(), "Listed.ByName[][].Note") {
+		t.Errorf("a struct in an array in a map: %v; want Listed.ByName[][].Note named", err)
+	}
+	if strings.Contains(err.Error(), "Skipped") || strings.Contains(err.Error(), "Base") {
+		t.Errorf("the error names a field tagged avro:\"-\" or an embedded struct: %v", err)
+	}
+
+	type Fits struct {
+		Base
+		Total   int64  `avro:"total"`
+		Skipped string `avro:"-"`
+		Address *struct {
+			Zip string `avro:"zip"`
+		} `avro:"address"`
+	}
+	const fits = `{"type":"record","name":"Fits","fields":[{"name":"id","type":"long"},{"name":"total","type":"long"},
+		{"name":"address","type":["null",` + inner + `]},{"name":"extra","type":"string","default":""}]}`
+	if _, err := Avro[Fits](AvroConfig{Registry: newFakeRegistry(), Schema: fits}); err != nil {
+		t.Errorf("a struct whose every field is in the schema: %v", err)
+	}
+	if _, err := Avro[map[string]any](AvroConfig{Registry: newFakeRegistry(), Schema: fits}); err != nil {
+		t.Errorf("a map: %v", err)
+	}
 }

@@ -65,16 +65,23 @@ public final class Runner {
         }
         Path in = Path.of(args[0]), out = Path.of(args[1]);
         Files.createDirectories(out);
+        Path stateDir = Files.createTempDirectory("weir-conformance-state");
         try (DirectoryStream<Path> files = Files.newDirectoryStream(in, "*.jsonl")) {
             for (Path f : files) {
                 String file = f.getFileName().toString();
                 String kase = file.substring(0, file.length() - ".jsonl".length());
-                runCase(kase, f, out);
+                runCase(kase, f, out, stateDir);
+            }
+        } finally {
+            try (var paths = Files.walk(stateDir)) {
+                for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                    Files.deleteIfExists(p);
+                }
             }
         }
     }
 
-    private static void runCase(String kase, Path input, Path outDir) throws IOException {
+    private static void runCase(String kase, Path input, Path outDir, Path stateDir) throws IOException {
         String scenario = kase.substring(0, kase.indexOf('.') < 0 ? kase.length() : kase.indexOf('.'));
         List<String[]> records = new ArrayList<>();
         try (BufferedReader r = Files.newBufferedReader(input, StandardCharsets.UTF_8)) {
@@ -92,6 +99,9 @@ public final class Runner {
             props.put(StreamsConfig.APPLICATION_ID_CONFIG, "conformance");
             props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+            // A state directory of this run's own: two runs on one machine
+            // (a developer's and CI's) must not share /tmp/kafka-streams.
+            props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
             props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
             props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
             try (TopologyTestDriver d = new TopologyTestDriver(b.build(), props, Instant.EPOCH)) {
