@@ -7,12 +7,14 @@
 //	weir reset         -app ID (-to-earliest | -to-datetime T | -shift-by N) [-dry-run]
 //	weir fork          -from ID -to ID2 [-dry-run]
 //	weir inspect       -app ID -store S [-key K] [-limit N]
+//	weir rescale       -from ID -to ID2 -partitions N [-check] [-dry-run]
+//	weir rename-store  -app ID -from STORE -to STORE2 [-dry-run]
 //
 // Every command takes -brokers (default $WEIR_BOOTSTRAP_SERVERS, else
 // localhost:9092), the connection's security (-tls, -tls-ca, -tls-cert,
 // -tls-key, -sasl-mechanism, -sasl-user; the SASL password from
-// $WEIR_SASL_PASSWORD, never a flag) and -h. The commands that read
-// schemas (inspect, check-upgrade) take -registry (default
+// $WEIR_SASL_PASSWORD, never a flag) and -h. The commands that read or
+// copy schemas (inspect, check-upgrade, fork, rescale, rename-store) take -registry (default
 // $WEIR_SCHEMA_REGISTRY_URL), -registry-user (default
 // $WEIR_SCHEMA_REGISTRY_USER), -registry-ca and -registry-password-file; the
 // password otherwise comes from $WEIR_SCHEMA_REGISTRY_PASSWORD, never a flag
@@ -75,6 +77,7 @@ var commands = []struct {
 	{"fork", "copy a stopped application's state and offsets to a new application id (a savepoint)", forkCmd},
 	{"inspect", "show a store's current contents, read from its changelog", inspectCmd},
 	{"rescale", "move a stopped application's state to a new partition count, under a new application id", rescaleCmd},
+	{"rename-store", "give a stopped application's store a new name and keep its state", renameStoreCmd},
 }
 
 const exitCodes = `Exit codes: 0 done; 1 refused or differences found (nothing changed);

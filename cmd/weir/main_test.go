@@ -42,9 +42,10 @@ func TestHelpNamesFlagsAndExitCodes(t *testing.T) {
 		{"describe", []string{"-app", "-brokers", "-o"}},
 		{"check-upgrade", []string{"-app", "-brokers", "-describe", "-registry", "-registry-user", "-registry-password-file", "-registry-ca"}},
 		{"reset", []string{"-app", "-brokers", "-to-earliest", "-to-datetime", "-shift-by", "-dry-run"}},
-		{"fork", []string{"-from", "-to", "-brokers", "-dry-run"}},
+		{"fork", []string{"-from", "-to", "-brokers", "-dry-run", "-registry"}},
 		{"inspect", []string{"-app", "-store", "-key", "-limit", "-registry", "-registry-user", "-registry-password-file", "-registry-ca", "-o"}},
-		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "-check"}},
+		{"rescale", []string{"-from", "-to", "-partitions", "-allow-unread", "-dry-run", "Procedure", "-check", "-registry"}},
+		{"rename-store", []string{"-app", "-from", "-to", "-dry-run", "-registry"}},
 	} {
 		code, _, help := weirCmd(t, tc.cmd, "-h")
 		if code != exitOK {

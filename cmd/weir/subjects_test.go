@@ -33,9 +33,9 @@ type totalTwo struct {
 	Last string `avro:"last"`
 }
 
-// totals counts in's records per key in the Avro store "totals" (schema
+// totals counts in's records per key in the Avro store store (schema
 // text, Go type A) and writes each count to out as an int64.
-func totals[A any](t *testing.T, reg *schema.Client, in, out, text string, add func(A, string) A, n func(A) int64) *kstream.Builder {
+func totals[A any](t *testing.T, reg *schema.Client, store, in, out, text string, add func(A, string) A, n func(A) int64) *kstream.Builder {
 	t.Helper()
 	values, err := serde.Avro[A](serde.AvroConfig{Registry: reg, Schema: text})
 	if err != nil {
@@ -43,7 +43,7 @@ func totals[A any](t *testing.T, reg *schema.Client, in, out, text string, add f
 	}
 	b := kstream.NewBuilder()
 	b.Stream("in", in, serde.String(), serde.String()).GroupByKey().
-		Aggregate("totals", func() A { var a A; return a }, func(_ string, v string, a A) A { return add(a, v) }, values).
+		Aggregate(store, func() A { var a A; return a }, func(_ string, v string, a A) A { return add(a, v) }, values).
 		ToStream().MapValues(n).To(out, serde.String(), serde.Int64())
 	return b
 }
@@ -68,13 +68,13 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 	cleanupApps(t, c, from, forked, rescaled)
 	ctx := context.Background()
 	v1 := func() *kstream.Builder {
-		return totals(t, reg, in, out, totalV1, func(a totalOne, _ string) totalOne { a.N++; return a }, func(a totalOne) int64 { return a.N })
+		return totals(t, reg, "totals", in, out, totalV1, func(a totalOne, _ string) totalOne { a.N++; return a }, func(a totalOne) int64 { return a.N })
 	}
 	v2 := func() *kstream.Builder {
-		return totals(t, reg, in, out, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
+		return totals(t, reg, "totals", in, out, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
 	}
 	v3 := func() *kstream.Builder {
-		return totals(t, reg, in, out, totalV3, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
+		return totals(t, reg, "totals", in, out, totalV3, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N })
 	}
 	config := func(id string) weir.Config {
 		cfg := rescaleConfig(c, id, t.TempDir())
@@ -155,7 +155,7 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 	// so that nothing is left unread for the rescale.
 	out2 := c.Name(t, "sh-out2")
 	c.CreateTopic(t, out2, 2, nil)
-	stop = runApp(t, totals(t, reg, in, out2, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N }), config(from))
+	stop = runApp(t, totals(t, reg, "totals", in, out2, totalV2, func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }, func(a totalTwo) int64 { return a.N }), config(from))
 	counts(t, c, out2, serde.String(), map[string]int64{ks[0]: 3, ks[9]: 3})
 	stop()
 	code, outText, errOut = weirCmd(t, "rescale", "-brokers", brokers, "-from", from, "-to", rescaled, "-partitions", "4", "-registry", c.RegistryURL)
@@ -163,4 +163,69 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 		t.Fatalf("rescale = %d: %s%s", code, outText, errOut)
 	}
 	copied(rescaled)
+}
+
+// rename-store gives a stopped application's store a new name with its
+// state and schema history: the version that calls the store by its new
+// name starts (no removed store refused), continues its counts, and is
+// refused an upgrade the old subject's history refuses.
+func TestRenameStoreKeepsItsState(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	reg, err := schema.New(schema.Config{URL: c.RegistryURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out, id := c.Name(t, "rn-in"), c.Name(t, "rn-out"), c.Name(t, "rn-app")
+	c.CreateTopic(t, in, 2, nil)
+	c.CreateTopic(t, out, 2, nil)
+	cleanupApps(t, c, id)
+	one := func(a totalOne, _ string) totalOne { a.N++; return a }
+	two := func(a totalTwo, v string) totalTwo { a.N++; a.Last = v; return a }
+	nOne, nTwo := func(a totalOne) int64 { return a.N }, func(a totalTwo) int64 { return a.N }
+	cfg := func() weir.Config {
+		cfg := rescaleConfig(c, id, t.TempDir())
+		cfg.Registry = schema.Config{URL: c.RegistryURL}
+		return cfg
+	}
+	ks := keys("r", 10)
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop := runApp(t, totals(t, reg, "totals", in, out, totalV1, one, nOne), cfg())
+	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 1, ks[9]: 1})
+	stop()
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop = runApp(t, totals(t, reg, "totals", in, out, totalV2, two, nTwo), cfg())
+	counts(t, c, out, serde.String(), map[string]int64{ks[0]: 2, ks[9]: 2})
+	stop()
+
+	brokers := strings.Join(c.Brokers, ",")
+	if code, _, errOut := weirCmd(t, "rename-store", "-brokers", brokers, "-app", id, "-from", "nope", "-to", "x"); code != exitRefused || !strings.Contains(errOut, "no store") {
+		t.Fatalf("rename of an unknown store = %d: %s", code, errOut)
+	}
+	code, outText, errOut := weirCmd(t, "rename-store", "-brokers", brokers, "-app", id, "-from", "totals", "-to", "sums", "-registry", c.RegistryURL)
+	if code != exitOK || !strings.Contains(outText, "copied "+id+"-sums-changelog") || !strings.Contains(outText, "copied subject "+schema.StoreSubject(id, "totals", schema.Value)) {
+		t.Fatalf("rename-store = %d: %s%s", code, outText, errOut)
+	}
+	// v3 is refused under the new name as under the old.
+	w, err := weir.New(totals(t, reg, "sums", in, out, totalV3, two, nTwo), cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = w.Run(runCtx)
+	cancel()
+	var se *weir.SchemaError
+	if !errors.As(err, &se) || se.Subject != schema.StoreSubject(id, "sums", schema.Value) {
+		t.Fatalf("v3 under the new name: Run = %v; want a *weir.SchemaError", err)
+	}
+	// The version with the new name continues the counts.
+	kafka.Produce(t, c, keyed(in, time.Now(), ks...)...)
+	stop = runApp(t, totals(t, reg, "sums", in, out, totalV2, two, nTwo), cfg())
+	defer stop()
+	got := counts(t, c, out, serde.String(), map[string]int64{ks[0]: 3, ks[9]: 3})
+	for _, k := range ks {
+		if s := got[k]; len(s) != 3 || s[2] != 3 {
+			t.Fatalf("%s counted %v; want 1, 2, 3 (the state kept across the rename)", k, s)
+		}
+	}
 }
