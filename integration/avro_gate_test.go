@@ -84,6 +84,22 @@ func usersTopology[V any](in, out string, values serde.Serde[V], extra string, u
 	return t
 }
 
+// readyThenStop waits, for at most 60 s, until in runs, then stops it;
+// what names the start in a failure.
+func readyThenStop(t *testing.T, in *instance, what string) {
+	t.Helper()
+	select {
+	case <-in.app.Ready():
+	case err := <-in.done:
+		t.Fatalf("%s: %v", what, err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: not ready in 60 s", what)
+	}
+	if err := in.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func avroSerde[T any](t *testing.T, reg *schema.Client, text string) *serde.AvroSerde[T] {
 	t.Helper()
 	s, err := serde.Avro[T](serde.AvroConfig{Registry: reg, Schema: text})
@@ -306,16 +322,7 @@ func TestAvroStoreKeySchemaChangeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := start(t, build(keyV1), registryConfig(c, app, t))
-	select {
-	case <-first.app.Ready():
-	case err := <-first.done:
-		t.Fatalf("the first start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("not ready in 60 s")
-	}
-	if err := first.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	readyThenStop(t, first, "the first start")
 	versions, err := reg.Versions(ctx, subject)
 	if err != nil || len(versions) != 1 {
 		t.Fatalf("versions of %s after the first start = %v, %v; want one", subject, versions, err)
@@ -327,16 +334,7 @@ func TestAvroStoreKeySchemaChangeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := start(t, build(same), registryConfig(c, app, t))
-	select {
-	case <-again.app.Ready():
-	case err := <-again.done:
-		t.Fatalf("a start with the same key encoding: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("not ready in 60 s")
-	}
-	if err := again.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	readyThenStop(t, again, "a start with the same key encoding")
 	if versions, err = reg.Versions(ctx, subject); err != nil {
 		t.Fatal(err)
 	}
@@ -422,16 +420,7 @@ func TestAvroSinkSchemaCheckedAtStart(t *testing.T) {
 	}
 
 	ok := start(t, build(itUserV2), registryConfig(c, app, t))
-	select {
-	case <-ok.app.Ready():
-	case err := <-ok.done:
-		t.Fatalf("a start with a compatible sink schema: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("not ready in 60 s")
-	}
-	if err := ok.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	readyThenStop(t, ok, "a start with a compatible sink schema")
 	if r, err := reg.Lookup(ctx, sinkSubject, itUserV2); err != nil || r.Version != 2 {
 		t.Errorf("v2 under %s = %+v, %v; want version 2", sinkSubject, r, err)
 	}
@@ -507,16 +496,7 @@ func TestTopologyRefusalRegistersNothing(t *testing.T) {
 		return tp
 	}
 	first := start(t, build(serde.String(), false), registryConfig(c, app, t))
-	select {
-	case <-first.app.Ready():
-	case err := <-first.done:
-		t.Fatalf("the first start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("not ready in 60 s")
-	}
-	if err := first.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	readyThenStop(t, first, "the first start")
 
 	a, err := weir.New(build(otherStrings{}, true), registryConfig(c, app, t))
 	if err != nil {
@@ -535,16 +515,7 @@ func TestTopologyRefusalRegistersNothing(t *testing.T) {
 
 	// The same topology without the refused change starts and registers.
 	again := start(t, build(serde.String(), true), registryConfig(c, app, t))
-	select {
-	case <-again.app.Ready():
-	case err := <-again.done:
-		t.Fatalf("the start without the refused change: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("not ready in 60 s")
-	}
-	if err := again.stop(t); err != nil {
-		t.Fatal(err)
-	}
+	readyThenStop(t, again, "the start without the refused change")
 	if vs, err := reg.Versions(ctx, subject); err != nil || len(vs) != 1 {
 		t.Fatalf("versions of %s after the accepted start = %v, %v; want one", subject, vs, err)
 	}

@@ -42,6 +42,12 @@ func runDSLChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	case "drill":
+		var err error
+		if top, cfg, err = runDrillChild(get); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	cfg.ApplicationID = get("APP")
 	cfg.Brokers = strings.Split(get("BROKERS"), ",")
@@ -53,7 +59,9 @@ func runDSLChild() int {
 	// Record caching on, as Kafka Streams has it by default: the word
 	// count's counts go through it; the windowed count's do not, as a
 	// Suppress(UntilWindowCloses) follows it.
-	cfg.CacheMaxBytes = 10 << 20
+	if get("TOPOLOGY") != "drill" { // the drill checks every update
+		cfg.CacheMaxBytes = 10 << 20
+	}
 	app, err := weir.New(top, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
