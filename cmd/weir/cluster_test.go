@@ -565,3 +565,46 @@ func TestCheckUpgradeAsksTheRegistry(t *testing.T) {
 		t.Fatalf("an incompatible schema = %d:\n%s", code, out)
 	}
 }
+
+// A partition range that holds no committed record (an aborted
+// transaction's record and the markers) has the digest of an empty range,
+// so that a fork copying such a range of a repartition topic verifies.
+func TestReadRangeOfMarkersOnlyIsEmpty(t *testing.T) {
+	t.Parallel()
+	c := kafka.Cluster(t)
+	topic := c.Name(t, "markers")
+	c.CreateTopic(t, topic, 1, nil)
+	cfg := c.SaramaConfig()
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Transaction.ID = c.Name(t, "txn")
+	p, err := sarama.NewSyncProducer(c.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("aborted")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AbortTxn(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := connect(common{brokers: strings.Join(c.Brokers, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.close()
+	var end int64
+	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		_, end, err = cl.offsets(topic, 0)
+		return err == nil && end == 2, fmt.Sprintf("end offset %d (%v); want 2: the record and the abort marker", end, err)
+	})
+	got, err := readRange(context.Background(), cl, topic, 0, 0, end, nil)
+	if err != nil || got != (digest{}) {
+		t.Fatalf("readRange over an aborted record and its marker = %+v, %v; want the empty digest", got, err)
+	}
+}

@@ -357,6 +357,14 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 	}
 	defer pc.Close()
 	h := fnv.New64a()
+	// A range of no record sums to 0, whether empty or of markers only,
+	// as an empty copy does.
+	sum := func() digest {
+		if d.records > 0 {
+			d.sum = h.Sum64()
+		}
+		return d
+	}
 	// Under read_committed a partition's last offsets before end may be
 	// transaction markers or aborted records, which are never delivered:
 	// when nothing came for idleEnd, the log after the last record
@@ -369,8 +377,7 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 		select {
 		case m := <-pc.Messages():
 			if m.Offset >= end {
-				d.sum = h.Sum64()
-				return d, nil
+				return sum(), nil
 			}
 			d.records++
 			fmt.Fprintf(h, "%d:%d:", len(m.Key), len(m.Value))
@@ -382,8 +389,7 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 				}
 			}
 			if m.Offset == end-1 {
-				d.sum = h.Sum64()
-				return d, nil
+				return sum(), nil
 			}
 			next = m.Offset + 1
 			idle.Reset(idleEnd)
@@ -395,8 +401,7 @@ func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, e
 				return d, err
 			}
 			if done {
-				d.sum = h.Sum64()
-				return d, nil
+				return sum(), nil
 			}
 			// A committed record is still to come: a slow fetch.
 			idle.Reset(idleEnd)

@@ -59,7 +59,13 @@ func renameStoreCmd(ctx context.Context, args []string, out, errOut io.Writer) e
 		return refused("store %q restores from %s, not a changelog of its own: rename it in the topology alone", *from, d.Stores[i].Changelog)
 	}
 	next := renamedStore(d, *from, *to)
-	subjects := storeSubjects(d, next)
+	var subjects []subjectCopy
+	old, renamed := d.Stores[i], next.Stores[i]
+	for _, pair := range [][2]string{{old.KeySubject, renamed.KeySubject}, {old.ValueSubject, renamed.ValueSubject}} {
+		if pair[0] != "" {
+			subjects = append(subjects, subjectCopy{store: *from, from: pair[0], to: pair[1]})
+		}
+	}
 	if err := needRegistry(reg, subjects); err != nil {
 		return err
 	}

@@ -357,8 +357,9 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 	return p, nil
 }
 
-// unread returns how many records of topic/p the committed offsets leave
-// unconsumed.
+// unread returns how many offsets of topic/p the committed offsets leave
+// unconsumed: 0 when they hold no record a read_committed reader gets
+// (markers and aborted records only), else all of them, markers included.
 func unread(cl *cluster, topic string, p int32, committed map[string]map[int32]int64) (int64, error) {
 	start, end, err := cl.offsets(topic, p)
 	if err != nil {
@@ -368,7 +369,18 @@ func unread(cl *cluster, topic string, p int32, committed map[string]map[int32]i
 	if !ok || off < start {
 		off = start
 	}
-	return max(end-off, 0), nil
+	if end <= off {
+		return 0, nil
+	}
+	// The offsets left may be transaction markers (a repartition topic
+	// ends with the commit marker of the transaction that consumed its
+	// last record) or aborted records: nothing a reader gets.
+	if none, err := onlyMarkersLeft(cl, topic, p, off, end); err != nil {
+		return 0, err
+	} else if none {
+		return 0, nil
+	}
+	return end - off, nil
 }
 
 // printRescalePlan prints what the rescale does.
