@@ -130,7 +130,7 @@ type drill struct {
 	customers               []string
 	sent                    map[string][]int64 // amounts per customer, in order
 	batches                 int
-	base                    time.Time // the start of batch 0's window
+	base                    time.Time             // the start of batch 0's window
 	procs                   map[string]*drillProc // by name
 }
 
