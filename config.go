@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/hostport"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/schema"
@@ -440,7 +441,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ApplicationID == "":
 		bad("ApplicationID", "required")
-	case !legalName(c.ApplicationID):
+	case !graph.LegalName(c.ApplicationID):
 		bad("ApplicationID", "%q: use only letters, digits, '.', '_' and '-'", c.ApplicationID)
 	case len(c.ApplicationID) > 200:
 		bad("ApplicationID", "longer than 200 characters; internal topic names would exceed Kafka's limit")
@@ -512,7 +513,7 @@ func (c *Config) Validate() error {
 	if c.ProbingRebalanceInterval < 0 {
 		bad("ProbingRebalanceInterval", "%s: must be 0 (the default) or more", c.ProbingRebalanceInterval)
 	}
-	if c.StaticMemberID != "" && !legalName(c.StaticMemberID) {
+	if c.StaticMemberID != "" && !graph.LegalName(c.StaticMemberID) {
 		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)
 	}
 	if c.Consumer.SessionTimeout < 0 || c.Consumer.HeartbeatInterval < 0 || c.Consumer.RebalanceTimeout < 0 || c.Consumer.FetchMaxWait < 0 {
@@ -681,16 +682,4 @@ func (c Config) withDefaults() Config {
 		c.State.Badger.Logger = c.Logger
 	}
 	return c
-}
-
-func legalName(s string) bool {
-	if s == "" || s == "." || s == ".." {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }

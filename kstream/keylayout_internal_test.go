@@ -44,7 +44,8 @@ func TestKeyLayoutsFindThePartitionKey(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseKeyLayout(%q): %v", tc.layout.String(), err)
 			}
-			got, shared, err := parsed.PartitionKey(stored)
+			shared := parsed.IsShared(stored)
+			got, err := parsed.PartitionKey(stored)
 			if err != nil || shared || string(got) != tc.want {
 				t.Fatalf("PartitionKey(%x) with layout %q = %q, shared %v, %v; want %q", stored, tc.layout, got, shared, err, tc.want)
 			}

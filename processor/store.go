@@ -88,7 +88,7 @@ func (t *Topology) AddStore(spec StoreSpec, users ...NodeRef) {
 	switch {
 	case g.Name == "":
 		t.fail("a store has an empty name; every store needs an explicit name")
-	case !legalName(g.Name):
+	case !graph.LegalName(g.Name):
 		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", g.Name)
 	}
 	if t.storeExists(g.Name) {
@@ -151,7 +151,7 @@ func (t *Topology) AddGlobalStore[K, V any](spec *KeyValueSpec[K, V], topic stri
 	switch {
 	case spec.name == "":
 		t.fail("a global store has an empty name; every store needs an explicit name")
-	case !legalName(spec.name):
+	case !graph.LegalName(spec.name):
 		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", spec.name)
 	case t.storeExists(spec.name):
 		t.fail("duplicate store name %q", spec.name)

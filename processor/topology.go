@@ -194,7 +194,7 @@ func (t *Topology) add(n *graph.Node, parents []*graph.Node) {
 	switch {
 	case n.Name == "":
 		t.fail("a %s has an empty name; every node needs an explicit name", n.Kind)
-	case !legalName(n.Name):
+	case !graph.LegalName(n.Name):
 		t.fail("node name %q: use only letters, digits, '.', '_' and '-'", n.Name)
 	case t.names[n.Name] != nil:
 		t.fail("duplicate node name %q", n.Name)
@@ -376,22 +376,9 @@ func (t *Topology) checkTopic(who, topic string) {
 		t.fail("%s: empty topic name", who)
 	case len(topic) > 249:
 		t.fail("%s: topic name longer than 249 characters", who)
-	case !legalName(topic):
+	case !graph.LegalName(topic):
 		t.fail("%s: topic %q: Kafka allows only letters, digits, '.', '_' and '-'", who, topic)
 	}
-}
-
-func legalName(s string) bool {
-	if s == "." || s == ".." {
-		return false
-	}
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // Validate reports every problem found while building, together: errors.Join

@@ -105,6 +105,28 @@ func (c *cluster) committed(app string) (map[string]map[int32]int64, error) {
 	return out, nil
 }
 
+// progress returns the furthest progress app's tasks committed with their
+// offsets (weir.CommitProgress): the largest stream time and the largest
+// table version over every partition's offset metadata.
+func (c *cluster) progress(app string) (weir.CommitProgress, error) {
+	var progress weir.CommitProgress
+	resp, err := c.admin.ListConsumerGroupOffsets(app, nil)
+	if err != nil {
+		return progress, fmt.Errorf("offsets of group %s: %w", app, err)
+	}
+	for _, ps := range resp.Blocks {
+		for _, b := range ps {
+			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
+				if pr.StreamTime.After(progress.StreamTime) {
+					progress.StreamTime = pr.StreamTime
+				}
+				progress.Version = max(progress.Version, pr.Version)
+			}
+		}
+	}
+	return progress, nil
+}
+
 // partitions returns topic's partition ids, sorted.
 func (c *cluster) partitions(topic string) ([]int32, error) {
 	if err := c.client.RefreshMetadata(topic); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/schema"
 )
 
@@ -30,7 +31,7 @@ func renameStoreCmd(ctx context.Context, args []string, out, errOut io.Writer) e
 	if *from == "" || *to == "" || *from == *to {
 		return &usageError{"-from and -to are required and must differ"}
 	}
-	if !legalStoreName(*to) {
+	if !graph.LegalName(*to) {
 		return &usageError{fmt.Sprintf("-to %q: a store name has only letters, digits, '.', '_' and '-'", *to)}
 	}
 	reg, err := registry.client()
@@ -55,7 +56,7 @@ func renameStoreCmd(ctx context.Context, args []string, out, errOut io.Writer) e
 		return refused("%s has a store %q already", c.app, *to)
 	case d.Stores[i].Type == "global":
 		return refused("store %q is a global store, whose state is its topic: rename it in the topology alone", *from)
-	case d.Stores[i].Changelog != changelogOf(c.app, *from):
+	case d.Stores[i].Changelog != graph.ChangelogTopic(c.app, *from):
 		return refused("store %q restores from %s, not a changelog of its own: rename it in the topology alone", *from, d.Stores[i].Changelog)
 	}
 	next := renamedStore(d, *from, *to)
@@ -73,7 +74,7 @@ func renameStoreCmd(ctx context.Context, args []string, out, errOut io.Writer) e
 	if err != nil {
 		return fmt.Errorf("listing topics: %w", err)
 	}
-	target := changelogOf(c.app, *to)
+	target := graph.ChangelogTopic(c.app, *to)
 	if _, ok := topics[target]; ok {
 		return refused("%s exists already: delete it first if it is left from an earlier store of that name", target)
 	}
@@ -114,7 +115,7 @@ func renamedStore(d *weir.Descriptor, from, to string) *weir.Descriptor {
 	n := *d
 	n.Stores = slices.Clone(d.Stores)
 	n.InternalTopics = slices.Clone(d.InternalTopics)
-	oldLog, newLog := changelogOf(d.ApplicationID, from), changelogOf(d.ApplicationID, to)
+	oldLog, newLog := graph.ChangelogTopic(d.ApplicationID, from), graph.ChangelogTopic(d.ApplicationID, to)
 	for i, s := range n.Stores {
 		if s.Name != from {
 			continue
@@ -134,20 +135,6 @@ func renamedStore(d *weir.Descriptor, from, to string) *weir.Descriptor {
 		}
 	}
 	return &n
-}
-
-// changelogOf is the changelog topic of an application's store.
-func changelogOf(app, store string) string { return app + "-" + store + "-changelog" }
-
-// legalStoreName reports whether name is a store name the topology
-// accepts.
-func legalStoreName(name string) bool {
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return name != ""
 }
 
 // storeNames lists d's stores for a refusal.

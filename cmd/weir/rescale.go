@@ -255,20 +255,9 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 	if err != nil {
 		return nil, err
 	}
-	metas, err := cl.admin.ListConsumerGroupOffsets(p.from, nil)
+	progress, err := cl.progress(p.from)
 	if err != nil {
-		return nil, fmt.Errorf("offsets of group %s: %w", p.from, err)
-	}
-	var progress weir.CommitProgress
-	for _, ps := range metas.Blocks {
-		for _, b := range ps {
-			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
-				if pr.StreamTime.After(progress.StreamTime) {
-					progress.StreamTime = pr.StreamTime
-				}
-				progress.Version = max(progress.Version, pr.Version)
-			}
-		}
+		return nil, err
 	}
 	p.meta = progress.Metadata()
 	for _, t := range d.InternalTopics {
@@ -565,8 +554,7 @@ func rescalePartition(kind string, layout graph.KeyLayout, k []byte, n int32) (i
 func partitionKey(kind string, layout graph.KeyLayout, k []byte) ([]byte, error) {
 	switch kind {
 	case "key-value":
-		key, _, err := layout.PartitionKey(k)
-		return key, err
+		return layout.PartitionKey(k)
 	case "ttl":
 		if len(k) == 0 || k[0] != 0x01 {
 			return nil, fmt.Errorf("not a TTL store entry")

@@ -86,17 +86,9 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 		return nil, err
 	}
 	p := &resetPlan{offsets: map[string]map[int32]int64{}, previous: committed, dropped: map[string][]int32{}, epoch: d.ResetEpoch + 1, meta: map[string]map[int32]string{}}
-	metas, err := cl.admin.ListConsumerGroupOffsets(app, nil)
+	progress, err := cl.progress(app)
 	if err != nil {
-		return nil, fmt.Errorf("offsets of group %s: %w", app, err)
-	}
-	var version uint64
-	for _, ps := range metas.Blocks {
-		for _, b := range ps {
-			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
-				version = max(version, pr.Version)
-			}
-		}
+		return nil, err
 	}
 	for _, s := range d.Sources {
 		ps, err := cl.partitions(s.Topic)
@@ -133,7 +125,7 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 				if p.meta[s.Topic] == nil {
 					p.meta[s.Topic] = map[int32]string{}
 				}
-				p.meta[s.Topic][part] = weir.CommitProgress{Version: version, ReplayEnd: prev}.Metadata()
+				p.meta[s.Topic][part] = weir.CommitProgress{Version: progress.Version, ReplayEnd: prev}.Metadata()
 			}
 		}
 	}

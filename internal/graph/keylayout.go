@@ -79,24 +79,21 @@ func (l KeyLayout) IsShared(stored []byte) bool {
 	return len(l.Shared) > 0 && bytes.HasPrefix(stored, l.Shared)
 }
 
-// PartitionKey returns the partitioning key in stored, or shared true for
-// an entry of the task (see Shared).
-func (l KeyLayout) PartitionKey(stored []byte) (key []byte, shared bool, err error) {
-	if l.IsShared(stored) {
-		return nil, true, nil
-	}
+// PartitionKey returns the partitioning key in stored, which must not be
+// the key of an entry of the task (see IsShared).
+func (l KeyLayout) PartitionKey(stored []byte) ([]byte, error) {
 	if len(stored) < l.Skip {
-		return nil, false, fmt.Errorf("a stored key of %d bytes, shorter than the layout's %d before the key", len(stored), l.Skip)
+		return nil, fmt.Errorf("a stored key of %d bytes, shorter than the layout's %d before the key", len(stored), l.Skip)
 	}
-	key = stored[l.Skip:]
+	key := stored[l.Skip:]
 	if l.LengthPrefixed {
 		n, w := binary.Uvarint(key)
 		if w <= 0 || n > uint64(len(key)-w) {
-			return nil, false, fmt.Errorf("a stored key whose length prefix is cut short or too long")
+			return nil, fmt.Errorf("a stored key whose length prefix is cut short or too long")
 		}
 		key = key[w : w+int(n)]
 	}
-	return key, false, nil
+	return key, nil
 }
 
 // KeyLayoutOf returns the layout a key serde declares by a method

@@ -20,14 +20,14 @@ func TestKeyLayoutText(t *testing.T) {
 }
 
 func TestKeyLayoutRefusesShortKeys(t *testing.T) {
-	if _, _, err := (KeyLayout{Skip: 16}).PartitionKey(make([]byte, 15)); err == nil {
+	if _, err := (KeyLayout{Skip: 16}).PartitionKey(make([]byte, 15)); err == nil {
 		t.Error("a 15-byte key under skip:16 gave a partition key")
 	}
 	long := binary.AppendUvarint(nil, 10)
-	if _, _, err := (KeyLayout{LengthPrefixed: true}).PartitionKey(append(long, "short"...)); err == nil {
+	if _, err := (KeyLayout{LengthPrefixed: true}).PartitionKey(append(long, "short"...)); err == nil {
 		t.Error("a length prefix longer than the key gave a partition key")
 	}
-	if k, _, err := (KeyLayout{}).PartitionKey([]byte("whole")); err != nil || string(k) != "whole" {
+	if k, err := (KeyLayout{}).PartitionKey([]byte("whole")); err != nil || string(k) != "whole" {
 		t.Errorf("the zero layout gave %q, %v; want the whole key", k, err)
 	}
 }

@@ -324,17 +324,18 @@ func (t *Task) Offsets(out map[string]map[int32]int64, meta map[string]map[int32
 		if meta == nil || (t.streamTime.IsZero() && t.version == 0 && off >= p.replayEnd) {
 			continue
 		}
-		if enc == "" {
-			enc = EncodeProgress(Progress{StreamTime: t.streamTime, Version: t.version})
-		}
 		if meta[p.tp.Topic] == nil {
 			meta[p.tp.Topic] = map[int32]string{}
 		}
-		meta[p.tp.Topic][p.tp.Partition] = enc
 		if off < p.replayEnd {
 			// The replay goes on: its next owner must know where it ends.
 			meta[p.tp.Topic][p.tp.Partition] = EncodeProgress(Progress{StreamTime: t.streamTime, Version: t.version, ReplayEnd: p.replayEnd})
+			continue
 		}
+		if enc == "" {
+			enc = EncodeProgress(Progress{StreamTime: t.streamTime, Version: t.version})
+		}
+		meta[p.tp.Topic][p.tp.Partition] = enc
 	}
 }
 
