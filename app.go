@@ -22,14 +22,29 @@ import (
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
+	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/schema"
 )
 
 // Topology is what an App runs: a *processor.Topology, or a
-// *kstream.Builder, which compiles to one. Applications do not implement
-// it.
+// *kstream.Builder, which compiles to one. Build returns the validated
+// topology. A Build that returns a topology not made by
+// processor.NewTopology is refused by New.
 type Topology interface {
-	Graph() (*graph.Graph, error)
+	Build() (*processor.Topology, error)
+}
+
+// graphOf builds t and returns the runtime's form of it.
+func graphOf(t Topology) (*graph.Graph, error) {
+	pt, err := t.Build()
+	if err != nil {
+		return nil, err
+	}
+	g, err := graph.Of(pt)
+	if err != nil {
+		return nil, fmt.Errorf("weir: topology: %w", err)
+	}
+	return g, nil
 }
 
 // App is a running instance of a stream processing application: it joins
@@ -81,7 +96,7 @@ func New(t Topology, cfg Config) (*App, error) {
 	var g *graph.Graph
 	if t != nil {
 		var err error
-		if g, err = t.Graph(); err != nil {
+		if g, err = graphOf(t); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -113,7 +128,7 @@ func New(t Topology, cfg Config) (*App, error) {
 		}
 		a.registry = reg
 	}
-	m, err := metrics.New(a.cfg.Metrics, a.cfg.ApplicationID, a)
+	m, err := metrics.New(a.cfg.Metrics, a.cfg.ApplicationID, metrics.SourceFunc(a.snapshot))
 	if err != nil {
 		return nil, fmt.Errorf("weir: registering metrics: %w", err)
 	}

@@ -161,8 +161,9 @@ func (a *App) writeState(w http.ResponseWriter, req *http.Request, s State, caus
 	}
 }
 
-// Snapshot implements metrics.Source.
-func (a *App) Snapshot() metrics.Snapshot {
+// snapshot is the App's metrics.Source: the state the scrape-time gauges
+// are computed from.
+func (a *App) snapshot() metrics.Snapshot {
 	s, _ := a.State()
 	snap := metrics.Snapshot{State: s.String()}
 	a.mu.Lock()

@@ -59,7 +59,7 @@ func avroTopology(t *testing.T) *processor.Topology {
 // Without schemaUses the gate would check nothing.
 func TestSchemaUsesListsStoresAndSinks(t *testing.T) {
 	t.Parallel()
-	g, err := avroTopology(t).Graph()
+	g, err := graphOf(avroTopology(t))
 	if err != nil {
 		t.Fatal(err)
 	}

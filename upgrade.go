@@ -1,7 +1,6 @@
 package weir
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,13 +15,8 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/statedir"
-	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
-
-// TopologyTopic returns the compacted topic that holds an application's
-// topology descriptor: "<application id>-topology".
-func TopologyTopic(app string) string { return app + "-topology" }
 
 // UpgradeError is returned by Run when the topology differs from the one
 // the application last ran with in a way that would lose or misread
@@ -43,96 +37,17 @@ func (e *UpgradeError) Error() string {
 	return "weir: the topology changed in ways that would lose or misread state (start refused; Config.AllowDropState names stores whose state may be dropped): " + strings.Join(refused, "; ")
 }
 
-// descriptorKey is the key of the descriptor record in the topology topic.
-var descriptorKey = []byte("descriptor")
-
-// ReadDescriptor returns the last descriptor written to app's topology
-// topic ([TopologyTopic]), nil when the topic does not exist or holds none.
-// The weir command and Run read it this way.
-func ReadDescriptor(client sarama.Client, app string) (*Descriptor, error) {
-	topic := TopologyTopic(app)
-	if err := client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+// readDescriptor returns the descriptor app last ran with, nil when none
+// was written.
+func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
+	data, err := topics.ReadDescriptor(client, app)
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	if data == nil {
 		return nil, nil
 	}
-	ps, err := client.Partitions(topic)
-	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) || err == nil && len(ps) == 0 {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
-	}
-	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
-	if err != nil {
-		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
-	}
-	start, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
-	if err != nil {
-		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
-	}
-	if end <= start {
-		return nil, nil
-	}
-	consumer, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
-	}
-	defer consumer.Close()
-	pc, err := consumer.ConsumePartition(topic, 0, start)
-	if err != nil {
-		return nil, fmt.Errorf("weir: reading %s: %w", topic, err)
-	}
-	defer pc.Close()
-	var last []byte
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case m := <-pc.Messages():
-			if bytes.Equal(m.Key, descriptorKey) {
-				last = m.Value
-			}
-			if m.Offset >= end-1 {
-				if last == nil {
-					return nil, nil
-				}
-				return ParseDescriptor(last)
-			}
-		case err := <-pc.Errors():
-			return nil, fmt.Errorf("weir: reading %s: %w", topic, err.Err)
-		case <-timeout.C:
-			return nil, fmt.Errorf("weir: reading %s: not at its end (%d) within 30 s", topic, end)
-		}
-	}
-}
-
-// WriteDescriptor writes d to its application's topology topic, creating
-// the topic (compacted, one partition, replication factor rf; 0 for the
-// broker's default) when it is missing. base configures the producer it
-// opens on brokers for the one record.
-func WriteDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.Config, rf int16, d *Descriptor) error {
-	topic := TopologyTopic(d.ApplicationID)
-	if rf == 0 {
-		rf = -1 // the broker's default.replication.factor
-	}
-	compact := "compact"
-	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: rf,
-		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false)
-	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		return fmt.Errorf("weir: creating %s: %w", topic, err)
-	}
-	cfg := *base
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	p, err := sarama.NewSyncProducer(brokers, &cfg)
-	if err != nil {
-		return fmt.Errorf("weir: writing %s: %w", topic, err)
-	}
-	defer p.Close()
-	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.ByteEncoder(descriptorKey), Value: sarama.StringEncoder(d.String())}); err != nil {
-		return fmt.Errorf("weir: writing %s: %w", topic, err)
-	}
-	return nil
+	return ParseDescriptor(data)
 }
 
 // checkUpgrade compares the topology with the one the application last
@@ -141,7 +56,7 @@ func WriteDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.C
 // store, whose changelog topic and local state are then deleted so that
 // it starts empty. It returns the descriptor found (nil on a first start).
 func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *changelog.DB, dir string) (*Descriptor, error) {
-	old, err := ReadDescriptor(client, a.cfg.ApplicationID)
+	old, err := readDescriptor(client, a.cfg.ApplicationID)
 	if err != nil || old == nil {
 		return old, err
 	}
@@ -190,7 +105,10 @@ func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *
 			return nil
 		}
 	}
-	return WriteDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur)
+	if err := topics.WriteDescriptor(a.cfg.Brokers, admin, base, a.cfg.Topics.ReplicationFactor, cur.ApplicationID, []byte(cur.String())); err != nil {
+		return fmt.Errorf("weir: %w", err)
+	}
+	return nil
 }
 
 // settle refuses the start on a refused difference whose store
@@ -282,31 +200,3 @@ func (a *App) followReset(db *changelog.DB, dir string, epoch int64) error {
 	}
 	return nil
 }
-
-// CommitProgress is what weir commits with each input offset of a task,
-// as the offset's metadata: what the task's next owner continues from
-// besides the position. Operator tools read and write it when they move
-// offsets between applications (`weir fork`, `weir rescale`); its string
-// form is documented in docs/operations.md ("Idempotent sinks").
-type CommitProgress struct {
-	// StreamTime is the task's stream time; zero before its first record.
-	StreamTime time.Time
-	// Version is the last table-output version the task gave
-	// (processor.Context.NextVersion); 0 before the first.
-	Version uint64
-	// ReplayEnd, when above the offset the progress is committed with, is
-	// where the application stood on the partition before `weir reset`
-	// rewound it: what the task writes for the records before it carries
-	// processor.ReplayHeader. 0: none.
-	ReplayEnd int64
-}
-
-// ParseCommitProgress reads offset metadata weir committed; false for
-// metadata of any other form.
-func ParseCommitProgress(metadata string) (CommitProgress, bool) {
-	p, ok := task.DecodeProgress(metadata)
-	return CommitProgress(p), ok
-}
-
-// Metadata returns the offset metadata that carries p.
-func (p CommitProgress) Metadata() string { return task.EncodeProgress(task.Progress(p)) }

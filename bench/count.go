@@ -400,6 +400,33 @@ func (r *countResult) readMetrics(reg *recordingRegisterer) error {
 	return nil
 }
 
+// threadSeconds returns the seconds the App's threads spent busy and
+// idle (weir_thread_seconds_total), scraped from its registry while it
+// runs: the gauge is computed at scrape time.
+func threadSeconds(reg *recordingRegisterer) (busy, idle float64, err error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, 0, fmt.Errorf("gathering metrics: %w", err)
+	}
+	for _, f := range families {
+		if f.GetName() != "weir_thread_seconds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch {
+				case l.GetName() != "state":
+				case l.GetValue() == "busy":
+					busy += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				case l.GetValue() == "idle":
+					idle += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return busy, idle, nil
+}
+
 // histogram is a Prometheus histogram summed over its series: cumulative
 // counts per upper bound, in increasing order, without +Inf (count is the
 // +Inf bucket).

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/topics"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -400,7 +401,7 @@ func runFailover(ctx context.Context, o *options, c *cluster, app string, v fail
 		return nil, err
 	}
 	c.addGroup(app)
-	c.addTopic(weir.TopologyTopic(app))
+	c.addTopic(topics.DescriptorTopic(app))
 	if _, _, err := loadTopic(ctx, o, c, changelog, o.failoverKeys, "", fmt.Sprintf("load failover changelog %d", o.failoverKeys)); err != nil {
 		return nil, err
 	}

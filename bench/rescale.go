@@ -33,7 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // rescaleResult is one timed `weir rescale`.
@@ -110,7 +110,7 @@ func runRescales(ctx context.Context, o *options, c *cluster, logger *slog.Logge
 			return err
 		}
 		c.addGroup(app)
-		c.addTopic(weir.TopologyTopic(app))
+		c.addTopic(topics.DescriptorTopic(app))
 		load, hwm, err := loadTopic(ctx, o, c, changelog, n, fmt.Sprintf("load-rescale-%d", n), fmt.Sprintf("load changelog %d (sarama AsyncProducer)", n))
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func runRescales(ctx context.Context, o *options, c *cluster, logger *slog.Logge
 			}
 			app2 := fmt.Sprintf("%s-r%d", app, round)
 			c.addGroup(app2)
-			c.addTopic(weir.TopologyTopic(app2))
+			c.addTopic(topics.DescriptorTopic(app2))
 			c.addTopic(app2 + "-" + restoreStore.Name() + "-changelog")
 			res, err := runRescaleCLI(ctx, o, cli, app, app2, to)
 			if err != nil {

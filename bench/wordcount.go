@@ -382,11 +382,13 @@ func runWordcount(ctx context.Context, o *options, c *cluster, logger *slog.Logg
 	took := time.Since(start)
 	cpu, perr := m.stop()
 	res.OutputRecords, _ = reader.progress()
-	for _, app := range apps {
-		for _, th := range app.Snapshot().Threads {
-			res.BusySeconds += th.Busy.Seconds()
-			res.IdleSeconds += th.Idle.Seconds()
+	for _, reg := range regs {
+		busy, idle, err := threadSeconds(reg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		res.BusySeconds += busy
+		res.IdleSeconds += idle
 	}
 	res.Seconds = took.Seconds()
 	res.LinesPerSecond = float64(in.lines) / took.Seconds()

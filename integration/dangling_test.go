@@ -9,17 +9,18 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/txn"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
-// TestFindDanglingOnKafka runs txn.FindDangling, the check every
+// TestFindDanglingOnKafka runs repair.FindDangling, the check every
 // exactly-once thread makes after initialising its producer, against the
 // real broker, over a topic and the group offsets' topic: after a commit
 // and after an abort the partitions hold no open transaction of the
 // producer id, and while a transaction is open the check says it is
 // misplaced rather than calling the open records dangling. It also runs
-// txn.CommitOver, which ends records a lost commit marker left open: it
+// repair.CommitOver, which ends records a lost commit marker left open: it
 // refuses while a transaction is open, and otherwise commits a
 // transaction of the id over the partitions and the group's offsets that
 // writes one marker per partition and no record, after which the
@@ -86,8 +87,8 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	clean := func(after string) {
 		t.Helper()
 		kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
-			err := txn.FindDangling(admin, id, topics)
-			var de *txn.DanglingError
+			err := repair.FindDangling(admin, id, topics)
+			var de *repair.DanglingError
 			if errors.As(err, &de) {
 				t.Fatalf("after %s: %v", after, err)
 			}
@@ -105,15 +106,15 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	}
 	clean("an abort")
 	send()
-	err = txn.FindDangling(admin, id, topics)
-	var de *txn.DanglingError
-	if !errors.Is(err, txn.ErrTxnInProgress) || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
+	err = repair.FindDangling(admin, id, topics)
+	var de *repair.DanglingError
+	if !errors.Is(err, repair.ErrTxnInProgress) || errors.As(err, &de) || !strings.Contains(err.Error(), "Ongoing") {
 		t.Fatalf("with a transaction open: %v, want the check to refuse, naming the open transaction", err)
 	}
-	// txn.CommitOver, what ends records a lost commit marker left open,
+	// repair.CommitOver, what ends records a lost commit marker left open,
 	// refuses to commit over a transaction in progress.
-	groupPart := []txn.DanglingPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}, {Topic: txn.OffsetsTopic}}
-	if err := txn.CommitOver(t.Context(), client, admin, id, group, groupPart); !errors.Is(err, txn.ErrTxnInProgress) {
+	groupPart := []repair.DanglingPartition{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}, {Topic: repair.OffsetsTopic}}
+	if err := repair.CommitOver(t.Context(), client, admin, id, group, groupPart); !errors.Is(err, repair.ErrTxnInProgress) {
 		t.Fatalf("CommitOver with a transaction open = %v, want ErrTxnInProgress", err)
 	}
 	if err := p.AbortTxn(); err != nil {
@@ -126,7 +127,7 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	// writing no record: each partition gets one commit marker, the
 	// coordinator completes a commit, and nothing is left open.
 	before := kafka.EndOffsets(t, c, topic)
-	if err := txn.CommitOver(t.Context(), client, admin, id, group, groupPart); err != nil {
+	if err := repair.CommitOver(t.Context(), client, admin, id, group, groupPart); err != nil {
 		t.Fatalf("CommitOver: %v", err)
 	}
 	clean("CommitOver")
@@ -136,7 +137,7 @@ func TestFindDanglingOnKafka(t *testing.T) {
 			t.Errorf("partition %d: end offset %d after CommitOver, %d before; want one marker more", part, after[part], before[part])
 		}
 	}
-	last, err := txn.DescribeLast(admin, id)
+	last, err := repair.DescribeLast(admin, id)
 	if err != nil || last.State != "CompleteCommit" {
 		t.Fatalf("after CommitOver the id's last transaction is %+v (%v), want CompleteCommit", last, err)
 	}
@@ -148,7 +149,7 @@ func TestFindDanglingOnKafka(t *testing.T) {
 	clean("a commit after CommitOver")
 }
 
-// TestEnsureCommittedEndsTheCommitsOpenRecords runs txn.EnsureCommitted,
+// TestEnsureCommittedEndsTheCommitsOpenRecords runs repair.EnsureCommitted,
 // the check every exactly-once thread makes after each commit, against the
 // real broker. A transaction writes partition 0 and commits; in it, the
 // coordinator never hears of partitions 1 and 2, written with the
@@ -180,7 +181,7 @@ func TestEnsureCommittedEndsTheCommitsOpenRecords(t *testing.T) {
 	if err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	last, err := txn.DescribeLast(admin, id)
+	last, err := repair.DescribeLast(admin, id)
 	if err != nil || last.State != "Ongoing" {
 		t.Fatalf("the open transaction described as %+v, %v", last, err)
 	}
@@ -195,21 +196,21 @@ func TestEnsureCommittedEndsTheCommitsOpenRecords(t *testing.T) {
 	}
 	written[txn.Partition{Topic: topic, Partition: 1}] = 0
 	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
-		open, err := txn.OpenTransactions(admin, map[string][]int32{topic: {1, 2}})
+		open, err := repair.OpenTransactions(admin, map[string][]int32{topic: {1, 2}})
 		return err == nil && len(open[topic][1]) == 1 && len(open[topic][2]) == 1,
 			fmt.Sprintf("partitions 1 and 2 should hold the records open: %v, %v", open, err)
 	})
 
 	// A call may end records and then find the markers of its own
 	// commit still being written: what each call ended adds up.
-	var ended []txn.DanglingPartition
+	var ended []repair.DanglingPartition
 	ensure := func() {
 		t.Helper()
 		kafka.Eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
-			var more []txn.DanglingPartition
-			more, err = txn.EnsureCommitted(ctx, client, admin, id, "", written, nil)
+			var more []repair.DanglingPartition
+			more, err = repair.EnsureCommitted(ctx, client, admin, id, "", written, nil)
 			ended = append(ended, more...)
-			return !errors.Is(err, txn.ErrTxnInProgress), fmt.Sprintf("the commit's markers still being written: %v", err)
+			return !errors.Is(err, repair.ErrTxnInProgress), fmt.Sprintf("the commit's markers still being written: %v", err)
 		})
 	}
 	ensure()
@@ -222,7 +223,7 @@ func TestEnsureCommittedEndsTheCommitsOpenRecords(t *testing.T) {
 	if got := readCommittedValue(t, c, topic, 1); got != "committed" {
 		t.Fatalf("partition 1 read committed: %q, want the record the commit marker ended", got)
 	}
-	open, err := txn.OpenTransactions(admin, map[string][]int32{topic: {2}})
+	open, err := repair.OpenTransactions(admin, map[string][]int32{topic: {2}})
 	if err != nil || len(open[topic][2]) != 1 {
 		t.Fatalf("partition 2 should still hold its record open: %v, %v", open, err)
 	}

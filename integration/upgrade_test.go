@@ -46,7 +46,7 @@ func TestUpgradeChecks(t *testing.T) {
 	id := c.Name(t, "up-app")
 	t.Cleanup(func() {
 		admin := c.Admin(t)
-		for _, topic := range []string{weir.TopologyTopic(id), id + "-totals-changelog", id + "-seen-changelog"} {
+		for _, topic := range []string{id + "-topology", id + "-totals-changelog", id + "-seen-changelog"} {
 			_ = admin.DeleteTopic(topic)
 		}
 	})
@@ -92,8 +92,8 @@ func TestUpgradeChecks(t *testing.T) {
 	}
 	descriptor := func() *weir.Descriptor {
 		t.Helper()
-		end := kafka.EndOffsets(t, c, weir.TopologyTopic(id))[0]
-		got := kafka.ReadAll(t, c, weir.TopologyTopic(id), sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
+		end := kafka.EndOffsets(t, c, id+"-topology")[0]
+		got := kafka.ReadAll(t, c, id+"-topology", sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool {
 			return len(got) > 0 && got[len(got)-1].Offset == end-1
 		})
 		d, err := weir.ParseDescriptor(got[len(got)-1].Value)
@@ -124,13 +124,13 @@ func TestUpgradeChecks(t *testing.T) {
 	}
 
 	// A removed store and a changed key serde are refused, both listed.
-	offsets := kafka.EndOffsets(t, c, weir.TopologyTopic(id))
+	offsets := kafka.EndOffsets(t, c, id+"-topology")
 	ue := refused(cfg, processor.KeyValue("seen", serde.Bytes(), serde.String()))
 	msg := ue.Error()
 	if !strings.Contains(msg, `store "totals": removed`) || !strings.Contains(msg, `store "seen": key serde`) {
 		t.Fatalf("refusal: %v", msg)
 	}
-	if !topicExists(id+"-totals-changelog") || fmt.Sprint(kafka.EndOffsets(t, c, weir.TopologyTopic(id))) != fmt.Sprint(offsets) {
+	if !topicExists(id+"-totals-changelog") || fmt.Sprint(kafka.EndOffsets(t, c, id+"-topology")) != fmt.Sprint(offsets) {
 		t.Fatal("a refused start changed the topics")
 	}
 

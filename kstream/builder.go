@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -75,17 +74,6 @@ func (b *Builder) Build() (*processor.Topology, error) {
 		return nil, err
 	}
 	return b.t, nil
-}
-
-// Graph builds the program (see [Builder.Build]) and returns its untyped
-// form, so a Builder can be passed to weir.New directly. Applications do
-// not call it.
-func (b *Builder) Graph() (*graph.Graph, error) {
-	t, err := b.Build()
-	if err != nil {
-		return nil, err
-	}
-	return t.Graph()
 }
 
 // Describe returns a printable description of the compiled topology (see

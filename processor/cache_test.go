@@ -47,7 +47,7 @@ func sentPairs(env *fakeEnv) []string {
 // its latest value and timestamp, keys in the order of their last update.
 func TestRecordCacheForwardsTheLatestPerKeyAtFlush(t *testing.T) {
 	t.Parallel()
-	g, err := cachedTopology().Graph()
+	g, err := cachedTopology().graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRecordCacheForwardsTheLatestPerKeyAtFlush(t *testing.T) {
 // closing node still holds is dropped and given back to the budget.
 func TestRecordCacheStaysWithinTheBudget(t *testing.T) {
 	t.Parallel()
-	g, err := cachedTopology().Graph()
+	g, err := cachedTopology().graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestRecordCacheStaysWithinTheBudget(t *testing.T) {
 // each record as it comes.
 func TestRecordCacheOffForwardsAtOnce(t *testing.T) {
 	t.Parallel()
-	g, err := cachedTopology().Graph()
+	g, err := cachedTopology().graph()
 	if err != nil {
 		t.Fatal(err)
 	}

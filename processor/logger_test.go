@@ -42,7 +42,7 @@ func TestContextLoggerCarriesTaskNodeAndRecord(t *testing.T) {
 		return nil
 	}), p)
 	tp.AddSink("out", "out", serde.String(), serde.String(), q)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,8 @@ func (c *nodeContext[K, V]) Logger() *slog.Logger {
 }
 
 func (c *nodeContext[K, V]) Metadata() (Metadata, bool) {
-	return c.env.Metadata()
+	md, ok := c.env.Metadata()
+	return Metadata(md), ok
 }
 
 func (c *nodeContext[K, V]) StreamTime() time.Time { return c.env.StreamTime() }
@@ -157,7 +158,7 @@ func (c *nodeContext[K, V]) Schedule(interval time.Duration, typ PunctuationType
 	default:
 		return nil, fmt.Errorf("processor: %q: unknown punctuation type %d", c.node, typ)
 	}
-	return c.env.Schedule(c.node, interval, typ, func(t time.Time) error { return c.takeFault(fn(t)) })
+	return c.env.Schedule(c.node, interval, graph.PunctuationType(typ), func(t time.Time) error { return c.takeFault(fn(t)) })
 }
 
 // sourceInstance deserializes the records of one topic partition.
@@ -189,7 +190,7 @@ func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
 			return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
 		}
 	}
-	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: raw.Headers, Tombstone: tombstone}
+	rec := Record[K, V]{Key: k, Value: v, Timestamp: raw.Timestamp, Headers: fromRuntime(raw.Headers), Tombstone: tombstone}
 	if s.extract != nil {
 		ts, err := s.extract(rec, s.partitionTime)
 		if err != nil {
@@ -303,5 +304,5 @@ func (s *sinkInstance[K, V]) process(rec Record[K, V]) error {
 			return nodeErr(s.node, fmt.Errorf("partitioner chose partition %d of %s, which has %d", partition, s.serdeTopic, s.partitions))
 		}
 	}
-	return nodeErr(s.node, s.env.Send(s.topic, s.internal, k, v, rec.Timestamp, rec.Headers, partition))
+	return nodeErr(s.node, s.env.Send(s.topic, s.internal, k, v, rec.Timestamp, toRuntime(rec.Headers), partition))
 }

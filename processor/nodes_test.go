@@ -127,7 +127,7 @@ func feed(t *testing.T, src graph.Instance, key, value string, ts time.Time) err
 
 func TestRecordsFlowThroughTypedNodes(t *testing.T) {
 	t.Parallel()
-	g, err := wordCountTopology().Graph()
+	g, err := wordCountTopology().graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestDecodeErrorsNameTheStage(t *testing.T) {
 			return time.UnixMilli(rec.Value), nil
 		}))
 	tp.AddSink("out", "o", serde.String(), serde.Int64(), src)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestForwardToAndErrorsNameTheNode(t *testing.T) {
 		routes[name] = router.Child(name)
 	}
 	routes["foreign"] = other.Child("other-out") // a handle of another node
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestMisspeltChildFailsValidate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Validate() = %v, want %s", err, want)
 	}
-	if _, err := tp.Graph(); err == nil {
+	if _, err := tp.graph(); err == nil {
 		t.Fatal("Graph accepted a misspelt child")
 	}
 
@@ -287,7 +287,7 @@ func TestMisspeltChildFailsValidate(t *testing.T) {
 	out = balance.Child("balance-out") // taken before the child is added
 	tp.AddSink("rejects-out", "rejects", serde.String(), serde.String(), balance)
 	tp.AddSink("balance-out", "balances", serde.String(), serde.String(), balance)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestTopologyErrorIsSticky(t *testing.T) {
 		}}
 	}, src)
 	tp.AddSink("out", "out", serde.String(), serde.String(), p)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestUnattachedStoreIsATopologyError(t *testing.T) {
 		return err
 	}), src)
 	tp.AddSink("out", "out", serde.String(), serde.String(), lazy)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestCustomPartitionerIsChecked(t *testing.T) {
 	src := tp.AddSource("in", "in", serde.String(), serde.String())
 	tp.AddSink("out", "out", serde.String(), serde.String(), src,
 		WithPartitioner(func(key, _ string, n int32) int32 { return int32(len(key)) % (n + 1) }))
-	g, _ := tp.Graph()
+	g, _ := tp.graph()
 	env := &fakeEnv{}
 	insts := instantiate(t, g, env)
 	if err := feed(t, insts["in"], "abc", "v", time.UnixMilli(1)); err != nil {
@@ -418,7 +418,7 @@ func TestScheduleValidates(t *testing.T) {
 		}}
 	}, src)
 	tp.AddSink("out", "out", serde.String(), serde.String(), p)
-	g, _ := tp.Graph()
+	g, _ := tp.graph()
 	env := &fakeEnv{}
 	instantiate(t, g, env)
 	if got[0] == nil || got[1] == nil || got[2] != nil {

@@ -90,18 +90,20 @@ type Context[K, V any] interface {
 // Punctuator is a function scheduled with [Context.Schedule].
 type Punctuator func(t time.Time) error
 
-// PunctuationType selects the clock that drives a punctuator. It is the
-// runtime's own type, so a schedule reaches it unconverted.
-type PunctuationType = graph.PunctuationType
+// PunctuationType selects the clock that drives a punctuator.
+type PunctuationType int
 
 const (
 	// StreamTime punctuators fire as the task's stream time (event time)
 	// passes each interval boundary. Kafka Streams' STREAM_TIME.
-	StreamTime = graph.StreamTime
+	StreamTime = PunctuationType(graph.StreamTime)
 	// WallClockTime punctuators fire on the system clock, checked between
 	// records. Kafka Streams' WALL_CLOCK_TIME.
-	WallClockTime = graph.WallClockTime
+	WallClockTime = PunctuationType(graph.WallClockTime)
 )
+
+// String returns "stream-time" or "wall-clock".
+func (p PunctuationType) String() string { return graph.PunctuationType(p).String() }
 
 // Func returns a supplier of stateless processors that call fn for every
 // record and need no Init or Close.

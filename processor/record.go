@@ -2,6 +2,7 @@ package processor
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/weirstream/weir/internal/graph"
 )
@@ -26,10 +27,36 @@ type Record[K, V any] struct {
 	Tombstone bool
 }
 
-// Header is a Kafka record header: Key string, Value []byte. It is the
-// runtime's own type, so headers travel from source to sink unconverted.
-type Header = graph.Header
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
 
-// Metadata tells where the record being processed came from: its Topic,
-// Partition and Offset. It is the runtime's own type.
-type Metadata = graph.Metadata
+// Metadata tells where the record being processed came from.
+type Metadata struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// The runtime carries headers as graph.Header, a struct of the same
+// fields as Header: a slice of one is a slice of the other in memory, so
+// headers cross between the runtime and a node without a copy (the test
+// of this file checks the layouts agree).
+
+// fromRuntime returns the runtime's headers as Headers, sharing memory.
+func fromRuntime(hs []graph.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}
+
+// toRuntime returns Headers as the runtime's headers, sharing memory.
+func toRuntime(hs []Header) []graph.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*graph.Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}

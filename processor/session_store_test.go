@@ -173,7 +173,7 @@ func TestSessionMergeAggregation(t *testing.T) {
 	}, src)
 	tp.AddStore(spec, c)
 	tp.AddSink("out", "out", serde.String(), serde.Int64(), c)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestKeyValueStoreThroughContext(t *testing.T) {
 	c := tp.AddProcessor("count", func() Processor[string, string, string, int64] { return &countProc{spec: counts} }, src)
 	tp.AddStore(counts, c)
 	tp.AddSink("out", "out", serde.String(), serde.Int64(), c)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestProcessorsSharingAStoreShareASubtopology(t *testing.T) {
 	a := tp.AddProcessor("a", split(), tp.AddSource("sa", "ta", serde.String(), serde.String()))
 	b := tp.AddProcessor("b", split(), tp.AddSource("sb", "tb", serde.String(), serde.String()))
 	tp.AddStore(KeyValue("shared", serde.String(), serde.String()), a, b)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}

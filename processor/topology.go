@@ -16,21 +16,28 @@ import (
 // [NewTopology]. A Topology is not safe for concurrent use while it is being
 // built, and must not change once an application runs it.
 type Topology struct {
+	handle // the runtime's way to the graph (graph.Of)
 	g      graph.Graph
 	names  map[string]*graph.Node
 	topics map[string]string // source topic -> source node
 	repart map[string]bool
 	routes []*route // Child handles, checked by Validate
 	errs   []error
-	// built is set once Graph has handed the topology to an application;
+	// built is set once Build has handed the topology to an application;
 	// it changes no more (see Node.Child).
 	built bool
 }
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{names: map[string]*graph.Node{}, topics: map[string]string{}, repart: map[string]bool{}}
+	t := &Topology{names: map[string]*graph.Node{}, topics: map[string]string{}, repart: map[string]bool{}}
+	t.handle = graph.NewHandle(t.graph)
+	return t
 }
+
+// handle names graph.Handle for embedding: an embedded field takes the
+// name of the type as written, so the field stays unexported.
+type handle = graph.Handle
 
 // Node is a typed handle to a node's output: records of type Record[K, V].
 // Pass it as a parent to the Add methods. The zero Node is invalid.
@@ -175,14 +182,15 @@ func WithPartitioner[K, V any](fn Partitioner[K, V]) SinkOption[K, V] {
 	return func(c *sinkConfig[K, V]) { c.partitioner = fn }
 }
 
-// RepartitionOption configures a repartition topic.
-type RepartitionOption func(*graph.Repartition)
+// RepartitionOption configures a repartition topic. The only option is
+// [Partitions].
+type RepartitionOption struct{ apply func(*graph.Repartition) }
 
 // Partitions sets the partition count of a repartition topic. The default
 // is the largest partition count among the source topics of the
 // sub-topology that writes it.
 func Partitions(n int32) RepartitionOption {
-	return func(r *graph.Repartition) { r.Partitions = n }
+	return RepartitionOption{apply: func(r *graph.Repartition) { r.Partitions = n }}
 }
 
 func (t *Topology) fail(format string, args ...any) {
@@ -343,7 +351,9 @@ func (t *Topology) AddDynamicSink[K, V any](name string, topicFor func(key K, va
 func (t *Topology) AddRepartition[K, V any](name string, keys serde.Serde[K], values serde.Serde[V], parent Node[K, V], opts ...RepartitionOption) Node[K, V] {
 	r := &graph.Repartition{Name: name}
 	for _, o := range opts {
-		o(r)
+		if o.apply != nil {
+			o.apply(r)
+		}
 	}
 	if keys == nil || values == nil {
 		t.fail("repartition %q: nil serde", name)
@@ -451,9 +461,19 @@ func checkAcyclic(nodes []*graph.Node) error {
 // sub-topologies, nodes, topics and links.
 func (t *Topology) Describe() string { return t.g.Describe() }
 
-// Graph validates the topology and returns its untyped form for weir's
-// runtime. Applications do not call it.
-func (t *Topology) Graph() (*graph.Graph, error) {
+// Build validates the topology (see [Topology.Validate]) and returns it,
+// so that a *Topology, like a *kstream.Builder, is a weir.Topology. Once
+// built, a topology must not change.
+func (t *Topology) Build() (*Topology, error) {
+	if _, err := t.graph(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// graph validates the topology and returns its untyped form for weir's
+// runtime, which reaches it through the embedded graph.Handle.
+func (t *Topology) graph() (*graph.Graph, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func TestDescribeGolden(t *testing.T) {
 
 func TestSubtopologiesSplitAtRepartition(t *testing.T) {
 	t.Parallel()
-	g, err := wordCountTopology().Graph()
+	g, err := wordCountTopology().graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if _, gerr := tp.Graph(); gerr == nil {
+	if _, gerr := tp.graph(); gerr == nil {
 		t.Error("Graph returned a graph for an invalid topology")
 	}
 }

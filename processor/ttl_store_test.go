@@ -48,7 +48,7 @@ func dedupTopology(t *testing.T, spec *TTLSpec[string, int64]) (graph.Instance, 
 	}, src)
 	tp.AddStore(spec, d)
 	tp.AddSink("out", "out", serde.String(), serde.String(), d)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}

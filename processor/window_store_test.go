@@ -95,7 +95,7 @@ func windowCountTopology(t *testing.T, spec *WindowSpec[string, int64]) (graph.I
 	}, src)
 	tp.AddStore(spec, c)
 	tp.AddSink("out", "out", serde.String(), serde.Int64(), c)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestWindowSpecValidation(t *testing.T) {
 	tp := NewTopology()
 	p := tp.AddProcessor("p", split(), tp.AddSource("in", "in", serde.String(), serde.String()))
 	tp.AddStore(Window("w", time.Minute, 2*time.Hour, serde.String(), serde.Int64()), p)
-	g, err := tp.Graph()
+	g, err := tp.graph()
 	if err != nil {
 		t.Fatal(err)
 	}

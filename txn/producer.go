@@ -413,7 +413,8 @@ func (p *Producer) CommitWithMetadata(ctx context.Context, offsets map[string]ma
 // reaches the partition, and Kafka's coordinator completes a transaction
 // without writing the marker to a partition whose leader it cannot find
 // (it takes the partition for deleted): after a broker restart, records of
-// a committed transaction may stay open ([EnsureCommitted] ends them).
+// a committed transaction may stay open. weir's runtime checks the
+// partitions LastCommitted names after each commit.
 func (p *Producer) LastCommitted() map[Partition]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -78,9 +78,13 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	if top == nil {
 		return nil, errors.New("weirtest: nil topology")
 	}
-	g, err := top.Graph()
+	pt, err := top.Build()
 	if err != nil {
 		return nil, err
+	}
+	g, err := graph.Of(pt)
+	if err != nil {
+		return nil, fmt.Errorf("weirtest: topology: %w", err)
 	}
 	if cfg.ApplicationID == "" {
 		cfg.ApplicationID = "weirtest"

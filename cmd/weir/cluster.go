@@ -8,6 +8,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // cluster is a connection to the brokers.
@@ -106,17 +108,17 @@ func (c *cluster) committed(app string) (map[string]map[int32]int64, error) {
 }
 
 // progress returns the furthest progress app's tasks committed with their
-// offsets (weir.CommitProgress): the largest stream time and the largest
+// offsets (task.Progress): the largest stream time and the largest
 // table version over every partition's offset metadata.
-func (c *cluster) progress(app string) (weir.CommitProgress, error) {
-	var progress weir.CommitProgress
+func (c *cluster) progress(app string) (task.Progress, error) {
+	var progress task.Progress
 	resp, err := c.admin.ListConsumerGroupOffsets(app, nil)
 	if err != nil {
 		return progress, fmt.Errorf("offsets of group %s: %w", app, err)
 	}
 	for _, ps := range resp.Blocks {
 		for _, b := range ps {
-			if pr, ok := weir.ParseCommitProgress(b.Metadata); ok {
+			if pr, ok := task.DecodeProgress(b.Metadata); ok {
 				if pr.StreamTime.After(progress.StreamTime) {
 					progress.StreamTime = pr.StreamTime
 				}
@@ -244,15 +246,31 @@ func stopped(cl *cluster, app, why string) (*weir.Descriptor, error) {
 	return described(cl, app)
 }
 
+// readDescriptor returns the descriptor app last ran with, nil when none
+// was written.
+func readDescriptor(client sarama.Client, app string) (*weir.Descriptor, error) {
+	data, err := topics.ReadDescriptor(client, app)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	return weir.ParseDescriptor(data)
+}
+
+// writeDescriptor writes d to its application's topology topic, creating
+// the topic when it is missing.
+func (c *cluster) writeDescriptor(d *weir.Descriptor) error {
+	return topics.WriteDescriptor(c.brokers, c.admin, c.cfg, 0, d.ApplicationID, []byte(d.String()))
+}
+
 // described returns app's topology descriptor, refusing an application
 // without one.
 func described(cl *cluster, app string) (*weir.Descriptor, error) {
-	d, err := weir.ReadDescriptor(cl.client, app)
+	d, err := readDescriptor(cl.client, app)
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
-		return nil, refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one, so that its topics are known", app, weir.TopologyTopic(app))
+		return nil, refused("%s has no topology descriptor (topic %s): start it once with a weir that writes one, so that its topics are known", app, topics.DescriptorTopic(app))
 	}
 	return d, nil
 }

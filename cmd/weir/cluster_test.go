@@ -87,7 +87,7 @@ func newApp(t *testing.T) *app {
 	c.CreateTopic(t, a.out, 2, nil)
 	t.Cleanup(func() {
 		admin := c.Admin(t)
-		for _, topic := range []string{weir.TopologyTopic(a.id), a.id + "-counts-changelog"} {
+		for _, topic := range []string{a.id + "-topology", a.id + "-counts-changelog"} {
 			_ = admin.DeleteTopic(topic)
 		}
 	})
@@ -419,14 +419,14 @@ func TestForkContinuesLikeTheSource(t *testing.T) {
 	a.c.CreateTopic(t, b.out, 2, nil)
 	t.Cleanup(func() {
 		admin := a.c.Admin(t)
-		for _, topic := range []string{weir.TopologyTopic(b.id), b.id + "-counts-changelog"} {
+		for _, topic := range []string{b.id + "-topology", b.id + "-counts-changelog"} {
 			_ = admin.DeleteTopic(topic)
 		}
 	})
 	if code, _, errOut := weirCmd(t, "fork", "-brokers", brokers, "-from", a.id, "-to", b.id); code != exitRefused || !strings.Contains(errOut, "member") {
 		t.Fatalf("fork of a running application = %d: %s", code, errOut)
 	}
-	if topicExists(t, a, weir.TopologyTopic(b.id)) || topicExists(t, a, b.id+"-counts-changelog") {
+	if topicExists(t, a, b.id+"-topology") || topicExists(t, a, b.id+"-counts-changelog") {
 		t.Fatal("a refused fork created topics")
 	}
 	stop()

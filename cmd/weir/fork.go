@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // forkCopy is one internal topic a fork copies, partition by partition.
@@ -88,7 +89,7 @@ func forkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := copyOffsets(cl, c.app, *to, offsets); err != nil {
 		return err
 	}
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
+	if err := cl.writeDescriptor(next); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "done: every copy verified (records and checksum per partition)")
@@ -120,12 +121,12 @@ func printForkPlan(out io.Writer, from, to string, d *weir.Descriptor, committed
 // checkFresh refuses a target application that has a group with offsets
 // or members, or a topology topic.
 func checkFresh(cl *cluster, app string) error {
-	topics, err := cl.admin.ListTopics()
+	existing, err := cl.admin.ListTopics()
 	if err != nil {
 		return fmt.Errorf("listing topics: %w", err)
 	}
-	if _, ok := topics[weir.TopologyTopic(app)]; ok {
-		return refused("%s already has a topology topic (%s): fork only to an application id that never ran", app, weir.TopologyTopic(app))
+	if _, ok := existing[topics.DescriptorTopic(app)]; ok {
+		return refused("%s already has a topology topic (%s): fork only to an application id that never ran", app, topics.DescriptorTopic(app))
 	}
 	committed, err := cl.committed(app)
 	if err != nil {

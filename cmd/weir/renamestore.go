@@ -102,7 +102,7 @@ func renameStoreCmd(ctx context.Context, args []string, out, errOut io.Writer) e
 	if err := copyTopic(ctx, cl, cp, out); err != nil {
 		return err
 	}
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
+	if err := cl.writeDescriptor(next); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done: start the version whose topology names the store %q; %s is left for you to delete once it runs\n", *to, cp.from)

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/task"
 )
 
 // rescaleProcedure is the procedure -h prints after the flags.
@@ -147,7 +148,7 @@ func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err := commitOffsetsWith(cl, p.to, p.offsets, func(string, int32) string { return p.meta }); err != nil {
 		return err
 	}
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, next); err != nil {
+	if err := cl.writeDescriptor(next); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done in %v: every store verified (keys, checksum and partition of every key); start %s on the %d partitions\n", time.Since(start).Round(time.Millisecond), p.to, p.n)
@@ -259,7 +260,7 @@ func planRescale(cl *cluster, d *weir.Descriptor, to string, n int32, allowUnrea
 	if err != nil {
 		return nil, err
 	}
-	p.meta = progress.Metadata()
+	p.meta = task.EncodeProgress(progress)
 	for _, t := range d.InternalTopics {
 		if t.Kind != "repartition" {
 			continue

@@ -12,6 +12,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/internal/topics"
 	"github.com/weirstream/weir/processor"
 )
 
@@ -23,7 +25,7 @@ type resetPlan struct {
 	dropped  map[string][]int32         // repartition topics whose group offsets go
 	epoch    int64                      // the reset epoch after
 	// meta is the offset metadata committed with each new offset that
-	// rewinds: where the partition stood (weir.CommitProgress.ReplayEnd),
+	// rewinds: where the partition stood (task.Progress.ReplayEnd),
 	// so that what the replay writes is marked processor.ReplayHeader,
 	// and the last table version, which versions continue after.
 	meta map[string]map[int32]string
@@ -125,13 +127,13 @@ func planReset(cl *cluster, app string, d *weir.Descriptor, earliest bool, at ti
 				if p.meta[s.Topic] == nil {
 					p.meta[s.Topic] = map[int32]string{}
 				}
-				p.meta[s.Topic][part] = weir.CommitProgress{Version: progress.Version, ReplayEnd: prev}.Metadata()
+				p.meta[s.Topic][part] = task.EncodeProgress(task.Progress{Version: progress.Version, ReplayEnd: prev})
 			}
 		}
 	}
 	if bad := foreignTopics(app, d); len(bad) > 0 {
 		return nil, refused("the topology descriptor of %s (topic %s) lists internal topics that are not %s's changelog or repartition topics: %s; a reset deletes only \"%s-<store>-changelog\" of the descriptor's stores and \"%s-<name>-repartition\", so nothing was changed",
-			app, weir.TopologyTopic(app), app, strings.Join(bad, ", "), app, app)
+			app, topics.DescriptorTopic(app), app, strings.Join(bad, ", "), app, app)
 	}
 	existing, err := cl.admin.ListTopics()
 	if err != nil {
@@ -237,7 +239,7 @@ func applyReset(cl *cluster, app string, d *weir.Descriptor, p *resetPlan, out i
 	}
 	next := *d
 	next.ResetEpoch = p.epoch
-	if err := weir.WriteDescriptor(cl.brokers, cl.admin, cl.cfg, 0, &next); err != nil {
+	if err := cl.writeDescriptor(&next); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "done")

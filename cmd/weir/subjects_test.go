@@ -106,7 +106,7 @@ func TestForkAndRescaleCopyTheSchemaHistory(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, "-registry") || !strings.Contains(errOut, subject) {
 			t.Fatalf("%s without a registry = %d: %s", cmd[0], code, errOut)
 		}
-		if topicExists(t, &app{c: c}, weir.TopologyTopic(forked)) {
+		if topicExists(t, &app{c: c}, forked+"-topology") {
 			t.Fatalf("%s without a registry created the new id's topology topic", cmd[0])
 		}
 	}

@@ -59,6 +59,12 @@ type Source interface {
 	Snapshot() Snapshot
 }
 
+// SourceFunc is a function used as a Source.
+type SourceFunc func() Snapshot
+
+// Snapshot returns f().
+func (f SourceFunc) Snapshot() Snapshot { return f() }
+
 // Snapshot is the state of an instance at one moment.
 type Snapshot struct {
 	State      string // the App's state, such as "running"

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -121,7 +122,7 @@ func TestCheckFailingForAWhileIsRetriedNotTurnedOff(t *testing.T) {
 	admin := &checkAdmin{
 		state: sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
 		producers: []producersAnswer{
-			// txn.FindDangling asks three times per check
+			// repair.FindDangling asks three times per check
 			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
 			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
 			answeredAll(openOn("out", 0, 7, 3, 41)),
@@ -132,7 +133,7 @@ func TestCheckFailingForAWhileIsRetriedNotTurnedOff(t *testing.T) {
 	fake := txntest.New(true)
 	p := txn.Wrap(fake)
 	defer p.Close()
-	if err := th.checkDangling(p, false, txn.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
+	if err := th.checkDangling(p, false, repair.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if th.noDanglingCheck.Load() {
@@ -162,7 +163,7 @@ func TestCheckThatCanNeverBeMadeTurnsOff(t *testing.T) {
 	th := checkThread(t, admin)
 	p := txn.Wrap(txntest.New(true))
 	defer p.Close()
-	if err := th.checkDangling(p, false, txn.LastTransaction{}); err != nil {
+	if err := th.checkDangling(p, false, repair.LastTransaction{}); err != nil {
 		t.Fatal(err)
 	}
 	if !th.noDanglingCheck.Load() {
@@ -185,7 +186,7 @@ func TestCheckStopsWaitingWhenTheThreadStops(t *testing.T) {
 	p := txn.Wrap(txntest.New(true))
 	defer p.Close()
 	done := make(chan error, 1)
-	go func() { done <- th.checkDangling(p, true, txn.LastTransaction{}) }()
+	go func() { done <- th.checkDangling(p, true, repair.LastTransaction{}) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		admin.mu.Lock()
 		n := admin.described
@@ -222,8 +223,8 @@ func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 		admin.mu.Unlock()
 		return txn.Wrap(txntest.New(true)), nil
 	}
-	var seen []txn.LastTransaction
-	check := func(_ *txn.Producer, _ bool, last txn.LastTransaction) error {
+	var seen []repair.LastTransaction
+	check := func(_ *txn.Producer, _ bool, last repair.LastTransaction) error {
 		seen = append(seen, last)
 		if len(seen) == 1 {
 			return txn.ErrFenced
@@ -235,12 +236,12 @@ func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Close()
-	want := txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}
+	want := repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}
 	if inits != 2 || len(seen) != 2 || seen[0] != want || seen[1] != want {
 		t.Fatalf("%d inits, checks given %+v; want 2, each given %+v", inits, seen, want)
 	}
 	// The next producer built asks again.
-	if p, err = th.buildProducer(create, func(_ *txn.Producer, _ bool, last txn.LastTransaction) error {
+	if p, err = th.buildProducer(create, func(_ *txn.Producer, _ bool, last repair.LastTransaction) error {
 		seen = append(seen, last)
 		return nil
 	}); err != nil {
@@ -257,9 +258,9 @@ func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 // commit: InitProducerId completes a PrepareCommit as a commit.
 func TestPrepareCommitCountsAsCommitted(t *testing.T) {
 	t.Parallel()
-	dp := txn.DanglingPartition{Topic: "out", Partition: 1, StartOffset: 10, ProducerEpoch: 3}
+	dp := repair.DanglingPartition{Topic: "out", Partition: 1, StartOffset: 10, ProducerEpoch: 3}
 	for state, want := range map[string]bool{"PrepareCommit": true, "CompleteCommit": true, "PrepareAbort": false, "CompleteAbort": false, "Ongoing": false, "Empty": false} {
-		if got := (txn.LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
+		if got := (repair.LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
 			t.Errorf("%s: Committed = %v, want %v", state, got, want)
 		}
 	}
@@ -315,7 +316,7 @@ func TestCheckAfterCommitLeavesOthersRecords(t *testing.T) {
 	admin := &checkAdmin{
 		state: sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 2},
 		producers: []producersAnswer{
-			notLeader, notLeader, notLeader, // one check: txn.OpenTransactions asks three times
+			notLeader, notLeader, notLeader, // one check: repair.OpenTransactions asks three times
 			openOn("out", 0, 7, 1, 12),
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
@@ -22,13 +23,13 @@ func TestAbortOverEndsEveryPartition(t *testing.T) {
 	t.Parallel()
 	spare := task.TP{Topic: "agg-out", Partition: 0}
 	for _, c := range []struct {
-		parts     []txn.DanglingPartition
+		parts     []repair.DanglingPartition
 		records   []task.TP
 		addsGroup bool
 	}{
-		{[]txn.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1}}, false},
-		{[]txn.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}}, true},
-		{[]txn.DanglingPartition{{Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{spare}, true},
+		{[]repair.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1}}, false},
+		{[]repair.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}}, true},
+		{[]repair.DanglingPartition{{Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{spare}, true},
 	} {
 		fake := txntest.New(true)
 		p := txn.Wrap(fake)
@@ -70,7 +71,7 @@ func TestAbortOverFailsWhenTheGroupCannotJoin(t *testing.T) {
 	fake := txntest.New(true)
 	p := txn.Wrap(fake)
 	defer p.Close()
-	err := abortOver(context.Background(), p, []txn.DanglingPartition{{Topic: offsetsTopic, Partition: 3}}, task.TP{Topic: "out"}, func() error { return errors.New("coordinator moved") })
+	err := abortOver(context.Background(), p, []repair.DanglingPartition{{Topic: offsetsTopic, Partition: 3}}, task.TP{Topic: "out"}, func() error { return errors.New("coordinator moved") })
 	if err == nil || fake.Aborted != 1 || fake.Committed != 0 {
 		t.Fatalf("abortOver = %v, aborted %d, committed %d; want an error after one abort", err, fake.Aborted, fake.Committed)
 	}
@@ -84,7 +85,7 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 	fake.SendErr = errors.New("topic deleted")
 	p := txn.Wrap(fake)
 	defer p.Close()
-	err := abortOver(context.Background(), p, []txn.DanglingPartition{{Topic: "gone", Partition: 0}}, task.TP{Topic: "out"}, func() error { return nil })
+	err := abortOver(context.Background(), p, []repair.DanglingPartition{{Topic: "gone", Partition: 0}}, task.TP{Topic: "out"}, func() error { return nil })
 	if err == nil {
 		t.Fatal("abortOver succeeded although its record failed")
 	}
@@ -99,20 +100,20 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 // unknown last transaction) with an abort.
 func TestSplitDangling(t *testing.T) {
 	t.Parallel()
-	de := &txn.DanglingError{TransactionalID: "app-p-0", ProducerID: 7, Partitions: []txn.DanglingPartition{
+	de := &repair.DanglingError{TransactionalID: "app-p-0", ProducerID: 7, Partitions: []repair.DanglingPartition{
 		{Topic: "out", Partition: 0, StartOffset: 5, ProducerEpoch: 3},
 		{Topic: offsetsTopic, Partition: 2, StartOffset: 9, ProducerEpoch: 3},
 		{Topic: "out", Partition: 1, StartOffset: 4, ProducerEpoch: 2},
 	}}
 	for _, c := range []struct {
-		last               txn.LastTransaction
+		last               repair.LastTransaction
 		committed, aborted int
 	}{
-		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}, 2, 1},
-		{txn.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}, 0, 3},
-		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 8, ProducerEpoch: 3}, 0, 3},
-		{txn.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 4}, 0, 3},
-		{txn.LastTransaction{}, 0, 3},
+		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}, 2, 1},
+		{repair.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}, 0, 3},
+		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 8, ProducerEpoch: 3}, 0, 3},
+		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 4}, 0, 3},
+		{repair.LastTransaction{}, 0, 3},
 	} {
 		committed, aborted := splitDangling(de, c.last)
 		if len(committed) != c.committed || len(aborted) != c.aborted {

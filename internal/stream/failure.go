@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/txn"
 )
@@ -160,7 +161,7 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 		return err
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
-	if err := th.checkDangling(th.producer, true, txn.LastTransaction{}); err != nil {
+	if err := th.checkDangling(th.producer, true, repair.LastTransaction{}); err != nil {
 		return err
 	}
 	return th.rewind(re)
@@ -417,7 +418,7 @@ func (th *Thread) act(err error) (outcome, error) {
 	switch o {
 	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		if derr := th.checkDangling(th.producer, true, txn.LastTransaction{}); derr != nil {
+		if derr := th.checkDangling(th.producer, true, repair.LastTransaction{}); derr != nil {
 			return o, derr
 		}
 		return o, th.rewind(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/txn"
 )
@@ -56,7 +57,7 @@ type Thread struct {
 	// a producer passed its checks. Asked again after an init of the
 	// thread's own, it would describe that init's empty transaction, and
 	// records of a commit would be aborted.
-	lastBefore *txn.LastTransaction
+	lastBefore *repair.LastTransaction
 	// checkWait is the wait before the next attempt of an
 	// open-transaction check that failed (awaitCheckable); 0 after one
 	// that was made.
@@ -261,7 +262,7 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 // first InitProducerId moves the id on, once per producer built, it asks
 // the coordinator whether the id's last transaction committed
 // (lastBefore), and gives every check that answer.
-func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func(*txn.Producer, bool, txn.LastTransaction) error) (*txn.Producer, error) {
+func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func(*txn.Producer, bool, repair.LastTransaction) error) (*txn.Producer, error) {
 	for attempt := 1; ; attempt++ {
 		for th.lastBefore == nil {
 			last, err := th.lastTransaction()
@@ -296,7 +297,7 @@ func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func
 // its producer id. One that does kept records of a transaction the
 // coordinator aborted without its marker reaching the partition (seen
 // after broker restarts), and the thread's next commit there would commit
-// them (txn.DanglingError). The thread ends them with an aborted
+// them (repair.DanglingError). The thread ends them with an aborted
 // transaction of its own over those partitions, one record each, checks
 // again, and fails if any is still open after danglingAttempts aborts. It
 // runs again after every transaction the thread aborts: the abort's
@@ -323,13 +324,13 @@ func (th *Thread) buildProducer(create func() (*txn.Producer, error), check func
 //
 // Records left open on a partition by the id's last transaction, which its
 // coordinator reports committed (last, asked before the producer was
-// initialised; txn.LastTransaction.Committed), lost their commit marker:
+// initialised; repair.LastTransaction.Committed), lost their commit marker:
 // an abort would drop output whose input offsets are committed. Those the
-// thread ends with a commit instead (txn.CommitOver), which writes no
+// thread ends with a commit instead (repair.CommitOver), which writes no
 // record. Right after an abort of its own the thread knows no such thing,
 // and aborts; once it has nothing pending it asks the coordinator again
 // (checkOwnOffsets).
-func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastTransaction) error {
+func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last repair.LastTransaction) error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() {
 		return nil
 	}
@@ -377,7 +378,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 			th.checkWait = 0
 		}
 		switch {
-		case err != nil && (cannotEverCheck(err) || !afterAbort && attempt == 0 && errors.Is(err, txn.ErrTxnInProgress)):
+		case err != nil && (cannotEverCheck(err) || !afterAbort && attempt == 0 && errors.Is(err, repair.ErrTxnInProgress)):
 			th.stopChecking(err)
 			return nil
 		case err != nil:
@@ -396,12 +397,12 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 			th.log.Warn("partitions hold records of this thread's last transaction, which its coordinator committed, without their commit marker; ending them with a commit",
 				"transactional_id", id, "producer_id", de.ProducerID, "partitions", danglingNames(committed))
 			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_committed").Inc()
-			if err := txn.CommitOver(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, committed); err != nil {
+			if err := repair.CommitOver(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, committed); err != nil {
 				return fmt.Errorf("weir: thread %d: ending records of a committed transaction left open on %s: %w", th.idx, danglingNames(committed), err)
 			}
 		}
 		if len(aborted) > 0 {
-			ab := &txn.DanglingError{TransactionalID: de.TransactionalID, ProducerID: de.ProducerID, Partitions: aborted}
+			ab := &repair.DanglingError{TransactionalID: de.TransactionalID, ProducerID: de.ProducerID, Partitions: aborted}
 			th.log.Warn("a partition holds records of an aborted transaction of this thread's producer that the broker left open; ending them with an abort", "error", ab)
 			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_aborted").Inc()
 			if err := abortOver(th.ctx, p, aborted, th.spareTopic(), th.addGroupToTxn); err != nil {
@@ -425,7 +426,7 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last txn.LastT
 // thread's next transaction can begin: Kafka's coordinator completes a
 // transaction without writing its marker to a partition whose leader it
 // cannot find (a broker restarting), and a partition of the committed
-// transaction may hold its records open (txn.EnsureCommitted). The next
+// transaction may hold its records open (repair.EnsureCommitted). The next
 // marker of the thread's producer there would decide them, and an abort
 // marker (the thread's next transaction aborting, or the check after it,
 // which cannot tell whose records they are) would drop output, changelog
@@ -451,19 +452,19 @@ func (th *Thread) ensureCommitted() error {
 	if id == "" || len(written) == 0 && th.offsetsPart == nil {
 		return nil
 	}
-	var opts []txn.CheckOption
+	var opts []repair.CheckOption
 	if th.in.AdminMeta != nil {
-		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
 	}
 	wait, waited := time.Millisecond, time.Duration(0)
 	for {
-		ended, err := txn.EnsureCommitted(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, written, th.offsetsPart, opts...)
+		ended, err := repair.EnsureCommitted(th.ctx, th.pclient, th.in.Admin, id, th.in.ApplicationID, written, th.offsetsPart, opts...)
 		if len(ended) > 0 {
 			th.log.Warn("records of the transaction just committed are still open, their commit marker missing; ending them with a commit",
 				"transactional_id", id, "partitions", danglingNames(ended))
 			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_committed").Inc()
 		}
-		var de *txn.DanglingError
+		var de *repair.DanglingError
 		switch {
 		case err == nil:
 			th.checkWait = 0
@@ -478,7 +479,7 @@ func (th *Thread) ensureCommitted() error {
 		case cannotEverCheck(err):
 			th.stopChecking(err)
 			return nil
-		case errors.Is(err, txn.ErrTxnInProgress) && waited < danglingWait:
+		case errors.Is(err, repair.ErrTxnInProgress) && waited < danglingWait:
 			// The coordinator is still writing the commit's markers.
 			t := time.NewTimer(wait)
 			select {
@@ -522,7 +523,7 @@ func (th *Thread) lookUpOffsetsPartition() {
 
 // splitDangling sorts the partitions of de into those holding records of
 // the id's last transaction, which committed (last), and the others.
-func splitDangling(de *txn.DanglingError, last txn.LastTransaction) (committed, aborted []txn.DanglingPartition) {
+func splitDangling(de *repair.DanglingError, last repair.LastTransaction) (committed, aborted []repair.DanglingPartition) {
 	for _, dp := range de.Partitions {
 		if last.Committed(de.ProducerID, dp) {
 			committed = append(committed, dp)
@@ -534,7 +535,7 @@ func splitDangling(de *txn.DanglingError, last txn.LastTransaction) (committed, 
 }
 
 // danglingNames lists parts as "topic/partition@offset".
-func danglingNames(parts []txn.DanglingPartition) []string {
+func danglingNames(parts []repair.DanglingPartition) []string {
 	names := make([]string, len(parts))
 	for i, dp := range parts {
 		names[i] = fmt.Sprintf("%s/%d@%d", dp.Topic, dp.Partition, dp.StartOffset)
@@ -548,21 +549,21 @@ func danglingNames(parts []txn.DanglingPartition) []string {
 // not answer (checkDangling's rules: one that can never answer turns the
 // checks off). It is asked before the producer's InitProducerId, which
 // completes a transaction left in PrepareCommit as a commit.
-func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
+func (th *Thread) lastTransaction() (repair.LastTransaction, error) {
 	if th.in.Admin == nil || th.noDanglingCheck.Load() {
-		return txn.LastTransaction{}, nil
+		return repair.LastTransaction{}, nil
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
 	if id == "" {
-		return txn.LastTransaction{}, nil
+		return repair.LastTransaction{}, nil
 	}
 	type answer struct {
-		last txn.LastTransaction
+		last repair.LastTransaction
 		err  error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		last, err := txn.DescribeLast(th.in.Admin, id)
+		last, err := repair.DescribeLast(th.in.Admin, id)
 		done <- answer{last, err}
 	}()
 	var err error
@@ -575,20 +576,20 @@ func (th *Thread) lastTransaction() (txn.LastTransaction, error) {
 	case <-time.After(danglingCallTimeout):
 		err = fmt.Errorf("no answer to describing transactional id %s within %v", id, danglingCallTimeout)
 	case <-th.ctx.Done():
-		return txn.LastTransaction{}, th.ctx.Err()
+		return repair.LastTransaction{}, th.ctx.Err()
 	}
 	if cannotEverCheck(err) {
 		th.stopChecking(err)
-		return txn.LastTransaction{}, nil
+		return repair.LastTransaction{}, nil
 	}
-	return txn.LastTransaction{}, err
+	return repair.LastTransaction{}, err
 }
 
 // cannotEverCheck reports whether err says the brokers can never answer
 // the open-transaction checks: a broker before Kafka 3.0, requests
 // refused by ACLs, an admin client without the calls.
 func cannotEverCheck(err error) bool {
-	if errors.Is(err, txn.ErrCannotDescribe) {
+	if errors.Is(err, repair.ErrCannotDescribe) {
 		return true
 	}
 	var kerr sarama.KError
@@ -628,18 +629,18 @@ const (
 	checkMaxWait   = 10 * time.Second
 )
 
-// findDangling is txn.FindDangling, asked again while a transaction of id
+// findDangling is repair.FindDangling, asked again while a transaction of id
 // is still ending (for at most wait): what it returns is the open records
 // found, or why it could not tell.
-func (th *Thread) findDangling(id string, topics map[string][]int32, wait time.Duration) (*txn.DanglingError, error) {
+func (th *Thread) findDangling(id string, topics map[string][]int32, wait time.Duration) (*repair.DanglingError, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		err := th.findDanglingOnce(id, topics)
-		var de *txn.DanglingError
+		var de *repair.DanglingError
 		switch {
 		case errors.As(err, &de):
 			return de, nil
-		case !errors.Is(err, txn.ErrTxnInProgress) || time.Now().After(deadline):
+		case !errors.Is(err, repair.ErrTxnInProgress) || time.Now().After(deadline):
 			return nil, err
 		}
 		select {
@@ -650,16 +651,16 @@ func (th *Thread) findDangling(id string, topics map[string][]int32, wait time.D
 	}
 }
 
-// findDanglingOnce is one txn.FindDangling, given up on after
+// findDanglingOnce is one repair.FindDangling, given up on after
 // danglingCallTimeout (sarama's admin calls take no context; a broker that
 // does not implement the calls may not answer them at all).
 func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
 	done := make(chan error, 1)
-	var opts []txn.CheckOption
+	var opts []repair.CheckOption
 	if th.in.AdminMeta != nil {
-		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
 	}
-	go func() { done <- txn.FindDangling(th.in.Admin, id, topics, opts...) }()
+	go func() { done <- repair.FindDangling(th.in.Admin, id, topics, opts...) }()
 	select {
 	case err := <-done:
 		return err
@@ -671,7 +672,7 @@ func (th *Thread) findDanglingOnce(id string, topics map[string][]int32) error {
 }
 
 // danglingCallTimeout bounds one check; a broker answers it in
-// milliseconds, and txn.FindDangling's attempts after a leader move take
+// milliseconds, and repair.FindDangling's attempts after a leader move take
 // well under a second more.
 const danglingCallTimeout = 5 * time.Second
 
@@ -697,7 +698,7 @@ const danglingBackoff = 250 * time.Millisecond
 const danglingWait = 5 * time.Second
 
 // offsetsTopic is Kafka's internal topic of group offsets.
-const offsetsTopic = txn.OffsetsTopic
+const offsetsTopic = repair.OffsetsTopic
 
 // abortOver opens a transaction of p over parts, one record in each, and
 // aborts it: the abort marker ends every open record of p's producer id
@@ -711,7 +712,7 @@ const offsetsTopic = txn.OffsetsTopic
 // transaction instead (AddOffsetsToTxn), once the transaction is open;
 // spare, a partition the thread writes, carries the transaction's record
 // when no other part does.
-func abortOver(ctx context.Context, p *txn.Producer, parts []txn.DanglingPartition, spare task.TP, addGroup func() error) error {
+func abortOver(ctx context.Context, p *txn.Producer, parts []repair.DanglingPartition, spare task.TP, addGroup func() error) error {
 	send := func(topic string, partition int32) error {
 		return p.Send(&sarama.ProducerMessage{Topic: topic, Partition: partition, Key: sarama.StringEncoder("weir.abort"),
 			Metadata: &client.Origin{Explicit: true, Offset: -1}})

@@ -16,7 +16,7 @@ import (
 
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/txn"
+	"github.com/weirstream/weir/internal/repair"
 )
 
 // unstableSessions is how many group sessions of a thread in a row may
@@ -73,17 +73,17 @@ func (th *Thread) reportUnstable(n int) {
 
 // openOnOffsetsPartition returns the partition of __consumer_offsets
 // holding group's offsets and the producers with a transaction open on
-// it; an error when its leader did not say (txn.OpenTransactions).
+// it; an error when its leader did not say (repair.OpenTransactions).
 func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta sarama.Client, group string) (int32, []sarama.ProducerState, error) {
 	part, err := offsetsPartition(ta, group)
 	if err != nil {
 		return 0, nil, err
 	}
-	var opts []txn.CheckOption
+	var opts []repair.CheckOption
 	if meta != nil {
-		opts = append(opts, txn.WithMetadata(meta))
+		opts = append(opts, repair.WithMetadata(meta))
 	}
-	open, err := txn.OpenTransactions(ta, map[string][]int32{offsetsTopic: {part}}, opts...)
+	open, err := repair.OpenTransactions(ta, map[string][]int32{offsetsTopic: {part}}, opts...)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -161,7 +161,7 @@ func (th *Thread) openOnOffsets(pid int64) (bool, error) {
 // producer id is looked up (ListTransactions), and, when abandonedBy says
 // they may be, the records it holds open on every partition the
 // application writes (where included) are ended as that id's coordinator
-// completed its last transaction (txn.EndAbandoned, which takes the id
+// completed its last transaction (repair.EndAbandoned, which takes the id
 // over). Kafka Streams leaves such records to an operator's
 // kafka-transactions.sh, which can only abort them, one partition at a
 // time: committed offsets and output would be dropped, and the group
@@ -191,7 +191,7 @@ func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionCluster
 		if id == "" {
 			continue
 		}
-		last, err := txn.DescribeLast(th.in.Admin, id)
+		last, err := repair.DescribeLast(th.in.Admin, id)
 		if err != nil {
 			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
 			continue
@@ -213,7 +213,7 @@ func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionCluster
 		th.log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
 			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "found_on", where, "partitions", danglingNames(parts))
 		ectx, cancel := context.WithTimeout(ctx, 2*danglingWait)
-		ended, err := txn.EndAbandoned(ectx, th.pclient, id, th.in.ApplicationID, parts, last)
+		ended, err := repair.EndAbandoned(ectx, th.pclient, id, th.in.ApplicationID, parts, last)
 		cancel()
 		switch {
 		case err != nil:
@@ -229,7 +229,7 @@ func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionCluster
 // heldBy returns every partition the application writes (the thread's
 // written topics and the group's offsets partition) on which producer id
 // pid holds a transaction open; an error when one of them did not say.
-func (th *Thread) heldBy(pid int64) ([]txn.DanglingPartition, error) {
+func (th *Thread) heldBy(pid int64) ([]repair.DanglingPartition, error) {
 	topics := map[string][]int32{}
 	for _, topic := range th.writtenTopics() {
 		ps, err := th.pclient.Partitions(topic)
@@ -246,25 +246,25 @@ func (th *Thread) heldBy(pid int64) ([]txn.DanglingPartition, error) {
 		return nil, err
 	}
 	topics[offsetsTopic] = []int32{part}
-	var opts []txn.CheckOption
+	var opts []repair.CheckOption
 	if th.in.AdminMeta != nil {
-		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
 	}
-	open, err := txn.OpenTransactions(th.in.Admin, topics, opts...)
+	open, err := repair.OpenTransactions(th.in.Admin, topics, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var parts []txn.DanglingPartition
+	var parts []repair.DanglingPartition
 	for topic, ps := range open {
 		for p, held := range ps {
 			for _, ap := range held {
 				if ap.ProducerID == pid {
-					parts = append(parts, txn.DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
+					parts = append(parts, repair.DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
 				}
 			}
 		}
 	}
-	slices.SortFunc(parts, func(a, b txn.DanglingPartition) int {
+	slices.SortFunc(parts, func(a, b repair.DanglingPartition) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
@@ -282,11 +282,11 @@ func (th *Thread) EndAbandonedOn(ctx context.Context, topic string, partition in
 	if !ok || th.noDanglingCheck.Load() {
 		return
 	}
-	var opts []txn.CheckOption
+	var opts []repair.CheckOption
 	if th.in.AdminMeta != nil {
-		opts = append(opts, txn.WithMetadata(th.in.AdminMeta))
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
 	}
-	open, err := txn.OpenTransactions(ta, map[string][]int32{topic: {partition}}, opts...)
+	open, err := repair.OpenTransactions(ta, map[string][]int32{topic: {partition}}, opts...)
 	if err != nil {
 		th.log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
 		return
@@ -317,7 +317,7 @@ const takeOverAbsence = time.Minute
 // judge records what live (the group's processes) says of the process of
 // transactional id id at generation gen and time now, then returns
 // abandonedBy's answer.
-func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.since == nil {
@@ -353,7 +353,7 @@ func (a *absence) judge(app, self string, live map[string]bool, gen int32, now t
 //   - last is a completed commit or abort of ap's producer id and epoch:
 //     the marker never came, and nothing else will bring it. A
 //     transaction still in progress ends by itself within its timeout.
-func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last txn.LastTransaction) string {
+func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
 	proc, _, ok := client.ParseTransactionalID(app, id)
 	switch {
 	case !ok:

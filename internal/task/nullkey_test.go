@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
@@ -29,7 +30,7 @@ import (
 // the returned queue.
 func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Registry, logs *bytes.Buffer) (*Task, *Queue, *recordingHost) {
 	t.Helper()
-	g, err := top.Graph()
+	g, err := graph.Of(top)
 	if err != nil {
 		t.Fatal(err)
 	}

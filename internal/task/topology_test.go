@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -122,7 +123,7 @@ func TestTopologyErrorOutsideRecords(t *testing.T) {
 	tk, _, _ := brokerlessTask(t, top, prometheus.NewRegistry(), &bytes.Buffer{})
 
 	var te *TopologyError
-	if err := tk.Punctuate(processor.WallClockTime, time.Now().Add(time.Hour)); !errors.As(err, &te) || te.Node != "p" || !strings.Contains(err.Error(), "zero Child") {
+	if err := tk.Punctuate(graph.WallClockTime, time.Now().Add(time.Hour)); !errors.As(err, &te) || te.Node != "p" || !strings.Contains(err.Error(), "zero Child") {
 		t.Errorf("Punctuate = %v, want a TopologyError of p", err)
 	}
 	failInit = true

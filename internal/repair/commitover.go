@@ -1,4 +1,4 @@
-package txn
+package repair
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/txn"
 )
 
 // OffsetsTopic is Kafka's topic of group offsets, which a transaction's
@@ -90,7 +92,7 @@ const (
 // committed here. client reaches the coordinator; it must not be used by
 // a producer of the id meanwhile, nor have a transaction of the id open:
 // CommitOver refuses one in progress with [ErrTxnInProgress]. A fenced
-// producer epoch is [ErrFenced]. The caller checks the partitions again
+// producer epoch is [txn.ErrFenced]. The caller checks the partitions again
 // once the markers are written (FindDangling).
 func CommitOver(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, parts []DanglingPartition) error {
 	last, err := DescribeLast(admin, transactionalID)
@@ -243,7 +245,7 @@ func errOrNil(k sarama.KError) error {
 
 // retryCoordinator runs call on transactionalID's coordinator, again after
 // a retriable error (at most commitOverAttempts times, finding the
-// coordinator again after NOT_COORDINATOR); a fenced epoch is ErrFenced.
+// coordinator again after NOT_COORDINATOR); a fenced epoch is txn.ErrFenced.
 func retryCoordinator(ctx context.Context, client sarama.Client, transactionalID string, call func(*sarama.Broker) error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -255,7 +257,7 @@ func retryCoordinator(ctx context.Context, client sarama.Client, transactionalID
 		}
 		switch {
 		case errors.Is(err, sarama.ErrProducerFenced), errors.Is(err, sarama.ErrInvalidProducerEpoch):
-			return fmt.Errorf("%w: %w", ErrFenced, err)
+			return fmt.Errorf("%w: %w", txn.ErrFenced, err)
 		case errors.Is(err, sarama.ErrNotCoordinatorForConsumer):
 			_ = client.RefreshTransactionCoordinator(transactionalID)
 		case !errors.Is(err, sarama.ErrConcurrentTransactions) && !errors.Is(err, sarama.ErrOffsetsLoadInProgress) &&
@@ -324,7 +326,7 @@ const (
 // cannot tell that they are the committed transaction's (another epoch,
 // or starting after the transaction's last record there): those are for
 // the checks of an initialising producer or of the next abort.
-func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, written map[Partition]int64, offsets *Partition, opts ...CheckOption) (ended []DanglingPartition, err error) {
+func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, written map[txn.Partition]int64, offsets *txn.Partition, opts ...CheckOption) (ended []DanglingPartition, err error) {
 	topics := map[string][]int32{}
 	for tp := range written {
 		topics[tp.Topic] = append(topics[tp.Topic], tp.Partition)
@@ -412,7 +414,7 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 // committedOpen sorts the records that open shows open of last's
 // producer id: mine are the committed transaction's (see
 // EnsureCommitted), unknown the others. Both come sorted by partition.
-func committedOpen(open map[string]map[int32][]sarama.ProducerState, last LastTransaction, written map[Partition]int64, offsets *Partition) (mine, unknown []DanglingPartition) {
+func committedOpen(open map[string]map[int32][]sarama.ProducerState, last LastTransaction, written map[txn.Partition]int64, offsets *txn.Partition) (mine, unknown []DanglingPartition) {
 	for topic, ps := range open {
 		for p, held := range ps {
 			for _, ap := range held {
@@ -420,7 +422,7 @@ func committedOpen(open map[string]map[int32][]sarama.ProducerState, last LastTr
 					continue
 				}
 				dp := DanglingPartition{topic, p, ap.CurrentTxnStartOffset, ap.ProducerEpoch}
-				off, wrote := written[Partition{topic, p}]
+				off, wrote := written[txn.Partition{Topic: topic, Partition: p}]
 				isOffsets := offsets != nil && topic == offsets.Topic && p == offsets.Partition
 				if last.Committed(last.ProducerID, dp) && (isOffsets || wrote && dp.StartOffset <= off) {
 					mine = append(mine, dp)

@@ -1,10 +1,12 @@
-package txn
+package repair
 
 import (
 	"slices"
 	"testing"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/txn"
 )
 
 // TestCommittedOpenTellsTheCommitsRecordsApart: after a commit, open
@@ -19,8 +21,8 @@ func TestCommittedOpenTellsTheCommitsRecordsApart(t *testing.T) {
 	t.Parallel()
 	const pid = 42
 	committed := LastTransaction{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: 3}
-	written := map[Partition]int64{{"out", 0}: 100, {"out", 1}: 50, {"log", 0}: 9}
-	offsets := &Partition{OffsetsTopic, 7}
+	written := map[txn.Partition]int64{{Topic: "out", Partition: 0}: 100, {Topic: "out", Partition: 1}: 50, {Topic: "log", Partition: 0}: 9}
+	offsets := &txn.Partition{Topic: OffsetsTopic, Partition: 7}
 	held := func(pid int64, epoch int32, start int64) []sarama.ProducerState {
 		return []sarama.ProducerState{{ProducerID: pid, ProducerEpoch: epoch, CurrentTxnStartOffset: start}}
 	}

@@ -1,0 +1,31 @@
+package graph
+
+import "errors"
+
+// Handle hands a topology's graph to the runtime without an exported
+// method: processor.Topology embeds it under an unexported name, so its
+// unexported method is promoted into the topology, and only this package
+// can call it (through Of). weir's public API so never names a Graph.
+type Handle struct{ build func() (*Graph, error) }
+
+// NewHandle returns a Handle whose graph build returns.
+func NewHandle(build func() (*Graph, error)) Handle { return Handle{build: build} }
+
+func (h Handle) graphOf() (*Graph, error) {
+	if h.build == nil {
+		return nil, errNoGraph
+	}
+	return h.build()
+}
+
+var errNoGraph = errors.New("not a topology made by processor.NewTopology or kstream.NewBuilder")
+
+// Of returns the validated graph of v, a *processor.Topology (or anything
+// that embeds the Handle of one).
+func Of(v any) (*Graph, error) {
+	h, ok := v.(interface{ graphOf() (*Graph, error) })
+	if !ok || h == nil {
+		return nil, errNoGraph
+	}
+	return h.graphOf()
+}
