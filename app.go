@@ -11,7 +11,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/global"
@@ -19,6 +18,7 @@ import (
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
@@ -241,7 +241,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer dir.Close()
 
-	db, err := changelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
+	db, err := statelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
 	if errors.Is(err, ErrStateEncryptionKey) {
 		return fmt.Errorf("weir: local state in %s: set State.EncryptionKey to the key it was written with, or delete the directory to restore the stores from their changelogs: %w", dir.Path, err)
 	}
@@ -304,7 +304,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		}
 	}
 	var globalNames []string
-	globals := map[string]changelog.Bytes{}
+	globals := map[string]statelog.Bytes{}
 	for _, gs := range a.graph.Globals {
 		globalNames = append(globalNames, gs.Name)
 		globals[gs.Name] = global.Space(db, gs.Name)

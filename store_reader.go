@@ -8,10 +8,10 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/topics"
 )
@@ -293,7 +293,7 @@ func (r *StoreReader) owner(sub int, p int32) KeyOwner {
 
 // read runs fn on the committed bytes of partition p, after checking that
 // its task runs here and is not restoring.
-func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
+func (r *StoreReader) read(p int32, fn func(b *statelog.Space) error) error {
 	sub, n, _, st, err := r.placement()
 	if err != nil {
 		return err
@@ -304,7 +304,7 @@ func (r *StoreReader) read(p int32, fn func(b *changelog.Space) error) error {
 	id := fmt.Sprintf("%d_%d", sub, p)
 	tasks := r.a.Tasks()
 	i := slices.IndexFunc(tasks, func(t TaskInfo) bool { return t.ID == id })
-	view := func() error { return st.View(func(db *changelog.DB) error { return fn(db.Space(r.name, p)) }) }
+	view := func() error { return st.View(func(db *statelog.DB) error { return fn(db.Space(r.name, p)) }) }
 	switch {
 	case i < 0 && r.maxLag >= 0:
 		r.a.mu.Lock()
@@ -347,7 +347,7 @@ func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	err = r.read(p, func(s *changelog.Space) error {
+	err = r.read(p, func(s *statelog.Space) error {
 		v, err := s.Get(key)
 		value, found = v, v != nil
 		return err
@@ -363,7 +363,7 @@ func (r *StoreReader) Scan(p int32, lo, hi []byte, fn func(key, value []byte) bo
 	if err := r.want(graph.KeyValueStore); err != nil {
 		return err
 	}
-	return r.read(p, func(s *changelog.Space) error {
+	return r.read(p, func(s *statelog.Space) error {
 		for k, v := range s.Range(lo, hi) {
 			if !fn(k, v) {
 				break
@@ -395,10 +395,10 @@ func (r *StoreReader) FetchWindows(key []byte, from, to time.Time, fn func(start
 	if err != nil {
 		return err
 	}
-	return r.read(p, func(s *changelog.Space) error {
+	return r.read(p, func(s *statelog.Space) error {
 		// The window size only makes the ends of windows, which this
 		// read does not return.
-		w, err := changelog.NewWindowBytes(s, max(r.retention, time.Millisecond), time.Millisecond)
+		w, err := statelog.NewWindowBytes(s, max(r.retention, time.Millisecond), time.Millisecond)
 		if err != nil {
 			return err
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/statedir"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -55,7 +55,7 @@ func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
 // difference stops the start unless Config.AllowDropState names its
 // store, whose changelog topic and local state are then deleted so that
 // it starts empty. It returns the descriptor found (nil on a first start).
-func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *changelog.DB, dir string) (*Descriptor, error) {
+func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *statelog.DB, dir string) (*Descriptor, error) {
 	old, err := readDescriptor(client, a.cfg.ApplicationID)
 	if err != nil || old == nil {
 		return old, err
@@ -87,7 +87,7 @@ func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *
 
 // recordUpgrade checks what only the layout knows (partition counts)
 // against old, then writes the current descriptor when it differs.
-func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *changelog.DB, old *Descriptor, lay *topics.Layout) error {
+func (a *App) recordUpgrade(admin sarama.ClusterAdmin, base *sarama.Config, db *statelog.DB, old *Descriptor, lay *topics.Layout) error {
 	cur := describe(&a.cfg, a.graph, lay)
 	if old != nil {
 		cur.ResetEpoch = old.ResetEpoch
@@ -180,7 +180,7 @@ const resetEpochFile = "reset-epoch"
 // (`weir reset`) since it was written: epoch, the topology topic's, is
 // above the one recorded in dir. A state directory without a record is of
 // epoch 0.
-func (a *App) followReset(db *changelog.DB, dir string, epoch int64) error {
+func (a *App) followReset(db *statelog.DB, dir string, epoch int64) error {
 	path := filepath.Join(dir, resetEpochFile)
 	var local int64
 	if b, err := os.ReadFile(path); err == nil {

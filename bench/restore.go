@@ -41,6 +41,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -535,7 +536,7 @@ func perPartition(m map[int32]int64, partitions int32) []int64 {
 // every partition of the restore store, which must equal the partition's
 // record count in the changelog (its keys are distinct).
 func countStoreKeys(path string, partitions int32, hwm []int64) (int64, error) {
-	db, err := changelog.Open(path, changelog.Options{})
+	db, err := statelog.Open(path, changelog.Options{})
 	if err != nil {
 		return 0, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -83,7 +84,7 @@ type dedupState struct {
 // time.
 func readDedupState(t *testing.T, stateDir, app string, ids []string) dedupState {
 	t.Helper()
-	db, err := changelog.Open(filepath.Join(stateDir, app, "state"), changelog.Options{})
+	db, err := statelog.Open(filepath.Join(stateDir, app, "state"), changelog.Options{})
 	if err != nil {
 		t.Fatalf("opening the stopped instance's state: %v", err)
 	}
@@ -95,7 +96,7 @@ func readDedupState(t *testing.T, stateDir, app string, ids []string) dedupState
 		}
 	}
 	var b strings.Builder
-	w, err := changelog.NewWindowBytes(db.Space(dedupWindows.Name(), 0), dedupRetention, dedupWindowSize)
+	w, err := statelog.NewWindowBytes(db.Space(dedupWindows.Name(), 0), dedupRetention, dedupWindowSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func readDedupState(t *testing.T, stateDir, app string, ids []string) dedupState
 	if err := w.Err(); err != nil {
 		t.Fatal(err)
 	}
-	ttl, err := changelog.NewTTLBytes(db.Space(dedupIDs.Name(), 0), dedupRetention)
+	ttl, err := statelog.NewTTLBytes(db.Space(dedupIDs.Name(), 0), dedupRetention)
 	if err != nil {
 		t.Fatal(err)
 	}

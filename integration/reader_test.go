@@ -1,6 +1,6 @@
 package integration
 
-// Tests of changelog.Reader, the restore reader, against the real broker:
+// Tests of statelog.Reader, the restore reader, against the real broker:
 // plain, transactional, open-transaction, truncated and compacted
 // changelogs, and the read rate (BenchmarkReaderReadRate).
 
@@ -15,7 +15,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
@@ -31,7 +31,7 @@ func readerClient(t testing.TB, c *kafka.Env) sarama.Client {
 	return client
 }
 
-// readerRec is a copy of a changelog.Record.
+// readerRec is a copy of a statelog.Record.
 type readerRec struct {
 	Key, Value string
 	Tombstone  bool
@@ -45,14 +45,14 @@ func (r readerRec) String() string { return fmt.Sprintf("%d:%s=%s", r.Offset, r.
 // across calls and are at least from, next never decreases and is past
 // each call's last record. It returns the records, the position, the
 // number of apply calls and ReadTo's error.
-func readerRead(t *testing.T, r *changelog.Reader, from, end int64) ([]readerRec, int64, int, error) {
+func readerRead(t *testing.T, r *statelog.Reader, from, end int64) ([]readerRec, int64, int, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	return readerReadCtx(ctx, t, r, from, end)
 }
 
-func readerReadCtx(ctx context.Context, t *testing.T, r *changelog.Reader, from, end int64) ([]readerRec, int64, int, error) {
+func readerReadCtx(ctx context.Context, t *testing.T, r *statelog.Reader, from, end int64) ([]readerRec, int64, int, error) {
 	t.Helper()
 	var (
 		out      []readerRec
@@ -60,7 +60,7 @@ func readerReadCtx(ctx context.Context, t *testing.T, r *changelog.Reader, from,
 		lastOff  = from - 1
 		lastNext = from
 	)
-	pos, err := r.ReadTo(ctx, from, end, func(recs []changelog.Record, next int64) error {
+	pos, err := r.ReadTo(ctx, from, end, func(recs []statelog.Record, next int64) error {
 		calls++
 		if len(recs) == 0 {
 			t.Errorf("apply call %d got no records", calls)
@@ -88,7 +88,7 @@ func readerReadCtx(ctx context.Context, t *testing.T, r *changelog.Reader, from,
 }
 
 // readerEnd calls End and fails the test on error.
-func readerEnd(t testing.TB, r *changelog.Reader) int64 {
+func readerEnd(t testing.TB, r *statelog.Reader) int64 {
 	t.Helper()
 	end, err := r.End(t.Context())
 	if err != nil {
@@ -175,7 +175,7 @@ func TestReaderPlainTopic(t *testing.T) {
 	kafka.Produce(t, c, msgs...)
 	want := readerWant(t, msgs)
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{})
 	end := readerEnd(t, r)
 	if hwm := kafka.EndOffsets(t, c, topic)[0]; end != hwm || end != 5000 {
 		t.Fatalf("End %d, high watermark %d, want both 5000", end, hwm)
@@ -212,7 +212,7 @@ func TestReaderPlainTopic(t *testing.T) {
 	// checking the high watermark when from > end.
 	for _, c := range []struct{ from, end int64 }{{end + 10, end + 20}, {end + 10, end}} {
 		_, pos, _, err := readerRead(t, r, c.from, c.end)
-		var oor *changelog.OffsetOutOfRangeError
+		var oor *statelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) || oor.Offset != c.from || oor.Topic != topic || oor.Partition != 0 || pos != c.from {
 			t.Errorf("ReadTo(%d, %d): position %d, error %v; want an OffsetOutOfRangeError at %d", c.from, c.end, pos, err, c.from)
 		}
@@ -236,7 +236,7 @@ func TestReaderTransactions(t *testing.T) {
 	readerTxn(t, p, d, false)
 	const hwm = 20 + 1 + 15 + 1 + 10 + 1 + 5 + 1 // records and a marker each
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{})
 	// The coordinator writes the markers after EndTxn returns: poll until
 	// the last one is in and nothing is open.
 	var end int64
@@ -252,7 +252,7 @@ func TestReaderTransactions(t *testing.T) {
 	for _, maxBytes := range []int32{0, 1} {
 		// MaxBytes 1: one batch per fetch, so the aborted transaction
 		// spans fetches and each response must list it again.
-		r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{MaxBytes: maxBytes})
+		r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{MaxBytes: maxBytes})
 		got, pos, _, err := readerRead(t, r, 0, end)
 		if err != nil {
 			t.Fatalf("MaxBytes %d: ReadTo(0, %d): %v", maxBytes, end, err)
@@ -306,7 +306,7 @@ func TestReaderOpenTransaction(t *testing.T) {
 		t.Fatalf("send in the open transaction: %v", err)
 	}
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{})
 	end := readerEnd(t, r)
 	hwm := kafka.EndOffsets(t, c, topic)[0]
 	if end != 10 || hwm != 15 {
@@ -367,11 +367,11 @@ func TestReaderDeletedStart(t *testing.T) {
 		t.Fatalf("delete records below 40: %v", err)
 	}
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{})
 	end := readerEnd(t, r)
 	for _, from := range []int64{0, 39} {
 		_, pos, _, err := readerRead(t, r, from, end)
-		var oor *changelog.OffsetOutOfRangeError
+		var oor *statelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) || oor.Offset != from || oor.Topic != topic || oor.Partition != 0 || pos != from {
 			t.Errorf("ReadTo(%d, %d): position %d, error %v; want an OffsetOutOfRangeError at %d", from, end, pos, err, from)
 		}
@@ -421,7 +421,7 @@ func TestReaderCompactedGaps(t *testing.T) {
 		kafka.Produce(t, c, msgs...)
 	}
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{MaxBytes: 512})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{MaxBytes: 512})
 	fillers := 0
 	var (
 		got []readerRec
@@ -513,7 +513,7 @@ func TestReaderBatches(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 
-	r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{MaxBytes: 4 << 10})
+	r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{MaxBytes: 4 << 10})
 	end := readerEnd(t, r)
 	got, pos, calls, err := readerRead(t, r, 0, end)
 	if err != nil || pos != end || end != n {
@@ -554,11 +554,11 @@ func BenchmarkReaderReadRate(t *testing.B) {
 	t.Logf("produced %d records in %v", n, time.Since(began).Round(time.Millisecond))
 
 	for _, maxBytes := range []int32{0, 4 << 20, 16 << 20} {
-		r := changelog.NewReader(readerClient(t, c), topic, 0, changelog.ReaderOptions{MaxBytes: maxBytes})
+		r := statelog.NewReader(readerClient(t, c), topic, 0, statelog.ReaderOptions{MaxBytes: maxBytes})
 		end := readerEnd(t, r)
 		count, calls := 0, 0
 		began := time.Now()
-		pos, err := r.ReadTo(t.Context(), 0, end, func(recs []changelog.Record, next int64) error {
+		pos, err := r.ReadTo(t.Context(), 0, end, func(recs []statelog.Record, next int64) error {
 			count += len(recs)
 			calls++
 			return nil

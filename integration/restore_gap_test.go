@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -250,7 +251,7 @@ func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 
 	// The store holds the records from the new log start on, and none
 	// of those the first attempt applied below it.
-	db, err := changelog.Open(filepath.Join(cfg.StateDir, app, "state"), changelog.Options{})
+	db, err := statelog.Open(filepath.Join(cfg.StateDir, app, "state"), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 // so that the memory check sees leaks rather than Badger's bounded memory
 // filling. With the defaults, Badger's first 16 MiB memtable is an arena
 // that the process touches a page at a time as writes land: measured
-// (changelog.DB with default Options, one small entry per write), the RSS
+// (statelog.DB with default Options, one small entry per write), the RSS
 // rose from 14 to 69 MiB over the first 200,000 writes, then swung between
 // 68 and 141 MiB as memtables were flushed and reallocated, without a
 // trend, up to 1.15 million writes. Instance 0 of a 30-minute soak writes

@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -139,7 +140,7 @@ func restored(events []restoreEvent) (records int64, ended int) {
 // "latest" store, all partitions merged.
 func readStore(t *testing.T, stateDir, app string, partitions int32) map[string]int64 {
 	t.Helper()
-	db, err := changelog.Open(filepath.Join(stateDir, app, "state"), changelog.Options{})
+	db, err := statelog.Open(filepath.Join(stateDir, app, "state"), changelog.Options{})
 	if err != nil {
 		t.Fatalf("opening the stopped instance's state: %v", err)
 	}

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
 // fakeEnv is a task environment that records what sinks send.
 type fakeEnv struct {
-	stores    map[string]*changelog.Memory
+	stores    map[string]*statelog.Memory
 	users     map[string]string // store -> the one node allowed to use it
 	sent      []sent
 	schedules []fakeSchedule
@@ -65,15 +65,15 @@ func (e *fakeEnv) Schedule(node string, interval time.Duration, typ graph.Punctu
 	e.schedules = append(e.schedules, fakeSchedule{node, interval, typ, fn})
 	return func() {}, nil
 }
-func (e *fakeEnv) Store(node, name string) (changelog.Bytes, error) {
+func (e *fakeEnv) Store(node, name string) (statelog.Bytes, error) {
 	if e.users[name] != node {
 		return nil, fmt.Errorf("%s may not use %s", node, name)
 	}
 	if e.stores == nil {
-		e.stores = map[string]*changelog.Memory{}
+		e.stores = map[string]*statelog.Memory{}
 	}
 	if e.stores[name] == nil {
-		e.stores[name] = &changelog.Memory{}
+		e.stores[name] = &statelog.Memory{}
 	}
 	return e.stores[name], nil
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -16,7 +16,7 @@ import (
 // weir's task gives them: while active (a null-key record is processed),
 // writes of the empty key are dropped and counted, and reads of it miss.
 type guardedMemory struct {
-	changelog.Memory
+	statelog.Memory
 	active  bool
 	dropped int
 }
@@ -56,7 +56,7 @@ type guardedEnv struct {
 	mem *guardedMemory
 }
 
-func (e *guardedEnv) Store(string, string) (changelog.Bytes, error) { return e.mem, nil }
+func (e *guardedEnv) Store(string, string) (statelog.Bytes, error) { return e.mem, nil }
 
 func newGuardedEnv() (*guardedEnv, StoreContext) {
 	env := &guardedEnv{clockEnv: &clockEnv{fakeEnv: &fakeEnv{}}, mem: &guardedMemory{}}

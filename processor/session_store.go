@@ -6,8 +6,8 @@ import (
 	"iter"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -30,7 +30,7 @@ import (
 //
 // A session that ended before the task's stream time minus the store's
 // retention is expired: reads skip it, a Put of it fails with an error
-// wrapping [changelog.ErrExpired], and it is deleted. Every read and
+// wrapping changelog.ErrExpired, and it is deleted. Every read and
 // write first brings the store up to the task's current stream time
 // ([Context.StreamTime]) if it advanced since the last one: deleting the
 // sessions that expired costs two writes each (one tombstone in the
@@ -51,7 +51,7 @@ import (
 type SessionStore[K, V any] interface {
 	// Put sets the value of the session session.Key from session.Start to
 	// session.End; Start must not be after End. A session that is already
-	// expired is not written and the error wraps [changelog.ErrExpired]:
+	// expired is not written and the error wraps changelog.ErrExpired:
 	// the caller decides what that means, and a session-window
 	// aggregation drops the record and counts it as late (Kafka Streams'
 	// dropped-records metric).
@@ -134,7 +134,7 @@ func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := changelog.NewSessionBytes(b, s.retention)
+	sb, err := statelog.NewSessionBytes(b, s.retention)
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
@@ -147,7 +147,7 @@ func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
 // store's name as their topic.
 type sessionStore[K, V any] struct {
 	codec[K, V]
-	s     *changelog.SessionBytes
+	s     *statelog.SessionBytes
 	clock expiryClock
 	// nulls is asked about the user key: s's byte keys put a prefix before
 	// it and the session's times after it, so the Bytes under s never sees
@@ -253,7 +253,7 @@ func (s *sessionStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 // decode yields the sessions of seq with their keys and values decoded.
 // A key is decoded even where the caller gave it (FindSessions), so that
 // what is yielded is the caller's own copy.
-func (s *sessionStore[K, V]) decode(seq iter.Seq2[changelog.SessionKey, []byte], yield func(Windowed[K], V) bool) {
+func (s *sessionStore[K, V]) decode(seq iter.Seq2[statelog.SessionKey, []byte], yield func(Windowed[K], V) bool) {
 	defer s.drain()
 	for sk, vb := range seq {
 		k, err := s.decodeKey(sk.Key)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -268,7 +269,7 @@ func TestSessionStoreDecodeErrorEndsIteration(t *testing.T) {
 	if err := s.Put(sess("a", 0, 1), 1); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := changelog.NewSessionBytes(env.stores["bad"], time.Hour)
+	raw, err := statelog.NewSessionBytes(env.stores["bad"], time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -43,10 +43,10 @@ func (n Node[K, V]) topology() *Topology    { return n.t }
 
 // StoreContext opens stores: every [Context] is one.
 type StoreContext interface {
-	storeBytes(name string) (changelog.Bytes, error)
+	storeBytes(name string) (statelog.Bytes, error)
 }
 
-func (c *nodeContext[K, V]) storeBytes(name string) (changelog.Bytes, error) {
+func (c *nodeContext[K, V]) storeBytes(name string) (statelog.Bytes, error) {
 	b, err := c.env.Store(c.node, name)
 	if err != nil {
 		// The node may not use the store: the wiring's fault, not the
@@ -65,7 +65,7 @@ func (c *nodeContext[K, V]) storeBytes(name string) (changelog.Bytes, error) {
 // StoreContext other than weir's runtime) drop nothing.
 type nullKeys struct{ g graph.NullKeyGuard }
 
-func nullKeysOf(b changelog.Bytes) nullKeys {
+func nullKeysOf(b statelog.Bytes) nullKeys {
 	g, _ := b.(graph.NullKeyGuard)
 	return nullKeys{g}
 }
@@ -336,7 +336,7 @@ func (s *KeyValueSpec[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], error)
 // store's name as their topic.
 type kvStore[K, V any] struct {
 	codec[K, V]
-	b changelog.Bytes
+	b statelog.Bytes
 }
 
 func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
@@ -399,7 +399,7 @@ func (s *kvStore[K, V]) PrefixScan(prefix K) iter.Seq2[K, V] {
 			s.fail(err)
 			return
 		}
-		s.decode(s.b.Range(pb, changelog.PrefixEnd(pb)), yield)
+		s.decode(s.b.Range(pb, statelog.PrefixEnd(pb)), yield)
 	}
 }
 

@@ -5,14 +5,14 @@ import (
 	"iter"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
 // ttlPurgeLimit is the most expired entries a TTL store deletes in one
 // call. Each call writes at most one entry, so 64 keeps up with any rate
-// of writes (see changelog.TTLBytes.Expire) while bounding what one call
+// of writes (see statelog.TTLBytes.Expire) while bounding what one call
 // adds to a commit: at most 64 tombstones in the changelog and 128
 // deletes in the write buffer, even when a long pause of the stream
 // expired a whole store at once.
@@ -126,7 +126,7 @@ func (s *TTLSpec[K, V]) Open(ctx StoreContext) (TTLStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	tb, err := changelog.NewTTLBytes(b, s.ttl)
+	tb, err := statelog.NewTTLBytes(b, s.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
@@ -139,7 +139,7 @@ func (s *TTLSpec[K, V]) Open(ctx StoreContext) (TTLStore[K, V], error) {
 // as their topic.
 type ttlStore[K, V any] struct {
 	codec[K, V]
-	b *changelog.TTLBytes
+	b *statelog.TTLBytes
 	// clock is the Context the store was opened with. Every Context has a
 	// StreamTime; a StoreContext that lacks one leaves clock nil, and the
 	// store then stays at the zero stream time.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -182,4 +182,4 @@ func TestTTLSpecValidates(t *testing.T) {
 // memStores is a StoreContext whose stores are empty Memories.
 type memStores struct{}
 
-func (memStores) storeBytes(string) (changelog.Bytes, error) { return &changelog.Memory{}, nil }
+func (memStores) storeBytes(string) (statelog.Bytes, error) { return &statelog.Memory{}, nil }

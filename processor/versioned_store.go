@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -106,7 +106,7 @@ func (s *VersionedSpec[K, V]) Open(ctx StoreContext) (VersionedStore[K, V], erro
 
 type versionedStore[K, V any] struct {
 	codec[K, V]
-	b       changelog.Bytes
+	b       statelog.Bytes
 	history int64
 	clock   interface{ StreamTime() time.Time }
 	nulls   nullKeys

@@ -4,19 +4,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
 // memoryStoreContext opens every store on one in-memory Bytes, at a
 // stream time the test sets.
 type memoryStoreContext struct {
-	b   *changelog.Memory
+	b   *statelog.Memory
 	now time.Time
 }
 
-func (c *memoryStoreContext) storeBytes(string) (changelog.Bytes, error) { return c.b, nil }
-func (c *memoryStoreContext) StreamTime() time.Time                      { return c.now }
+func (c *memoryStoreContext) storeBytes(string) (statelog.Bytes, error) { return c.b, nil }
+func (c *memoryStoreContext) StreamTime() time.Time                     { return c.now }
 
 func at(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
@@ -27,7 +27,7 @@ func at(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // history find nothing.
 func TestVersionedStore(t *testing.T) {
 	t.Parallel()
-	ctx := &memoryStoreContext{b: &changelog.Memory{}}
+	ctx := &memoryStoreContext{b: &statelog.Memory{}}
 	st, err := Versioned("v", 100*time.Millisecond, serde.String(), serde.String()).Open(ctx)
 	if err != nil {
 		t.Fatal(err)

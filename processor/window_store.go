@@ -6,8 +6,8 @@ import (
 	"iter"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -39,7 +39,7 @@ type Windowed[K any] struct {
 //
 // A window that starts before the task's stream time minus the store's
 // retention is expired: reads skip it, a Put of it fails with an error
-// wrapping [changelog.ErrExpired], and it is deleted. Every read and
+// wrapping changelog.ErrExpired, and it is deleted. Every read and
 // write first brings the store up to the task's current stream time
 // ([Context.StreamTime]) if it advanced since the last one: deleting the
 // windows that expired costs two writes each (one tombstone in the
@@ -61,7 +61,7 @@ type Windowed[K any] struct {
 type WindowStore[K, V any] interface {
 	// Put sets the value of key's window starting at windowStart. A window
 	// that is already expired is not written and the error wraps
-	// [changelog.ErrExpired]: the caller decides what that means, and a
+	// changelog.ErrExpired: the caller decides what that means, and a
 	// windowed aggregation drops the record and counts it as late (Kafka
 	// Streams' dropped-records metric).
 	Put(key K, windowStart time.Time, value V) error
@@ -152,7 +152,7 @@ func (s *WindowSpec[K, V]) Open(ctx StoreContext) (WindowStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := changelog.NewWindowBytes(b, s.retention, s.size)
+	w, err := statelog.NewWindowBytes(b, s.retention, s.size)
 	if err != nil {
 		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
 	}
@@ -200,7 +200,7 @@ func (c *expiryClock) advance(store string) error {
 // name as their topic.
 type windowStore[K, V any] struct {
 	codec[K, V]
-	w     *changelog.WindowBytes
+	w     *statelog.WindowBytes
 	size  time.Duration
 	clock expiryClock
 	// nulls is asked about the user key: w's byte keys put a prefix before
@@ -312,7 +312,7 @@ func (s *windowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 }
 
 // decode yields the windows of seq with their keys and values decoded.
-func (s *windowStore[K, V]) decode(seq iter.Seq2[changelog.WindowKey, []byte], yield func(Windowed[K], V) bool) {
+func (s *windowStore[K, V]) decode(seq iter.Seq2[statelog.WindowKey, []byte], yield func(Windowed[K], V) bool) {
 	defer s.drain()
 	for wk, vb := range seq {
 		k, err := s.decodeKey(wk.Key)

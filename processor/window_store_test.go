@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -316,7 +317,7 @@ func TestWindowStoreDecodeErrorEndsIteration(t *testing.T) {
 	}
 	// Write a value the Int64 serde cannot read, and a key the String
 	// serde cannot read, beside the store.
-	raw, err := changelog.NewWindowBytes(env.stores["bad"], time.Hour, 10*time.Millisecond)
+	raw, err := statelog.NewWindowBytes(env.stores["bad"], time.Hour, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

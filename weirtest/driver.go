@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -58,7 +58,7 @@ type Driver struct {
 	pending  []*sarama.ConsumerMessage
 	offsets  map[string]int64
 	outputs  map[string][]*sarama.ConsumerMessage
-	globals  map[string]changelog.Bytes // global store topic -> its bytes
+	globals  map[string]statelog.Bytes // global store topic -> its bytes
 	now      time.Time
 	err      error // sticky: the first failure
 	closed   bool
@@ -106,7 +106,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	d := &Driver{
 		app: cfg.ApplicationID, log: cfg.Logger, ctx: ctx, cancel: cancel, now: cfg.WallClock,
 		inputs: map[string]*input{}, internal: map[string]bool{}, offsets: map[string]int64{}, outputs: map[string][]*sarama.ConsumerMessage{},
-		globals: map[string]changelog.Bytes{},
+		globals: map[string]statelog.Bytes{},
 	}
 	for _, r := range g.Repartitions {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
@@ -116,9 +116,9 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 		topicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
 			Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
 	}
-	globals := map[string]changelog.Bytes{}
+	globals := map[string]statelog.Bytes{}
 	for _, gs := range g.Globals {
-		b := &changelog.Memory{}
+		b := &statelog.Memory{}
 		globals[gs.Name] = b
 		d.globals[gs.Topic] = b
 	}

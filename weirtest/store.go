@@ -3,7 +3,7 @@ package weirtest
 import (
 	"fmt"
 
-	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -29,7 +29,7 @@ func KeyValueStore[K, V any](d *Driver, name string, keys serde.Serde[K], values
 	return &KeyValueView[K, V]{d: d, name: name, keys: keys, values: values}
 }
 
-func (s *KeyValueView[K, V]) bytes() (changelog.Bytes, error) {
+func (s *KeyValueView[K, V]) bytes() (statelog.Bytes, error) {
 	for _, tk := range s.d.tasks {
 		if b, ok := tk.StoreBytes(s.name); ok {
 			return b, nil

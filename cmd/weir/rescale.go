@@ -15,8 +15,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -565,7 +565,7 @@ func partitionKey(kind string, layout graph.KeyLayout, k []byte) ([]byte, error)
 		if len(k) == 0 || k[0] != 0x01 {
 			return nil, fmt.Errorf("not a %s store entry", kind)
 		}
-		key, _, err := changelog.DecodeKey(k[1:])
+		key, _, err := statelog.DecodeKey(k[1:])
 		return key, err
 	case "versioned":
 		l, n := binary.Uvarint(k)

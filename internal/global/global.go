@@ -24,8 +24,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -42,7 +42,7 @@ const CheckpointRefresh = time.Minute
 
 // Updater restores and keeps current an instance's global stores.
 type Updater struct {
-	db     *changelog.DB
+	db     *statelog.DB
 	client sarama.Client
 	log    *slog.Logger
 	// deleteRetention is each topic's delete.retention.ms.
@@ -61,7 +61,7 @@ type store struct {
 type part struct {
 	p   int32
 	pos int64 // next offset to read
-	r   *changelog.Reader
+	r   *statelog.Reader
 	// synced is when the partition was last known caught up with its
 	// topic, as its checkpoint time says.
 	synced time.Time
@@ -71,7 +71,7 @@ type part struct {
 // (read_committed) and writing to db. deleteRetention gives each topic's
 // delete.retention.ms (topics.DefaultDeleteRetention for a topic it
 // lacks). It does no I/O.
-func New(db *changelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.GlobalStore, deleteRetention map[string]time.Duration) *Updater {
+func New(db *statelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.GlobalStore, deleteRetention map[string]time.Duration) *Updater {
 	u := &Updater{db: db, client: client, log: log, deleteRetention: deleteRetention}
 	for _, g := range gs {
 		u.stores = append(u.stores, &store{name: g.Name, topic: g.Topic})
@@ -80,7 +80,7 @@ func New(db *changelog.DB, client sarama.Client, log *slog.Logger, gs []*graph.G
 }
 
 // Space returns the bytes of global store name in db.
-func Space(db *changelog.DB, name string) *changelog.Space { return db.Space(name, Partition) }
+func Space(db *statelog.DB, name string) *statelog.Space { return db.Space(name, Partition) }
 
 // Restore brings every global store up to the committed end of its topic,
 // from where its checkpoints left it. A checkpoint the topic no longer
@@ -115,13 +115,13 @@ func (u *Updater) restore(ctx context.Context, s *store, attempt int) (int64, er
 		if err != nil {
 			return 0, err
 		}
-		pt := &part{p: p, r: changelog.NewReader(u.client, s.topic, p, changelog.ReaderOptions{}), synced: ck.Time}
+		pt := &part{p: p, r: statelog.NewReader(u.client, s.topic, p, statelog.ReaderOptions{}), synced: ck.Time}
 		if found && attempt == 0 {
 			dr, known := u.deleteRetention[s.topic]
 			if !known {
 				dr = topics.DefaultDeleteRetention
 			}
-			if changelog.CheckpointTooOld(ck.Time, now, dr) {
+			if statelog.CheckpointTooOld(ck.Time, now, dr) {
 				end, err := pt.r.End(ctx)
 				if err != nil {
 					return 0, fmt.Errorf("weir: global store %s: %w", s.name, err)
@@ -148,7 +148,7 @@ func (u *Updater) restore(ctx context.Context, s *store, attempt int) (int64, er
 	var total int64
 	for _, pt := range s.parts {
 		n, err := u.catchUp(ctx, s, pt)
-		var oor *changelog.OffsetOutOfRangeError
+		var oor *statelog.OffsetOutOfRangeError
 		if errors.As(err, &oor) && attempt < maxStartOvers {
 			u.log.Warn("global store checkpoint out of range of its topic; restoring it from the start",
 				"store", s.name, "topic", s.topic, "partition", pt.p, "offset", oor.Offset)
@@ -199,10 +199,10 @@ func (u *Updater) catchUp(ctx context.Context, s *store, pt *part) (int64, error
 	}
 	var n int64
 	data, ckpt := Space(u.db, s.name), u.db.Space(s.name, pt.p)
-	pos, err := pt.r.ReadTo(ctx, pt.pos, end, func(recs []changelog.Record, next int64) error {
-		entries := make([]changelog.Entry, len(recs))
+	pos, err := pt.r.ReadTo(ctx, pt.pos, end, func(recs []statelog.Record, next int64) error {
+		entries := make([]statelog.Entry, len(recs))
 		for i, r := range recs {
-			entries[i] = changelog.Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil}
+			entries[i] = statelog.Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil}
 		}
 		c := u.db.NewCommit()
 		if err := c.Stage(data, entries); err != nil {
@@ -246,7 +246,7 @@ func (u *Updater) Run(ctx context.Context) error {
 		for _, s := range u.stores {
 			for _, pt := range s.parts {
 				n, err := u.catchUp(ctx, s, pt)
-				var oor *changelog.OffsetOutOfRangeError
+				var oor *statelog.OffsetOutOfRangeError
 				if errors.As(err, &oor) {
 					u.log.Warn("global store lost its place in its topic; restoring it from the start",
 						"store", s.name, "topic", s.topic, "partition", pt.p, "offset", oor.Offset)

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // Kind is the role of a node.
@@ -322,7 +322,7 @@ type TaskEnv interface {
 	// use. The Bytes it returns implements NullKeyGuard. An error means
 	// that the topology does not give node that store: a wiring mistake,
 	// which the caller reports as a TopologyError.
-	Store(node, name string) (changelog.Bytes, error)
+	Store(node, name string) (statelog.Bytes, error)
 	Logger() *slog.Logger
 	// CountLate counts one input record dropped because it arrived after
 	// its window had closed (weir_records_late_total{thread,task}).

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // State keeps track of the store partitions this instance holds on
@@ -31,7 +31,7 @@ import (
 // use is held shared by that work and exclusively by Close, so the
 // database is never touched once Close has returned.
 type State struct {
-	db       *changelog.DB
+	db       *statelog.DB
 	spaces   spaceOps // what the cleaner and the scrapes do to the database
 	log      *slog.Logger
 	delay    time.Duration
@@ -68,7 +68,7 @@ type spaceOps interface {
 }
 
 // dbSpaces is spaceOps on the instance's database.
-type dbSpaces struct{ db *changelog.DB }
+type dbSpaces struct{ db *statelog.DB }
 
 func (d dbSpaces) drop(s space) error      { return d.db.Space(s.store, s.partition).Drop() }
 func (d dbSpaces) size(store string) int64 { return d.db.EstimatedDiskBytes(store) }
@@ -77,7 +77,7 @@ func (d dbSpaces) size(store string) int64 { return d.db.EstimatedDiskBytes(stor
 // sub-topologies storeSub gives. The store partitions held are dropped
 // after delay unless their task is acquired first, except those of the
 // stores keep names (the global stores, which belong to no task).
-func New(db *changelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int, keep ...string) (*State, error) {
+func New(db *statelog.DB, log *slog.Logger, delay time.Duration, storeSub map[string]int, keep ...string) (*State, error) {
 	l := &State{
 		db: db, spaces: dbSpaces{db}, log: log, delay: delay, storeSub: storeSub,
 		ckpts: map[space]int64{}, holders: map[assign.TaskID]map[int]struct{}{},
@@ -177,7 +177,7 @@ func (l *State) Release(id assign.TaskID, thread int, stores []string) {
 }
 
 // Sizes returns, for each store with a partition on disk, the estimate of
-// the disk its data takes (changelog.DB.EstimatedDiskBytes, whose gaps
+// the disk its data takes (statelog.DB.EstimatedDiskBytes, whose gaps
 // weir_store_estimated_disk_bytes documents). The estimate is per store,
 // not per partition: a table holding two partitions of one store then
 // counts, where a per-partition estimate would miss it. It runs outside
@@ -206,7 +206,7 @@ var ErrClosed = errors.New("weir: local state is closed")
 // View runs fn with the database, which stays open until fn returns; it
 // returns ErrClosed without running fn once Close has begun. For reads
 // from outside the stream threads (store views).
-func (l *State) View(fn func(db *changelog.DB) error) error {
+func (l *State) View(fn func(db *statelog.DB) error) error {
 	l.use.RLock()
 	defer l.use.RUnlock()
 	if l.closed {

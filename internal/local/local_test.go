@@ -10,15 +10,16 @@ import (
 
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // testStore is the one store of the tests' single sub-topology.
 const testStore = "counts"
 
 // openTestDB opens a real Badger database in a temporary directory.
-func openTestDB(t *testing.T) *changelog.DB {
+func openTestDB(t *testing.T) *statelog.DB {
 	t.Helper()
-	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,12 +29,12 @@ func openTestDB(t *testing.T) *changelog.DB {
 
 // fillSpace writes n keys and a checkpoint into a store partition, as a
 // task's commit does.
-func fillSpace(t *testing.T, db *changelog.DB, partition int32, n int, ckpt int64) {
+func fillSpace(t *testing.T, db *statelog.DB, partition int32, n int, ckpt int64) {
 	t.Helper()
 	sp := db.Space(testStore, partition)
-	entries := make([]changelog.Entry, n)
+	entries := make([]statelog.Entry, n)
 	for i := range entries {
-		entries[i] = changelog.Entry{Key: []byte{byte(i >> 8), byte(i)}, Value: []byte("value")}
+		entries[i] = statelog.Entry{Key: []byte{byte(i >> 8), byte(i)}, Value: []byte("value")}
 	}
 	if err := sp.Apply(entries); err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func fillSpace(t *testing.T, db *changelog.DB, partition int32, n int, ckpt int6
 
 // storedCheckpoint returns the checkpoint offset the database holds for a
 // partition of testStore, or -1.
-func storedCheckpoint(t *testing.T, db *changelog.DB, partition int32) int64 {
+func storedCheckpoint(t *testing.T, db *statelog.DB, partition int32) int64 {
 	t.Helper()
 	cps, err := db.Checkpoints()
 	if err != nil {

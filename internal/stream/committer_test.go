@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -33,7 +34,7 @@ func (s *fakeSession) MemberID() string    { return "member-1" }
 func committerThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 	t.Helper()
 	th := failureThread(t, cfg, fake)
-	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
 )
@@ -141,7 +142,7 @@ func TestStandbysProbePacing(t *testing.T) {
 // bound admits, and a read of it is refused as behind without running.
 func TestStandbyLagGrowsStaleWhenUpdatesFail(t *testing.T) {
 	t.Parallel()
-	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -89,7 +89,7 @@ func TestIndexedStoreUpdatesAreOneChangelogRecordEach(t *testing.T) {
 	if err := tk.SendChangelog(); err != nil {
 		t.Fatal(err)
 	}
-	records := map[string][]changelog.Record{}
+	records := map[string][]statelog.Record{}
 	for _, m := range host.sent {
 		store := m.Metadata.(*client.Origin).Store
 		k, err := m.Key.Encode()
@@ -102,7 +102,7 @@ func TestIndexedStoreUpdatesAreOneChangelogRecordEach(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		records[store] = append(records[store], changelog.Record{Key: k, Value: v, Offset: int64(len(records[store]))})
+		records[store] = append(records[store], statelog.Record{Key: k, Value: v, Offset: int64(len(records[store]))})
 	}
 	// Six distinct windows and sessions; three keys in the TTL store.
 	want := map[string]int{"windows": 6, "sessions": 6, "seen": 3}
@@ -121,11 +121,11 @@ func TestIndexedStoreUpdatesAreOneChangelogRecordEach(t *testing.T) {
 		if len(committed) != 2*want[store] {
 			t.Errorf("store %s: the committed state holds %d entries, want %d (index entries included)", store, len(committed), 2*want[store])
 		}
-		entries, err := changelog.RestoreEntries(nil, records[store], storeIndex(st.spec.Kind))
+		entries, err := statelog.RestoreEntries(nil, records[store], storeIndex(st.spec.Kind))
 		if err != nil {
 			t.Fatal(err)
 		}
-		restored := &changelog.Memory{}
+		restored := &statelog.Memory{}
 		if err := restored.Apply(entries); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestIndexedStoreUpdatesAreOneChangelogRecordEach(t *testing.T) {
 	}
 }
 
-func dumpBytes(t *testing.T, b changelog.Bytes) []string {
+func dumpBytes(t *testing.T, b statelog.Bytes) []string {
 	t.Helper()
 	var out []string
 	for k, v := range b.Range(nil, nil) {

@@ -6,16 +6,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // Tasks without a broker or Badger, for package weirtest: the same task,
 // node and store code as the runtime, with stores in memory.
 
 // NewInMemory returns a running task of sub-topology sub on partition:
-// its stores are changelog.Memory under the usual write buffer and start
+// its stores are statelog.Memory under the usual write buffer and start
 // empty, so there is nothing to restore and Init has run. sh needs
 // Config, Graph and Metrics; Layout, DB, Local and the restore fields are
 // not used. Feed an input partition by attaching a queue to it (Attach),
@@ -35,7 +35,7 @@ func NewInMemory(ctx context.Context, sh *Shared, host Host, log *slog.Logger, s
 		if len(s.Users) == 0 || !inSub[s.Users[0]] {
 			continue
 		}
-		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
+		st := &taskStore{spec: s, buf: statelog.NewBuffer(&statelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
 		for _, u := range s.Users {
 			st.users[u.Name] = true
 		}
@@ -64,7 +64,7 @@ func (t *Task) FlushInMemory() error {
 // its write buffer, or false when the task has no such store. It is for
 // reading (weirtest's store views): a write through it skips the
 // null-key rule.
-func (t *Task) StoreBytes(name string) (changelog.Bytes, bool) {
+func (t *Task) StoreBytes(name string) (statelog.Bytes, bool) {
 	st := t.stores[name]
 	if st == nil {
 		return nil, false

@@ -3,8 +3,8 @@ package task
 import (
 	"slices"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // Records with a null Kafka key in stateful operations.
@@ -75,13 +75,13 @@ func (t *Task) dropNullKey(key []byte, attr, name string) bool {
 // dropped, so it sees the state they would have left, none, and whatever
 // it computes from it goes nowhere under that key.
 type nullKeyBytes struct {
-	changelog.Bytes
+	statelog.Bytes
 	t     *Task
 	store string
 }
 
 var (
-	_ changelog.Bytes    = (*nullKeyBytes)(nil)
+	_ statelog.Bytes     = (*nullKeyBytes)(nil)
 	_ graph.NullKeyGuard = (*nullKeyBytes)(nil)
 )
 
@@ -91,7 +91,7 @@ func (b *nullKeyBytes) NullKey(key []byte) bool { return b.t.nulls.active && len
 // DropNullKey implements graph.NullKeyGuard.
 func (b *nullKeyBytes) DropNullKey(key []byte) bool { return b.t.dropNullKey(key, "store", b.store) }
 
-// Get implements changelog.Bytes.
+// Get implements statelog.Bytes.
 func (b *nullKeyBytes) Get(key []byte) ([]byte, error) {
 	if b.NullKey(key) {
 		return nil, nil
@@ -99,7 +99,7 @@ func (b *nullKeyBytes) Get(key []byte) ([]byte, error) {
 	return b.Bytes.Get(key)
 }
 
-// Put implements changelog.Bytes.
+// Put implements statelog.Bytes.
 func (b *nullKeyBytes) Put(key, value []byte) error {
 	if b.DropNullKey(key) {
 		return nil
@@ -107,7 +107,7 @@ func (b *nullKeyBytes) Put(key, value []byte) error {
 	return b.Bytes.Put(key, value)
 }
 
-// Delete implements changelog.Bytes.
+// Delete implements statelog.Bytes.
 func (b *nullKeyBytes) Delete(key []byte) error {
 	if b.DropNullKey(key) {
 		return nil

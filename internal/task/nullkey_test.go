@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/queue"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -47,7 +47,7 @@ func brokerlessTask(t *testing.T, top *processor.Topology, reg *prometheus.Regis
 		punctuations: m.Punctuations.WithLabelValues("0", "0_0"), deadLettered: m.DeadLettered.WithLabelValues("0", "0_0"),
 		dropped: m.RecordsDropped.WithLabelValues("0", "0_0", "null_key"), latency: m.EndToEndLatency.WithLabelValues("0_0")}
 	for _, s := range g.Stores {
-		st := &taskStore{spec: s, buf: changelog.NewBuffer(&changelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
+		st := &taskStore{spec: s, buf: statelog.NewBuffer(&statelog.Memory{}), users: map[string]bool{}, ckpt: -1, staged: -1}
 		for _, u := range s.Users {
 			st.users[u.Name] = true
 		}
@@ -197,7 +197,7 @@ func TestNullKeyRecordsDropTheirEmptyKeyWrites(t *testing.T) {
 	}
 
 	// The window and session stores, by user key and time.
-	wb, err := changelog.NewWindowBytes(tk.stores["windows"].buf, time.Hour, time.Second)
+	wb, err := statelog.NewWindowBytes(tk.stores["windows"].buf, time.Hour, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestNullKeyRecordsDropTheirEmptyKeyWrites(t *testing.T) {
 	for wk := range wb.All() {
 		windows = append(windows, fmt.Sprintf("%q@%d", wk.Key, wk.Start.Sub(base)/time.Second))
 	}
-	sb, err := changelog.NewSessionBytes(tk.stores["sessions"].buf, time.Hour)
+	sb, err := statelog.NewSessionBytes(tk.stores["sessions"].buf, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -51,7 +51,7 @@ const (
 
 // standbyCheckpointRefresh is how often a caught-up standby rewrites its
 // checkpoint although nothing arrived: the checkpoint's time says how long
-// the state is known complete (see changelog.CheckpointTooOld), and a quiet store
+// the state is known complete (see statelog.CheckpointTooOld), and a quiet store
 // whose time stayed where it was would be copied in full once records
 // came again after delete.retention.ms.
 const standbyCheckpointRefresh = time.Minute
@@ -72,7 +72,7 @@ const (
 // stores); a log start that overtakes the restore again and again means the
 // changelog keeps records for less time than a restore takes, which more
 // attempts do not fix. The restore then fails with the
-// [changelog.OffsetOutOfRangeError], and the task's thread with it, as any
+// [statelog.OffsetOutOfRangeError], and the task's thread with it, as any
 // failed restore does.
 const maxRestoreRestarts = 3
 
@@ -82,7 +82,7 @@ const maxRestoreRestarts = 3
 // and otherwise drops the local state and restores from the log start (a
 // full restore): when there is no checkpoint, when the changelog no
 // longer holds it, and when the checkpoint is older than the changelog's
-// delete.retention.ms (see changelog.CheckpointTooOld).
+// delete.retention.ms (see statelog.CheckpointTooOld).
 //
 // A full restore whose position falls below the log start (retention or
 // DeleteRecords moved it while the restore ran) starts over from the new
@@ -103,7 +103,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	}
 	partition := strconv.Itoa(int(t.id.Partition))
 	start := time.Now()
-	r := changelog.NewReader(sh.RestoreClient, st.topic, t.id.Partition, changelog.ReaderOptions{})
+	r := statelog.NewReader(sh.RestoreClient, st.topic, t.id.Partition, statelog.ReaderOptions{})
 	end, err := r.End(ctx)
 	if err != nil {
 		return 0, err
@@ -129,7 +129,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	// reader reports a checkpoint above the log's end as out of range.
 	from := ckpt.Offset
 	// since is the time the checkpoints written during the restore carry
-	// (changelog.Checkpoint.Time). A replay keeps the old checkpoint's:
+	// (statelog.Checkpoint.Time). A replay keeps the old checkpoint's:
 	// the keys it found on disk are no safer for the replay having
 	// begun, as tombstones written before the restore started may still
 	// vanish before it reaches them. A full restore reads every record
@@ -156,7 +156,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 			if !known {
 				dr = topics.DefaultDeleteRetention
 			}
-			if changelog.CheckpointTooOld(since, start, dr) {
+			if statelog.CheckpointTooOld(since, start, dr) {
 				reason = fullTooOld
 				t.log.Warn("checkpoint older than the changelog's delete.retention.ms, deletions since may be compacted away; restoring in full",
 					"store", st.spec.Name, "checkpoint", from, "checkpoint_time", since, "delete_retention", dr)
@@ -181,7 +181,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 	// most two batches in memory. Each batch goes in one write batch with
 	// its checkpoint, after its data.
 	var (
-		bufs     [2][]changelog.Entry
+		bufs     [2][]statelog.Entry
 		cur      int
 		inflight *restoreBatch
 	)
@@ -203,7 +203,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 		}
 		return nil
 	}
-	apply := func(recs []changelog.Record, next int64) error {
+	apply := func(recs []statelog.Record, next int64) error {
 		if err := settle(); err != nil {
 			return err
 		}
@@ -213,9 +213,9 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 		if st.source {
 			// A record with a null key is not in the store: the table
 			// drops it.
-			recs = slices.DeleteFunc(recs, func(r changelog.Record) bool { return r.Key == nil })
+			recs = slices.DeleteFunc(recs, func(r statelog.Record) bool { return r.Key == nil })
 		}
-		entries, err := changelog.RestoreEntries(bufs[cur][:0], recs, idx)
+		entries, err := statelog.RestoreEntries(bufs[cur][:0], recs, idx)
 		if err != nil {
 			return err
 		}
@@ -243,7 +243,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 		if serr := settle(); serr != nil && err == nil {
 			err = serr
 		}
-		var oor *changelog.OffsetOutOfRangeError
+		var oor *statelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) {
 			break
 		}
@@ -332,7 +332,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 // task's input topic ends: the group's committed offset of the task's
 // partition (records after it the task processes itself, into the store),
 // or the topic's start when the group has committed none, at most end.
-func (t *Task) sourceEnd(ctx context.Context, r *changelog.Reader, st *taskStore, end int64) (int64, error) {
+func (t *Task) sourceEnd(ctx context.Context, r *statelog.Reader, st *taskStore, end int64) (int64, error) {
 	if t.sh.CommittedOffset == nil {
 		return 0, fmt.Errorf("no way to read the committed offset of %s", st.topic)
 	}
@@ -363,7 +363,7 @@ type restoreBatch struct {
 // checkpoint is then trusted after a short stop, so an upgrade does not
 // restore every store in full, and not after a long one. Zero when
 // nothing is known.
-func (t *Task) checkpointSince(c changelog.Checkpoint) time.Time {
+func (t *Task) checkpointSince(c statelog.Checkpoint) time.Time {
 	if !c.Time.IsZero() {
 		return c.Time
 	}
@@ -413,7 +413,7 @@ type AbandonedEnder interface {
 // openTxnWarnEvery, never reported as restored; with each warning a host
 // that is an AbandonedEnder is asked to end it, should a departed process
 // have left it. It returns early when ctx ends.
-func (t *Task) awaitStable(ctx context.Context, r *changelog.Reader, st *taskStore, pos int64) (int64, error) {
+func (t *Task) awaitStable(ctx context.Context, r *statelog.Reader, st *taskStore, pos int64) (int64, error) {
 	hwm, err := r.HighWatermark(ctx)
 	if err != nil || hwm <= pos {
 		return pos, err

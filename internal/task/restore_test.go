@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // A checkpoint is trusted only while every tombstone written after it must
@@ -34,11 +35,11 @@ func TestCheckpointTooOld(t *testing.T) {
 		{"zero retention", 0, 0, true},
 		{"checkpoint from the future", -time.Hour, day, false},
 	} {
-		if got := changelog.CheckpointTooOld(now.Add(-tc.age), now, tc.deleteRetention); got != tc.want {
-			t.Errorf("%s: changelog.CheckpointTooOld(age %v, delete.retention.ms %v) = %v, want %v", tc.name, tc.age, tc.deleteRetention, got, tc.want)
+		if got := statelog.CheckpointTooOld(now.Add(-tc.age), now, tc.deleteRetention); got != tc.want {
+			t.Errorf("%s: statelog.CheckpointTooOld(age %v, delete.retention.ms %v) = %v, want %v", tc.name, tc.age, tc.deleteRetention, got, tc.want)
 		}
 	}
-	if !changelog.CheckpointTooOld(time.Time{}, now, day) {
+	if !statelog.CheckpointTooOld(time.Time{}, now, day) {
 		t.Error("a checkpoint of unknown time was trusted")
 	}
 }
@@ -48,7 +49,7 @@ func TestCheckpointTooOld(t *testing.T) {
 func TestCheckpointSince(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
-	db, err := changelog.Open(dir, changelog.Options{})
+	db, err := statelog.Open(dir, changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestCheckpointSince(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err = changelog.Open(dir, changelog.Options{})
+	db, err = statelog.Open(dir, changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,20 +81,20 @@ func TestCheckpointSince(t *testing.T) {
 
 	tk := &Task{sh: &Shared{Config: Config{CleanupDelay: 10 * time.Minute}, DB: db}}
 	at := time.UnixMilli(1_700_000_000_000)
-	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1, Time: at}); !got.Equal(at) {
+	if got := tk.checkpointSince(statelog.Checkpoint{Offset: 1, Time: at}); !got.Equal(at) {
 		t.Errorf("checkpointSince of a checkpoint with a time = %v, want %v", got, at)
 	}
-	if got, want := tk.checkpointSince(changelog.Checkpoint{Offset: 1}), written.Add(-10*time.Minute); !got.Equal(want) {
+	if got, want := tk.checkpointSince(statelog.Checkpoint{Offset: 1}), written.Add(-10*time.Minute); !got.Equal(want) {
 		t.Errorf("checkpointSince of a checkpoint without a time = %v, want the last write less the cleanup delay, %v", got, want)
 	}
 
-	mem, err := changelog.Open("", changelog.Options{InMemory: true})
+	mem, err := statelog.Open("", changelog.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
 	tk = &Task{sh: &Shared{DB: mem}}
-	if got := tk.checkpointSince(changelog.Checkpoint{Offset: 1}); !got.IsZero() {
+	if got := tk.checkpointSince(statelog.Checkpoint{Offset: 1}); !got.IsZero() {
 		t.Errorf("checkpointSince without a time or a last write = %v, want zero", got)
 	}
 }
@@ -103,7 +104,7 @@ func TestCheckpointSince(t *testing.T) {
 // trust after a short restart.
 func TestIdleCheckpointIsRefreshed(t *testing.T) {
 	t.Parallel()
-	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestIdleCheckpointIsRefreshed(t *testing.T) {
 		t.Fatal(err)
 	}
 	restoredAt := time.UnixMilli(1_700_000_000_000)
-	st := &taskStore{spec: &graph.Store{Name: "s"}, space: space, buf: changelog.NewBuffer(space), ckpt: 40, ckptAt: restoredAt, staged: -1}
+	st := &taskStore{spec: &graph.Store{Name: "s"}, space: space, buf: statelog.NewBuffer(space), ckpt: 40, ckptAt: restoredAt, staged: -1}
 	tk := &Task{sh: &Shared{Local: held}, stores: map[string]*taskStore{"s": st}}
 	commitAt := func(at time.Time) {
 		t.Helper()

@@ -9,11 +9,11 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
 
@@ -114,7 +114,7 @@ type Shared struct {
 	Graph   *graph.Graph
 	Layout  *topics.Layout
 	Metrics *metrics.Metrics
-	DB      *changelog.DB
+	DB      *statelog.DB
 	Local   *local.State
 	// RestoreClient reads changelogs (read_committed); RestoreSlots bounds
 	// the restores running at once.
@@ -125,7 +125,7 @@ type Shared struct {
 	Cache *graph.CacheBudget
 	// Globals holds the bytes of each global store (Graph.Globals), which
 	// the instance keeps current and every task reads.
-	Globals map[string]changelog.Bytes
+	Globals map[string]statelog.Bytes
 	// CommittedOffset reads the group's committed offset of an input
 	// partition (found false for none), where the restore of a store
 	// whose changelog is its input topic ends.

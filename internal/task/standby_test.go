@@ -10,13 +10,14 @@ import (
 	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
 
 // testStandby returns a standby of task 0_0 with one key-value store, s.
 func testStandby(t *testing.T) *Standby {
 	t.Helper()
-	db, err := changelog.Open(t.TempDir(), changelog.Options{})
+	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

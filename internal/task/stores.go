@@ -9,9 +9,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // RestoreListener observes restores of store partitions from their
@@ -35,8 +35,8 @@ type taskStore struct {
 	// the task consumes (Layout.SourceChangelog). Nothing is produced for
 	// the store; its checkpoint is the task's position in that topic.
 	source bool
-	space  *changelog.Space
-	buf    *changelog.Buffer
+	space  *statelog.Space
+	buf    *statelog.Buffer
 	users  map[string]bool
 	// last is the newest changelog record sent for this partition by the
 	// commit under way; after the flush its offset gives the checkpoint.
@@ -55,7 +55,7 @@ type taskStore struct {
 }
 
 // sourceLog is the log the store's checkpoints are offsets of, as
-// changelog.Space.SetLog records it: its input topic, or "" for its own
+// statelog.Space.SetLog records it: its input topic, or "" for its own
 // changelog topic.
 func (st *taskStore) sourceLog() string {
 	if st.source {
@@ -69,7 +69,7 @@ func (st *taskStore) sourceLog() string {
 // its changelog has below the checkpoint (the task owns the partition and
 // wrote nothing since), and a recent time keeps a restart from restoring
 // it in full for a checkpoint older than delete.retention.ms (see
-// changelog.CheckpointTooOld) only because the store was quiet.
+// statelog.CheckpointTooOld) only because the store was quiet.
 const checkpointRefresh = time.Minute
 
 // storeNames returns the names of the task's stores.
@@ -103,7 +103,7 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 			topic:  topic,
 			source: source,
 			space:  space,
-			buf:    changelog.NewBuffer(space),
+			buf:    statelog.NewBuffer(space),
 			ckpt:   -1, staged: -1,
 			users: map[string]bool{},
 		}
@@ -116,7 +116,7 @@ func (t *Task) openStores(sub *graph.Subtopology) {
 
 // Store implements graph.TaskEnv. The store's buffer comes wrapped in the
 // null-key rule (see nullKeyBytes).
-func (t *Task) Store(node, name string) (changelog.Bytes, error) {
+func (t *Task) Store(node, name string) (statelog.Bytes, error) {
 	if b := t.sh.Globals[name]; b != nil {
 		gs := t.sh.Graph.Global(name)
 		if gs == nil || !slices.ContainsFunc(gs.Users, func(n *graph.Node) bool { return n.Name == node }) {
@@ -144,19 +144,19 @@ func (t *Task) BufferedBytes() int {
 }
 
 // storeIndex returns the local index a store of kind k keeps beside its
-// changelogged entries (see changelog.Index), or nil when it keeps none.
+// changelogged entries (see statelog.Index), or nil when it keeps none.
 // An index is written to Badger at commit but not to the changelog, and
 // the restore rebuilds it from the primary records. A kind missing here
 // would send its index to the changelog, as weir did before local
 // indexes: twice the records, but nothing lost.
-func storeIndex(k graph.StoreKind) changelog.Index {
+func storeIndex(k graph.StoreKind) statelog.Index {
 	switch k {
 	case graph.WindowStore:
-		return changelog.WindowIndex()
+		return statelog.WindowIndex()
 	case graph.SessionStore:
-		return changelog.SessionIndex()
+		return statelog.SessionIndex()
 	case graph.TTLStore:
-		return changelog.TTLIndex()
+		return statelog.TTLIndex()
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (t *Task) SendChangelog() error {
 			continue
 		}
 		o := &client.Origin{Explicit: true, Task: t.name, Offset: -1, Store: st.spec.Name}
-		last, err := changelog.Produce(changes, storeIndex(st.spec.Kind), st.topic, t.id.Partition, o, t.host.Send)
+		last, err := statelog.Produce(changes, storeIndex(st.spec.Kind), st.topic, t.id.Partition, o, t.host.Send)
 		if last != nil {
 			st.last = last
 		}
@@ -193,7 +193,7 @@ func (t *Task) SendChangelog() error {
 // Stage adds the task's committed changes and their checkpoints to c: the
 // commit that contained them has succeeded. Applied must follow a flushed
 // c.
-func (t *Task) Stage(c *changelog.Commit, at time.Time) error {
+func (t *Task) Stage(c *statelog.Commit, at time.Time) error {
 	if !t.running {
 		return nil // restoring: see SendChangelog
 	}
@@ -251,7 +251,7 @@ func (t *Task) DiscardState() {
 // readOnly is a global store as its readers see it: every task reads it,
 // only the instance's global updater writes it.
 type readOnly struct {
-	changelog.Bytes
+	statelog.Bytes
 	name string
 }
 

@@ -1,0 +1,169 @@
+package statelog
+
+import (
+	"container/list"
+	"hash/maphash"
+	"sync"
+)
+
+// cacheEntryOverhead is what an entry costs besides its key and value: the
+// list element, the map slot and the entry itself, roughly.
+const cacheEntryOverhead = 96
+
+// readCache keeps recently read committed values of the database, and the
+// keys found absent, so that a store's Get that misses its write buffer
+// need not go to Badger (a read costs microseconds, a hit a map lookup).
+// It holds only what Badger holds: every write to the database updates or
+// forgets the keys it touches once the write has succeeded, and a dropped
+// partition empties it. It is bounded by bytes (keys, values and a fixed
+// overhead per entry) and evicts the least recently used entries; it is
+// safe for concurrent use.
+//
+// A read that missed fills the cache only if no write touched the key
+// (or a key sharing its stripe) since the miss: reads from outside the
+// task that owns a partition (store views, interactive queries, standby
+// reads) run beside its commits, and a value read from Badger just before
+// a commit must not land in the cache after the commit updated it: the
+// task would then read the old value back, and count from it. Each write
+// bumps its key's stripe generation under mu; the miss returns the
+// generation, and fill compares.
+type readCache struct {
+	mu    sync.Mutex
+	limit int
+	size  int
+	ll    *list.List // front: most recently used; elements hold *cacheEntry
+	items map[string]*list.Element
+	seed  maphash.Seed
+	gens  [cacheStripes]uint64
+}
+
+// cacheStripes is how many write generations a cache keeps (a power of
+// two): a write delays the fills of about 1/cacheStripes of the keys
+// being read at that moment.
+const cacheStripes = 256
+
+type cacheEntry struct {
+	key    string
+	val    []byte
+	absent bool // the key has no value
+}
+
+func newReadCache(limit int) *readCache {
+	if limit <= 0 {
+		return nil
+	}
+	return &readCache{limit: limit, ll: list.New(), items: map[string]*list.Element{}, seed: maphash.MakeSeed()}
+}
+
+func (c *readCache) stripe(key []byte) *uint64 {
+	return &c.gens[maphash.Bytes(c.seed, key)&(cacheStripes-1)]
+}
+
+// get returns the cached value of key: ok reports whether the cache knows
+// the key, absent whether it knows the key has no value. The value is
+// shared: callers must not modify it. On a miss, stamp is what fill needs
+// to store what the caller then reads from the database.
+func (c *readCache) get(key []byte) (val []byte, absent, ok bool, stamp uint64) {
+	if c == nil {
+		return nil, false, false, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[string(key)]
+	if !ok {
+		return nil, false, false, *c.stripe(key)
+	}
+	c.ll.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return e.val, e.absent, true, 0
+}
+
+// fill records what a read that missed (stamp from get) found in the
+// database, unless a write touched the key's stripe since: the value
+// read may then be older than the database's.
+func (c *readCache) fill(key, val []byte, absent bool, stamp uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *c.stripe(key) != stamp {
+		return
+	}
+	c.store(key, val, absent)
+}
+
+// put records key's committed value, or that it has none, as written.
+func (c *readCache) put(key, val []byte, absent bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*c.stripe(key)++
+	c.store(key, val, absent)
+}
+
+// store records key's value. c.mu is held.
+func (c *readCache) store(key, val []byte, absent bool) {
+	cost := len(key) + len(val) + cacheEntryOverhead
+	if cost > c.limit/8 {
+		// One huge value would flush the cache: forget the key instead.
+		c.drop(key)
+		return
+	}
+	if el, ok := c.items[string(key)]; ok {
+		e := el.Value.(*cacheEntry)
+		c.size += len(val) - len(e.val)
+		e.val, e.absent = val, absent
+		c.ll.MoveToFront(el)
+	} else {
+		e := &cacheEntry{key: string(key), val: val, absent: absent}
+		c.items[e.key] = c.ll.PushFront(e)
+		c.size += cost
+	}
+	for c.size > c.limit {
+		el := c.ll.Back()
+		e := el.Value.(*cacheEntry)
+		c.ll.Remove(el)
+		delete(c.items, e.key)
+		c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
+	}
+}
+
+// forget drops key from the cache: a write whose outcome is not known,
+// or that the cache does not keep.
+func (c *readCache) forget(key []byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*c.stripe(key)++
+	c.drop(key)
+}
+
+// drop removes key's entry. c.mu is held.
+func (c *readCache) drop(key []byte) {
+	if el, ok := c.items[string(key)]; ok {
+		e := el.Value.(*cacheEntry)
+		c.ll.Remove(el)
+		delete(c.items, e.key)
+		c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
+	}
+}
+
+// clear empties the cache.
+func (c *readCache) clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ll.Init()
+	clear(c.items)
+	c.size = 0
+	for i := range c.gens {
+		c.gens[i]++
+	}
+}
