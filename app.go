@@ -241,9 +241,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.mu.Unlock()
 	defer dir.Close()
 
-	db, err := statelog.Open(filepath.Join(dir.Path, "state"), a.cfg.State.Badger)
+	db, err := statelog.Open(filepath.Join(dir.Path, "state"), a.cfg.Stores.Badger)
 	if errors.Is(err, ErrStateEncryptionKey) {
-		return fmt.Errorf("weir: local state in %s: set State.EncryptionKey to the key it was written with, or delete the directory to restore the stores from their changelogs: %w", dir.Path, err)
+		return fmt.Errorf("weir: local state in %s: set Stores.EncryptionKey to the key it was written with, or delete the directory to restore the stores from their changelogs: %w", dir.Path, err)
 	}
 	if err != nil {
 		return err
@@ -309,7 +309,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		globalNames = append(globalNames, gs.Name)
 		globals[gs.Name] = global.Space(db, gs.Name)
 	}
-	local, err := local.New(db, a.cfg.Logger, a.cfg.State.CleanupDelay, storeSub, globalNames...)
+	local, err := local.New(db, a.cfg.Logger, a.cfg.Stores.CleanupDelay, storeSub, globalNames...)
 	if err != nil {
 		return err
 	}
@@ -367,7 +367,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			DB:            db,
 			Local:         local,
 			RestoreClient: a.restoreClient,
-			RestoreSlots:  make(chan struct{}, a.cfg.State.MaxConcurrentRestores),
+			RestoreSlots:  make(chan struct{}, a.cfg.Stores.MaxConcurrentRestores),
 			Cache:         a.cfg.cacheBudget(),
 			Globals:       globals,
 			CommittedOffset: func(topic string, partition int32) (int64, bool, error) {
@@ -468,8 +468,10 @@ func (a *App) noteReady() {
 	}
 }
 
-// Close stops a running App and waits until Run has returned. It is safe
-// to call more than once, and before or without Run.
+// Close stops a running App, waits until Run has returned, and returns
+// the error Run returned (the one State reports with StateFailed): nil
+// when the App stopped cleanly, or never ran. It is safe to call more
+// than once, and before or without Run.
 func (a *App) Close() error {
 	a.mu.Lock()
 	a.closed = true
@@ -480,12 +482,15 @@ func (a *App) Close() error {
 	}
 	cancel()
 	<-a.stopped
+	if s, cause := a.State(); s == StateFailed {
+		return cause
+	}
 	return nil
 }
 
-// Leave stops the App as Close does, then removes its static members
-// (Config.StaticMembership or StaticMemberID) from the consumer group
-// (KIP-345's member removal), so that its tasks move to the other
+// Leave stops the App as Close does (returning its error too), then
+// removes its static members (Config.StaticMembership or StaticMemberID)
+// from the consumer group (KIP-345's member removal), so that its tasks move to the other
 // instances at once instead of after Consumer.SessionTimeout: how to stop
 // an instance that is not coming back, as in a scale-down. Without static
 // membership it is Close: a dynamic member leaves the group as it stops.
@@ -500,11 +505,10 @@ func (a *App) Leave(ctx context.Context) error {
 		}
 	}
 	a.mu.Unlock()
-	if err := a.Close(); err != nil {
-		return err
-	}
+	// A failed Run still leaves its members in the group: remove them too.
+	closeErr := a.Close()
 	if len(ids) == 0 {
-		return nil
+		return closeErr
 	}
 	cfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
 	done := make(chan error, 1)
@@ -537,9 +541,9 @@ func (a *App) Leave(ctx context.Context) error {
 		if err == nil {
 			a.cfg.Logger.Info("left the group", "application", a.cfg.ApplicationID, "members", ids)
 		}
-		return err
+		return errors.Join(closeErr, err)
 	case <-ctx.Done():
-		return fmt.Errorf("weir: removing members %v from group %s: %w", ids, a.cfg.ApplicationID, ctx.Err())
+		return errors.Join(closeErr, fmt.Errorf("weir: removing members %v from group %s: %w", ids, a.cfg.ApplicationID, ctx.Err()))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ type Config struct {
 	// every 250 ms while they are caught up, reading at most two restore
 	// batches at a time; they share the instance's Badger database and
 	// its restore client, and their state stays on disk when they are
-	// moved away, dropped after State.CleanupDelay like a task's.
+	// moved away, dropped after Stores.CleanupDelay like a task's.
 	StandbyReplicas int
 
 	// MaxWarmups bounds the warm-up tasks one instance holds at a time
@@ -218,8 +219,16 @@ type Config struct {
 	// statestore.cache.max.bytes, whose default is 10 MiB (10 << 20).
 	CacheMaxBytes int64
 
-	// State configures local state stores.
-	State StateConfig
+	// Stores configures the local state stores: Badger's bounds,
+	// encryption at rest, the write buffer, restores and the cleanup of
+	// moved tasks' state.
+	Stores StoresConfig
+
+	// State is Stores.
+	//
+	// Deprecated: use Stores (State names the App's lifecycle: [State]).
+	// It is read only when Stores is left zero; setting both is refused.
+	State StoresConfig
 
 	// AllowDropState names stores whose state this start may drop when
 	// the topology changed in a way that would lose or misread it: the
@@ -438,6 +447,10 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("weir: Config.%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	st := c.stores()
+	if !reflect.ValueOf(c.State).IsZero() && !reflect.ValueOf(c.Stores).IsZero() {
+		bad("State", "deprecated name of Stores; set Stores only")
+	}
 	switch {
 	case c.ApplicationID == "":
 		bad("ApplicationID", "required")
@@ -528,23 +541,23 @@ func (c *Config) Validate() error {
 	if c.Topics.ReplicationFactor < 0 {
 		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
 	}
-	if c.State.MaxBufferBytes < 0 {
-		bad("State.MaxBufferBytes", "negative (%d)", c.State.MaxBufferBytes)
+	if st.MaxBufferBytes < 0 {
+		bad("Stores.MaxBufferBytes", "negative (%d)", st.MaxBufferBytes)
 	}
-	if c.State.CleanupDelay < 0 {
-		bad("State.CleanupDelay", "negative (%v)", c.State.CleanupDelay)
+	if st.CleanupDelay < 0 {
+		bad("Stores.CleanupDelay", "negative (%v)", st.CleanupDelay)
 	}
-	if c.State.MaxConcurrentRestores < 0 {
-		bad("State.MaxConcurrentRestores", "negative (%d)", c.State.MaxConcurrentRestores)
+	if st.MaxConcurrentRestores < 0 {
+		bad("Stores.MaxConcurrentRestores", "negative (%d)", st.MaxConcurrentRestores)
 	}
-	if n := len(c.State.EncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
-		bad("State.EncryptionKey", "%d bytes; want 16, 24 or 32 (AES-128, -192 or -256)", n)
+	if n := len(st.EncryptionKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		bad("Stores.EncryptionKey", "%d bytes; want 16, 24 or 32 (AES-128, -192 or -256)", n)
 	}
-	if len(c.State.Badger.EncryptionKey) != 0 {
-		bad("State.Badger.EncryptionKey", "set State.EncryptionKey instead")
+	if len(st.Badger.EncryptionKey) != 0 {
+		bad("Stores.Badger.EncryptionKey", "set Stores.EncryptionKey instead")
 	}
-	if c.State.EncryptionKeyRotation < 0 {
-		bad("State.EncryptionKeyRotation", "negative (%v)", c.State.EncryptionKeyRotation)
+	if st.EncryptionKeyRotation < 0 {
+		bad("Stores.EncryptionKeyRotation", "negative (%v)", st.EncryptionKeyRotation)
 	}
 	if c.Topics.PurgeInterval < 0 {
 		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
@@ -589,8 +602,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// stores returns Stores, or the deprecated State when Stores is zero.
+func (c *Config) stores() StoresConfig {
+	if reflect.ValueOf(c.Stores).IsZero() {
+		return c.State
+	}
+	return c.Stores
+}
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
+	c.Stores, c.State = c.stores(), StoresConfig{}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "weir")
 	}
@@ -640,14 +662,14 @@ func (c Config) withDefaults() Config {
 			*p = Fail
 		}
 	}
-	if c.State.MaxBufferBytes == 0 {
-		c.State.MaxBufferBytes = defaultMaxBufferBytes
+	if c.Stores.MaxBufferBytes == 0 {
+		c.Stores.MaxBufferBytes = defaultMaxBufferBytes
 	}
-	if c.State.MaxConcurrentRestores == 0 {
-		c.State.MaxConcurrentRestores = defaultMaxConcurrentRestores
+	if c.Stores.MaxConcurrentRestores == 0 {
+		c.Stores.MaxConcurrentRestores = defaultMaxConcurrentRestores
 	}
-	if c.State.CleanupDelay == 0 {
-		c.State.CleanupDelay = defaultCleanupDelay
+	if c.Stores.CleanupDelay == 0 {
+		c.Stores.CleanupDelay = defaultCleanupDelay
 	}
 	if c.MaxConsecutiveAborts == 0 {
 		c.MaxConsecutiveAborts = defaultMaxAborts
@@ -676,10 +698,10 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}
-	c.State.Badger.EncryptionKey = c.State.EncryptionKey
-	c.State.Badger.EncryptionKeyRotation = c.State.EncryptionKeyRotation
-	if c.State.Badger.Logger == nil {
-		c.State.Badger.Logger = c.Logger
+	c.Stores.Badger.EncryptionKey = c.Stores.EncryptionKey
+	c.Stores.Badger.EncryptionKeyRotation = c.Stores.EncryptionKeyRotation
+	if c.Stores.Badger.Logger == nil {
+		c.Stores.Badger.Logger = c.Logger
 	}
 	return c
 }

@@ -50,10 +50,10 @@ func (c *Config) taskConfig() task.Config {
 		ProcessingErrors:      task.Policy(c.ProcessingErrors),
 		ProductionErrors:      task.Policy(c.ProductionErrors),
 		ExactlyOnce:           c.Guarantee == ExactlyOnce,
-		CleanupDelay:          c.State.CleanupDelay,
+		CleanupDelay:          c.Stores.CleanupDelay,
 	}
-	if c.State.RestoreListener != nil {
-		tc.RestoreListener = c.State.RestoreListener
+	if c.Stores.RestoreListener != nil {
+		tc.RestoreListener = c.Stores.RestoreListener
 	}
 	if len(c.TopicErrors) > 0 {
 		tc.TopicErrors = make(map[string]task.Policies, len(c.TopicErrors))
@@ -76,7 +76,7 @@ func (c *Config) streamConfig() stream.Config {
 		TransactionTimeout:       c.TransactionTimeout,
 		RebalanceTimeout:         c.Consumer.RebalanceTimeout,
 		PurgeInterval:            c.Topics.PurgeInterval,
-		MaxBufferBytes:           c.State.MaxBufferBytes,
+		MaxBufferBytes:           c.Stores.MaxBufferBytes,
 		QueueRecords:             c.Queue.MaxRecords,
 		QueueBytes:               c.Queue.MaxBytes,
 		MaxConsecutiveAborts:     c.MaxConsecutiveAborts,

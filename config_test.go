@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -232,5 +233,25 @@ func TestClientIDAndRequestTimeout(t *testing.T) {
 	bad := Config{ApplicationID: "app", Brokers: []string{"h:1"}, Net: NetConfig{RequestTimeout: 500 * time.Millisecond}}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "Net.RequestTimeout") {
 		t.Errorf("RequestTimeout 500ms: Validate = %v, want it named", err)
+	}
+}
+
+// The deprecated Config.State still configures the stores when Stores is
+// left zero, is validated as Stores is, and is refused beside Stores.
+func TestDeprecatedStateIsStores(t *testing.T) {
+	old := Config{ApplicationID: "a", Brokers: []string{"h:1"}, State: StoresConfig{MaxBufferBytes: 1 << 10}}
+	if err := old.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.withDefaults(); got.Stores.MaxBufferBytes != 1<<10 || !reflect.ValueOf(got.State).IsZero() {
+		t.Fatalf("withDefaults: Stores.MaxBufferBytes = %d, State = %+v; want State moved into Stores", got.Stores.MaxBufferBytes, got.State)
+	}
+	neg := Config{ApplicationID: "a", Brokers: []string{"h:1"}, State: StoresConfig{MaxBufferBytes: -1}}
+	if err := neg.Validate(); err == nil || !strings.Contains(err.Error(), "Stores.MaxBufferBytes") {
+		t.Fatalf("a negative State.MaxBufferBytes: %v", err)
+	}
+	both := Config{ApplicationID: "a", Brokers: []string{"h:1"}, State: StoresConfig{MaxBufferBytes: 1}, Stores: StoresConfig{MaxBufferBytes: 2}}
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "Config.State") {
+		t.Fatalf("State and Stores both set: %v", err)
 	}
 }

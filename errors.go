@@ -23,10 +23,19 @@ var ErrStateDirLocked = statedir.ErrLocked
 // which transactional ids it uses. Run creates the directory 0700.
 var ErrStateDirUnsafe = statedir.ErrUnsafe
 
-// ErrFenced is returned by Run when another instance took this instance's
-// transactional ids: one with the same process id, which lives in the state
-// directory. It runs on; this one stops.
-var ErrFenced = stream.ErrFenced
+// ErrInstanceFenced is returned by Run when another instance took this
+// instance's transactional ids: one with the same process id, which lives
+// in the state directory. It runs on; this one stops. (A producer fenced
+// once, after its transaction outlived Config.TransactionTimeout, is
+// rebuilt and the instance goes on: docs/operations.md, "ErrInstanceFenced".)
+// txn.ErrFenced is the producer-level condition it is concluded from.
+var ErrInstanceFenced = stream.ErrFenced
+
+// ErrFenced is ErrInstanceFenced.
+//
+// Deprecated: use ErrInstanceFenced; txn.ErrFenced is the producer's
+// condition, this the instance's.
+var ErrFenced = ErrInstanceFenced
 
 // ErrClosed is returned by Run on an App that was closed or already ran.
 var ErrClosed = errors.New("weir: app closed")

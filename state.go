@@ -6,8 +6,8 @@ import (
 	"github.com/weirstream/weir/changelog"
 )
 
-// StateConfig configures local state.
-type StateConfig struct {
+// StoresConfig configures local state.
+type StoresConfig struct {
 	// Badger bounds the instance's Badger database and the read cache in
 	// front of it; see changelog.Options for the defaults (about 100 MiB
 	// of Badger memory and a 32 MiB read cache).
@@ -20,7 +20,7 @@ type StateConfig struct {
 	// never corrupts state. To change keys, delete the state directory:
 	// the stores are restored from their changelogs, which the key does
 	// not cover (they are protected by the brokers: TLS in transit, disk
-	// encryption at rest). Leave State.Badger.EncryptionKey unset.
+	// encryption at rest). Leave Stores.Badger.EncryptionKey unset.
 	EncryptionKey []byte
 	// EncryptionKeyRotation is how often a new data key, itself encrypted
 	// with EncryptionKey, is made for new files. Default 10 days
@@ -53,7 +53,7 @@ const (
 )
 
 // ErrStateEncryptionKey is wrapped by the error Run returns when the state
-// directory was written with another State.EncryptionKey, or with one when
+// directory was written with another Stores.EncryptionKey, or with one when
 // none is set, or without one when one is set. Nothing was changed.
 var ErrStateEncryptionKey = changelog.ErrEncryptionKey
 

@@ -3,7 +3,9 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -16,12 +18,16 @@ import (
 	"github.com/weirstream/weir/internal/topics"
 )
 
-// Why a store partition cannot be read: the Reason of a
-// [StoreUnavailableError].
+// StoreUnavailableReason says why a store partition cannot be read: the
+// Reason of a [StoreUnavailableError]. Its text is the one the error and
+// ktable's HTTP answers carry.
+type StoreUnavailableReason string
+
+// The reasons a store partition cannot be read.
 const (
 	// StoreNotRunning: the App is not running (before Run, or after it
 	// returned), so it has no state to read.
-	StoreNotRunning = "not running"
+	StoreNotRunning StoreUnavailableReason = "not running"
 	// StoreNotHere: the partition's task does not run on this instance
 	// now (it runs on another, or is moving).
 	StoreNotHere = "not on this instance"
@@ -52,7 +58,7 @@ type StoreUnavailableError struct {
 	Task      string // "<sub-topology>_<partition>"; "" when the App is not running
 	// Reason is StoreNotRunning, StoreNotHere, StoreRestoring, StoreMoving,
 	// StoreUnreachable or StoreStandbyBehind.
-	Reason string
+	Reason StoreUnavailableReason
 	// Instance is the advertised address of the instance that answered
 	// (or did not) when the read was forwarded; "" for a local read.
 	Instance string
@@ -130,6 +136,35 @@ type StoreReader struct {
 	// maxLag is the most records a standby copy read instead of the task
 	// may be behind; -1: no standby reads.
 	maxLag int64
+	// errs holds the first error of the iterations since Err last ran;
+	// each copy (WithStandbyReads) has its own.
+	errs *firstError
+}
+
+// firstError keeps the first error set since it was last taken. It is
+// safe for concurrent use.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) take() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.err
+	f.err = nil
+	return err
 }
 
 // StoreReader returns a reader of the store name: a key-value store (as
@@ -146,7 +181,7 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 	if st.Kind != graph.KeyValueStore && st.Kind != graph.WindowStore {
 		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value and window stores", name, st.Kind)
 	}
-	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner(""), maxLag: -1}, nil
+	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner(""), maxLag: -1, errs: &firstError{}}, nil
 }
 
 // WithStandbyReads returns a reader of the same store that also answers
@@ -163,8 +198,16 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 func (r *StoreReader) WithStandbyReads(maxLag int64) *StoreReader {
 	c := *r
 	c.maxLag = max(maxLag, -1)
+	c.errs = &firstError{}
 	return &c
 }
+
+// Err returns the first error the iterations of r (Scan, FetchWindows)
+// met since it was last called, and clears it: a partition that cannot be
+// read is a *StoreUnavailableError. It covers every goroutine using r;
+// give each goroutine its own copy (WithStandbyReads) to tell their
+// errors apart.
+func (r *StoreReader) Err() error { return r.errs.take() }
 
 // MaxStandbyLag returns the reader's bound on standby reads; -1 when it
 // reads no standbys (see WithStandbyReads).
@@ -355,22 +398,26 @@ func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
 	return value, found, err
 }
 
-// Scan calls fn with the committed entries of partition p whose keys lie
-// in [lo, hi) (a nil bound is open), in key order, until fn returns false.
-// fn must not call the reader. A partition that cannot be read is a
-// *StoreUnavailableError.
-func (r *StoreReader) Scan(p int32, lo, hi []byte, fn func(key, value []byte) bool) error {
-	if err := r.want(graph.KeyValueStore); err != nil {
-		return err
-	}
-	return r.read(p, func(s *statelog.Space) error {
-		for k, v := range s.Range(lo, hi) {
-			if !fn(k, v) {
-				break
-			}
+// Scan returns the committed entries of partition p whose keys lie in
+// [lo, hi) (a nil bound is open), in key order. The loop runs inside the
+// partition's read: its body must not call the reader, and the slices it
+// gets are valid only until the next iteration. An error ends the
+// iteration; Err reports it.
+func (r *StoreReader) Scan(p int32, lo, hi []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(key, value []byte) bool) {
+		if err := r.want(graph.KeyValueStore); err != nil {
+			r.errs.set(err)
+			return
 		}
-		return s.Err()
-	})
+		r.errs.set(r.read(p, func(s *statelog.Space) error {
+			for k, v := range s.Range(lo, hi) {
+				if !yield(k, v) {
+					break
+				}
+			}
+			return s.Err()
+		}))
+	}
 }
 
 // want fails unless the store is of kind k.
@@ -381,13 +428,19 @@ func (r *StoreReader) want(k graph.StoreKind) error {
 	return nil
 }
 
-// FetchWindows calls fn with the start and committed value of each of
-// key's windows (key serialized) that start in [from, to], both ends
-// included, in ascending order of start, until fn returns false; a window
-// store only. Windows the store keeps past their retention, until its
-// task deletes them, may show. fn must not call the reader. A partition
-// that cannot be read is a *StoreUnavailableError.
-func (r *StoreReader) FetchWindows(key []byte, from, to time.Time, fn func(start time.Time, value []byte) bool) error {
+// FetchWindows returns the start and committed value of each of key's
+// windows (key serialized) that start in [from, to], both ends included,
+// in ascending order of start; a window store only. Windows the store
+// keeps past their retention, until its task deletes them, may show. The
+// loop runs inside the partition's read, as Scan's does. An error ends
+// the iteration; Err reports it.
+func (r *StoreReader) FetchWindows(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte] {
+	return func(yield func(start time.Time, value []byte) bool) {
+		r.errs.set(r.fetchWindows(key, from, to, yield))
+	}
+}
+
+func (r *StoreReader) fetchWindows(key []byte, from, to time.Time, yield func(time.Time, []byte) bool) error {
 	if err := r.want(graph.WindowStore); err != nil {
 		return err
 	}
@@ -403,7 +456,7 @@ func (r *StoreReader) FetchWindows(key []byte, from, to time.Time, fn func(start
 			return err
 		}
 		for start, v := range w.FetchRange(key, from, to) {
-			if !fn(start, v) {
+			if !yield(start, v) {
 				break
 			}
 		}

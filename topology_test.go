@@ -3,6 +3,8 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,39 @@ func TestPublicTopologyError(t *testing.T) {
 	}
 	if want := "weir: task 0_3, node balance: topology error: forward to the zero Child"; err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+}
+
+// Close returns what Run returned: here Run refuses a state directory
+// others may write, before it reaches a broker.
+func TestCloseReturnsRunsError(t *testing.T) {
+	dir := t.TempDir()
+	appDir := filepath.Join(dir, "close")
+	if err := os.Mkdir(appDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(appDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	tp := processor.NewTopology()
+	in := tp.AddSource("in", "in", serde.String(), serde.String())
+	tp.AddSink("out", "out", serde.String(), serde.String(), in)
+	app, err := New(tp, Config{ApplicationID: "close", Brokers: []string{"localhost:1"}, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := app.Run(t.Context())
+	if !errors.Is(runErr, ErrStateDirUnsafe) {
+		t.Fatalf("Run = %v, want ErrStateDirUnsafe", runErr)
+	}
+	if err := app.Close(); err != runErr {
+		t.Fatalf("Close = %v, want Run's error %v", err, runErr)
+	}
+	fresh, err := New(tp, Config{ApplicationID: "close", Brokers: []string{"localhost:1"}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Close(); err != nil {
+		t.Fatalf("Close without Run = %v, want nil", err)
 	}
 }

@@ -227,7 +227,7 @@ func runFailoverChild() int {
 		level = slog.LevelDebug
 	}
 	cfg := failoverConfig(fc, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	cfg.State.RestoreListener = rec
+	cfg.Stores.RestoreListener = rec
 	cfg.Metrics = reg
 	app, err := weir.New(failoverTopology(fc.Input), cfg)
 	if err != nil {

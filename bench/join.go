@@ -357,7 +357,7 @@ func runJoinApp(ctx context.Context, o *options, c *cluster, logger *slog.Logger
 	cnt := newCounter(o.records)
 	var top weir.Topology
 	var watch *restoreWatch
-	cfgState := weir.StateConfig{}
+	cfgState := weir.StoresConfig{}
 	if app == "join" {
 		c.addTopic(id + "-table-changelog")
 		took, err := loadJoinTable(ctx, o, c, logger, in, id, dir, output)
@@ -375,7 +375,7 @@ func runJoinApp(ctx context.Context, o *options, c *cluster, logger *slog.Logger
 	}
 	reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
 	cfg := joinConfig(o, logger, id, dir, reg)
-	cfg.State = cfgState
+	cfg.Stores = cfgState
 	a, err := weir.New(top, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

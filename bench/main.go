@@ -179,7 +179,7 @@ func parseFlags(args []string, defaultBrokers string, errOut io.Writer) (*option
 	guarantee := fs.String("guarantee", "at_least_once", "weir processing guarantee: at_least_once or exactly_once")
 	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to measure: "+strings.Join(knownWorkloads, ", "))
 	restoreRecords := fs.String("restore-records", "1000000,5000000", "restore workload: comma-separated changelog sizes, in records")
-	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.State.MaxConcurrentRestores to measure")
+	restoreConcurrency := fs.String("restore-concurrency", "2,4", "restore workload: comma-separated values of weir's Config.Stores.MaxConcurrentRestores to measure")
 	rescaleRecords := fs.String("rescale-records", "5000000", "rescale workload: comma-separated store sizes, in entries")
 	rescalePartitions := fs.Int("rescale-partitions", 0, "rescale workload: the partition count to rescale to (default twice -partitions)")
 	weirCLI := fs.String("weir-cli", "", "rescale workload: the weir command to run (default: built from ../cmd/weir)")

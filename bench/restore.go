@@ -12,7 +12,7 @@ package main
 //
 //  1. a bare sarama read of the changelog: read_committed
 //     PartitionConsumers, one per partition, until the high watermarks;
-//  2. for each -restore-concurrency (Config.State.MaxConcurrentRestores):
+//  2. for each -restore-concurrency (Config.Stores.MaxConcurrentRestores):
 //     weir on an empty state directory (a full restore), weir again on the
 //     same directory (a restart: the checkpoints say there is nothing to
 //     replay), and weir after the application's state directory was
@@ -64,7 +64,7 @@ type restoreResult struct {
 	// Changelog is the number of records in the changelog topic.
 	Changelog int64  `json:"changelog_records"`
 	Run       string `json:"run"`
-	// Concurrency is Config.State.MaxConcurrentRestores; 0 for the sarama
+	// Concurrency is Config.Stores.MaxConcurrentRestores; 0 for the sarama
 	// read.
 	Concurrency int `json:"max_concurrent_restores,omitempty"`
 	Round       int `json:"round"`
@@ -434,7 +434,7 @@ func runWeirRestore(ctx context.Context, o *options, logger *slog.Logger, app, i
 		Threads:        o.threads,
 		CommitInterval: o.commitInterval,
 		Logger:         logger,
-		State:          weir.StateConfig{MaxConcurrentRestores: conc, RestoreListener: watch},
+		Stores:         weir.StoresConfig{MaxConcurrentRestores: conc, RestoreListener: watch},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

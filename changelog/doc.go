@@ -1,6 +1,6 @@
 // Package changelog is what a user of weir's state stores configures and
 // handles: the bounds of the instance's Badger database (Options, set
-// through weir.Config.State.Badger) and the errors a store's reads and
+// through weir.Config.Stores.Badger) and the errors a store's reads and
 // writes wrap (ErrExpired, ErrKeyTooLarge, ErrMalformedKey,
 // ErrEncryptionKey). The stores themselves (key-value, window and session
 // stores on byte keys, kept in one Badger database per instance and made

@@ -174,7 +174,7 @@ type eosChildConfig struct {
 	// MemReport makes the instance print an eosStatus with its Go
 	// memory every 10 s (the soak tells caches filling from a leak by it).
 	MemReport bool
-	// Badger is Config.State.Badger.
+	// Badger is Config.Stores.Badger.
 	Badger changelog.Options
 	// SaramaRetries logs sarama's lines about retries, errors and broker
 	// state changes to the instance's log (the soak's forensics).
@@ -197,7 +197,7 @@ func (cc eosChildConfig) weirConfig(logger *slog.Logger) weir.Config {
 		Net:             weir.NetConfig{RequestTimeout: cc.RequestTimeout},
 		StandbyReplicas: cc.Standbys,
 	}
-	cfg.State.Badger = cc.Badger
+	cfg.Stores.Badger = cc.Badger
 	if cc.Repartition {
 		cfg.ProcessingErrors = weir.Skip
 	}

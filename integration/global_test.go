@@ -62,7 +62,7 @@ func TestGlobalTableBootstrapsAndFollows(t *testing.T) {
 
 	cfg := baseConfig(c, app, t)
 	cfg.Guarantee = weir.ExactlyOnce
-	cfg.State.CleanupDelay = time.Second // a global store's state must outlive it
+	cfg.Stores.CleanupDelay = time.Second // a global store's state must outlive it
 	dir := cfg.StateDir
 	in := start(t, globalJoin(orders, products, out), cfg)
 
@@ -139,7 +139,7 @@ func TestGlobalTableRestoresInFullAfterDeleteRetention(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := baseConfig(c, app, t)
 	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg.State.CleanupDelay = time.Hour
+	cfg.Stores.CleanupDelay = time.Hour
 	dir := cfg.StateDir
 	run := func() (full bool) {
 		t.Helper()

@@ -121,7 +121,7 @@ func TestTaskMovedToSiblingThreadKeepsItsState(t *testing.T) {
 	cfg.Consumer.RebalanceTimeout = 3 * time.Second
 	// Short enough that a wrongly scheduled drop lands long before the
 	// records produced after the move are processed.
-	cfg.State.CleanupDelay = 200 * time.Millisecond
+	cfg.Stores.CleanupDelay = 200 * time.Millisecond
 	a := start(t, countingTopology(in, out, hold), cfg)
 	t.Cleanup(openGate) // before a's cleanup waits for the blocked thread
 	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {

@@ -196,7 +196,7 @@ func TestIndexedStoresChangelogOneRecordPerUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &restoreLog{}
-	cfg.State.RestoreListener = log
+	cfg.Stores.RestoreListener = log
 	b := start(t, dedupTopology(in, out), cfg)
 	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(log.snapshot())

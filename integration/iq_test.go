@@ -186,7 +186,7 @@ func TestInteractiveQueriesAcrossInstances(t *testing.T) {
 	}
 	for k := range want {
 		status, body, retry := postQuery(t, addrs[1], "counts", keyQuery(k, ""))
-		if status != http.StatusServiceUnavailable || body.Found || body.Reason != weir.StoreNotRunning || retry == "" {
+		if status != http.StatusServiceUnavailable || body.Found || body.Reason != string(weir.StoreNotRunning) || retry == "" {
 			t.Fatalf("stopped B answered %s with HTTP %d %+v, want a 503 %q with Retry-After", k, status, body, weir.StoreNotRunning)
 		}
 		break // one key shows it: the App is not running
@@ -284,7 +284,7 @@ func TestLookupFromStandbys(t *testing.T) {
 		}
 		break
 	}
-	view.WithStandbyReads(100)
+	view = view.WithStandbyReads(100)
 	for _, k := range onB {
 		n, found, err := view.Lookup(ctx, k)
 		if err != nil || !found || n != want[k] {
@@ -293,7 +293,6 @@ func TestLookupFromStandbys(t *testing.T) {
 		if _, _, err := view.WithStandbyReads(-1).Get(k); !isUnavailable(err, weir.StoreNotHere) {
 			t.Fatalf("A's Get(%s) without standby reads = %v, want %s", k, err, weir.StoreNotHere)
 		}
-		view.WithStandbyReads(100)
 	}
 	t.Logf("%d keys of B's partitions answered from A's standbys while B was unreachable", len(onB))
 
@@ -587,7 +586,7 @@ func TestLookupsOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secure.WithHTTPS(client)
+	secure = secure.WithHTTPS(client)
 	plain, err := ktable.KeyValue(a, "counts", serde.String(), serde.Int64())
 	if err != nil {
 		t.Fatal(err)

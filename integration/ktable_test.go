@@ -107,7 +107,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	// A new instance on an empty state directory restores the store.
 	hold := &holdRestore{held: make(chan struct{}), release: make(chan struct{})}
 	cfg.StateDir = t.TempDir()
-	cfg.State.RestoreListener = hold
+	cfg.Stores.RestoreListener = hold
 	second := start(t, b, cfg)
 	select {
 	case <-hold.held:
@@ -141,7 +141,7 @@ func TestKTableViewReadsCommittedState(t *testing.T) {
 	})
 }
 
-func isUnavailable(err error, reason string) bool {
+func isUnavailable(err error, reason weir.StoreUnavailableReason) bool {
 	var ue *weir.StoreUnavailableError
 	return errors.As(err, &ue) && ue.Reason == reason
 }

@@ -518,7 +518,7 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	restores := &restoreLog{}
 	cfg = config()
 	cfg.StateDir = stateDir
-	cfg.State.RestoreListener = restores
+	cfg.Stores.RestoreListener = restores
 	second := start(t, top, cfg)
 	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(restores.snapshot())
@@ -544,8 +544,8 @@ func TestNoRecordDataInLogsErrorsOrMetrics(t *testing.T) {
 	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		select {
 		case err := <-second.done:
-			if !errors.Is(rc.ran(err), weir.ErrFenced) {
-				t.Fatalf("the first instance's Run = %v, want ErrFenced", err)
+			if !errors.Is(rc.ran(err), weir.ErrInstanceFenced) {
+				t.Fatalf("the first instance's Run = %v, want ErrInstanceFenced", err)
 			}
 			return true, ""
 		default:

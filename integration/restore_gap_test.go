@@ -216,7 +216,7 @@ func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := baseConfig(c, app, t)
 	cfg.Metrics = reg
-	cfg.State.RestoreListener = mover
+	cfg.Stores.RestoreListener = mover
 	a := start(t, kvTopology(in, out), cfg)
 	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		failIfStopped(t, a)
@@ -362,7 +362,7 @@ func TestOldCheckpointDoesNotBringBackDeletedKeys(t *testing.T) {
 	// Instance 1 comes back to its old state directory: its checkpoint
 	// is older than the tombstone's delete.retention.ms.
 	log1 := &restoreLog{}
-	cfg1.State.RestoreListener = log1
+	cfg1.Stores.RestoreListener = log1
 	reg := prometheus.NewRegistry()
 	cfg1.Metrics = reg
 	i1 = start(t, kvTopology(in, out), cfg1)

@@ -149,7 +149,7 @@ func TestUntrustedCertificateFailsFast(t *testing.T) {
 	t.Logf("untrusted certificate: %v", err)
 }
 
-// An App with State.EncryptionKey keeps no plaintext key in its state
+// An App with Stores.EncryptionKey keeps no plaintext key in its state
 // directory, refuses to start on it without the key (changing nothing),
 // and starts with the key on the state it left.
 func TestEncryptedStateAtRest(t *testing.T) {
@@ -168,7 +168,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 	}
 	key := []byte("0123456789abcdef")
 	cfg := weir.Config{ApplicationID: c.Name(t, "enc-app"), Brokers: c.Brokers, StateDir: t.TempDir(), Logger: testLogger(t)}
-	cfg.State.EncryptionKey = key
+	cfg.Stores.EncryptionKey = key
 	// run runs an App on cfg until every key's output reaches seq.
 	run := func(cfg weir.Config, seq int64) {
 		t.Helper()
@@ -213,7 +213,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 
 	for _, wrong := range [][]byte{nil, []byte("fedcba9876543210")} {
 		bad := cfg
-		bad.State.EncryptionKey = wrong
+		bad.Stores.EncryptionKey = wrong
 		app, err := weir.New(maxSeqTopology(in, out), bad)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err = app.Run(ctx)
 		cancel()
-		if !errors.Is(err, weir.ErrStateEncryptionKey) || !strings.Contains(err.Error(), "State.EncryptionKey") {
+		if !errors.Is(err, weir.ErrStateEncryptionKey) || !strings.Contains(err.Error(), "Stores.EncryptionKey") {
 			t.Fatalf("Run with key %q = %v; want weir.ErrStateEncryptionKey", wrong, err)
 		}
 	}
@@ -229,7 +229,7 @@ func TestEncryptedStateAtRest(t *testing.T) {
 	// The right key finds the state intact: no store partition is
 	// restored in full.
 	restores := &restoreLog{}
-	cfg.State.RestoreListener = restores
+	cfg.Stores.RestoreListener = restores
 	produce(2)
 	run(cfg, 2)
 	for _, e := range restores.snapshot() {

@@ -112,7 +112,7 @@ func TestTableFollowsItsCompactedTopic(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg.State.RestoreListener = restored
+			cfg.Stores.RestoreListener = restored
 			start(t, b, cfg)
 			var orderMsgs []*sarama.ProducerMessage
 			for i := range 60 {

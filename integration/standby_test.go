@@ -107,7 +107,7 @@ func runStandbyChild() int {
 		Consumer:        weir.ConsumerConfig{SessionTimeout: session, HeartbeatInterval: 500 * time.Millisecond},
 		StandbyReplicas: cc.Standbys,
 		Metrics:         reg,
-		State:           weir.StateConfig{RestoreListener: &restorePrinter{enc: enc, start: map[int32]restoreReport{}}},
+		Stores:          weir.StoresConfig{RestoreListener: &restorePrinter{enc: enc, start: map[int32]restoreReport{}}},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "standby child: weir.New:", err)

@@ -212,9 +212,9 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 	cfg := baseConfig(c, app, t)
 	// Regression: a stopping App once dropped the state of the tasks its
 	// own shutdown closed, as if they had moved away.
-	cfg.State.CleanupDelay = time.Millisecond
+	cfg.Stores.CleanupDelay = time.Millisecond
 	first := &restoreLog{}
-	cfg.State.RestoreListener = first
+	cfg.Stores.RestoreListener = first
 	a := start(t, maxSeqTopology(in, out), cfg)
 	waitProcessed(t, c, out, keys, seqs)
 	if err := a.stop(t); err != nil {
@@ -225,9 +225,9 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 
 	// Clean restart: every partition's checkpoint is at the end. (The
 	// default delay: state not assigned within it at start is dropped.)
-	cfg.State.CleanupDelay = 0
+	cfg.Stores.CleanupDelay = 0
 	again := &restoreLog{}
-	cfg.State.RestoreListener = again
+	cfg.Stores.RestoreListener = again
 	b := start(t, maxSeqTopology(in, out), cfg)
 	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(again.snapshot())
@@ -250,7 +250,7 @@ func TestRestoreAfterCleanStopAndLostState(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := &restoreLog{}
-	cfg.State.RestoreListener = full
+	cfg.Stores.RestoreListener = full
 	d := start(t, maxSeqTopology(in, out), cfg)
 	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(full.snapshot())
@@ -284,13 +284,13 @@ func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 	kafka.Produce(t, c, seqRecords(in, keys, 0, seqs)...)
 
 	cfgA := baseConfig(c, app, t)
-	cfgA.State.CleanupDelay = 50 * time.Millisecond
+	cfgA.Stores.CleanupDelay = 50 * time.Millisecond
 	a := start(t, maxSeqTopology(in, out), cfgA)
 	waitProcessed(t, c, out, keys, seqs)
 
 	cfgB := baseConfig(c, app, t)
 	logB := &restoreLog{}
-	cfgB.State.RestoreListener = logB
+	cfgB.Stores.RestoreListener = logB
 	b := start(t, maxSeqTopology(in, out), cfgB)
 	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		na, nb := len(a.app.Tasks()), len(b.app.Tasks())
@@ -309,7 +309,7 @@ func TestSecondInstanceRebuildsMovedTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each instance holds exactly the partitions it ran last: A dropped
-	// the state of the tasks it gave away after State.CleanupDelay.
+	// the state of the tasks it gave away after Stores.CleanupDelay.
 	partsB := map[int32]bool{}
 	for _, e := range logB.snapshot() {
 		partsB[e.Partition] = true
@@ -373,7 +373,7 @@ func TestCompactedChangelogRestoresTheSameState(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &restoreLog{}
-	cfg.State.RestoreListener = log
+	cfg.Stores.RestoreListener = log
 	b := start(t, maxSeqTopology(in, out), cfg)
 	kafka.Eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		_, ended := restored(log.snapshot())
@@ -457,7 +457,7 @@ func runChild() int {
 		Guarantee:      weir.AtLeastOnce,
 		CommitInterval: commit,
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
-		State:          weir.StateConfig{RestoreListener: log},
+		Stores:         weir.StoresConfig{RestoreListener: log},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -76,7 +76,7 @@ func TestRollingRestartWithStaticMembership(t *testing.T) {
 			cfg.StaticMemberID = fmt.Sprintf("instance-%d", i)
 		}
 		cfg.Consumer = weir.ConsumerConfig{SessionTimeout: 30 * time.Second, HeartbeatInterval: time.Second}
-		cfg.State.RestoreListener = restores
+		cfg.Stores.RestoreListener = restores
 		slots[i] = &slot{cfg: cfg}
 		startSlot(slots[i])
 	}
@@ -234,7 +234,7 @@ func TestRollingDeployWithoutStaticMembership(t *testing.T) {
 		cfgs[i] = baseConfig(c, app, t)
 		cfgs[i].Guarantee = weir.ExactlyOnce
 		cfgs[i].CommitInterval = 100 * time.Millisecond
-		cfgs[i].State.RestoreListener = restores
+		cfgs[i].Stores.RestoreListener = restores
 		cfgs[i].StandbyReplicas = 1
 		startSlot(i)
 	}

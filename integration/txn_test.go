@@ -147,8 +147,8 @@ func TestExactlyOnceFencedInstanceStops(t *testing.T) {
 	kafka.Eventually(t, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		select {
 		case err := <-a.done:
-			if !errors.Is(err, weir.ErrFenced) {
-				t.Fatalf("the old instance's Run = %v, want ErrFenced", err)
+			if !errors.Is(err, weir.ErrInstanceFenced) {
+				t.Fatalf("the old instance's Run = %v, want ErrInstanceFenced", err)
 			}
 			return true, ""
 		default:

@@ -45,7 +45,7 @@ func TestScaleOutWithWarmups(t *testing.T) {
 		cfg.Guarantee = weir.ExactlyOnce
 		cfg.CommitInterval = 100 * time.Millisecond
 		cfg.AcceptableRecoveryLag = acceptable
-		cfg.State.RestoreListener = restores[i]
+		cfg.Stores.RestoreListener = restores[i]
 		cfg.Metrics = regs[i]
 		insts[i] = start(t, b, cfg)
 	}

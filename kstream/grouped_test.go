@@ -13,7 +13,7 @@ import (
 )
 
 // store reads the whole key-value store name.
-func store[K, V any](t *testing.T, d *weirtest.Driver, name string, keys serde.Serde[K], values serde.Serde[V]) []weirtest.KeyValue[K, V] {
+func store[K, V any](t *testing.T, d *weirtest.Driver, name string, keys serde.Serde[K], values serde.Serde[V]) []weirtest.Entry[K, V] {
 	t.Helper()
 	all, err := weirtest.KeyValueStore(d, name, keys, values).All()
 	if err != nil {
@@ -35,7 +35,7 @@ func TestCountEmitsEveryUpdate(t *testing.T) {
 	expect(t, d, "counts", serde.String(), serde.Int64(),
 		kv[string, int64]{"alice", 1, 1}, kv[string, int64]{"bob", 1, 2}, kv[string, int64]{"alice", 2, 3}, kv[string, int64]{"alice", 3, 4})
 	got := store(t, d, "clicks-per-user", serde.String(), serde.Int64())
-	if want := []weirtest.KeyValue[string, int64]{{Key: "alice", Value: 3}, {Key: "bob", Value: 1}}; !slices.Equal(got, want) {
+	if want := []weirtest.Entry[string, int64]{{Key: "alice", Value: 3}, {Key: "bob", Value: 1}}; !slices.Equal(got, want) {
 		t.Errorf("store = %v, want %v", got, want)
 	}
 }
@@ -75,7 +75,7 @@ func TestAggregate(t *testing.T) {
 	// init() starts each key's aggregate: 100 + lengths.
 	expect(t, d, "out", serde.String(), serde.String(), kv[string, string]{"k", "##", 1}, kv[string, string]{"j", "#", 2}, kv[string, string]{"k", "#####", 3})
 	got := store(t, d, "total-length", serde.String(), serde.Int64())
-	if want := []weirtest.KeyValue[string, int64]{{Key: "j", Value: 101}, {Key: "k", Value: 105}}; !slices.Equal(got, want) {
+	if want := []weirtest.Entry[string, int64]{{Key: "j", Value: 101}, {Key: "k", Value: 105}}; !slices.Equal(got, want) {
 		t.Errorf("store = %v, want %v", got, want)
 	}
 }

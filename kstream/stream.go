@@ -36,11 +36,18 @@ type Stream[K, V any] struct {
 	rekeyedBy string
 }
 
-// KeyValue is one record produced by [Stream.FlatMap].
-type KeyValue[K, V any] struct {
+// Pair is one record produced by [Stream.FlatMap]: a key and a value.
+// Kafka Streams' KeyValue.
+type Pair[K, V any] struct {
 	Key   K
 	Value V
 }
+
+// KeyValue is Pair. In weir, KeyValue names the kind of store
+// (processor.KeyValue, ktable.KeyValue), never a pair.
+//
+// Deprecated: use Pair.
+type KeyValue[K, V any] = Pair[K, V]
 
 // Name returns the stream's name: the name of the node it reads, which
 // the stateless steps that follow derive their names from.
@@ -146,7 +153,7 @@ func (s *Stream[K, V]) MapValues[V2 any](fn func(value V) V2, opts ...Option) *S
 // returns them, each with the input's timestamp and headers. It changes
 // the key, so a later grouping needs a repartition. Its node is named
 // Name()+"-flatmap" unless [Named]. Kafka Streams' KStream.flatMap.
-func (s *Stream[K, V]) FlatMap[K2, V2 any](fn func(key K, value V) []KeyValue[K2, V2], opts ...Option) *Stream[K2, V2] {
+func (s *Stream[K, V]) FlatMap[K2, V2 any](fn func(key K, value V) []Pair[K2, V2], opts ...Option) *Stream[K2, V2] {
 	if fn == nil {
 		s.b.fail("flatmap of %q: nil function", s.name)
 	}

@@ -98,10 +98,10 @@ func TestFlatMapAndFlatMapValues(t *testing.T) {
 	b := kstream.NewBuilder()
 	s := b.Stream("in", "in", serde.String(), serde.String())
 	s.FlatMapValues(strings.Fields).To("words", serde.String(), serde.String())
-	s.FlatMap(func(k, v string) []kstream.KeyValue[string, int64] {
-		var out []kstream.KeyValue[string, int64]
+	s.FlatMap(func(k, v string) []kstream.Pair[string, int64] {
+		var out []kstream.Pair[string, int64]
 		for i, w := range strings.Fields(v) {
-			out = append(out, kstream.KeyValue[string, int64]{Key: w, Value: int64(i)})
+			out = append(out, kstream.Pair[string, int64]{Key: w, Value: int64(i)})
 		}
 		return out
 	}).To("positions", serde.String(), serde.Int64())

@@ -175,7 +175,7 @@ func TestTableUpdatesAndDeletes(t *testing.T) {
 	expectRows(t, d, "all", serde.Int64(), "tv=500@1", "pen=2@2", "tv=90@3", "pen=3@4", "tv=<deleted>@5", "cup=<deleted>@6", "tv=120@7")
 	expectRows(t, d, "expensive", serde.Int64(), "tv=500@1", "tv=<deleted>@3", "tv=120@7")
 	got := store(t, d, "prices", serde.String(), serde.Int64())
-	if want := []weirtest.KeyValue[string, int64]{{Key: "pen", Value: 3}, {Key: "tv", Value: 120}}; !slices.Equal(got, want) {
+	if want := []weirtest.Entry[string, int64]{{Key: "pen", Value: 3}, {Key: "tv", Value: 120}}; !slices.Equal(got, want) {
 		t.Errorf("store = %v, want %v", got, want)
 	}
 }
@@ -207,7 +207,7 @@ func TestTableGroupBySubtracts(t *testing.T) {
 	expectRows(t, d, "members", serde.String(),
 		"eu=+ann@1", "eu=+ann+bob@2", "eu=+ann+bob-ann@3", "us=+ann@3", "eu=+ann+bob-ann-bob+bob@4", "eu=+ann+bob-ann-bob+bob-bob@5")
 	got := store(t, d, "users-per-region", serde.String(), serde.Int64())
-	if want := []weirtest.KeyValue[string, int64]{{Key: "eu", Value: 0}, {Key: "us", Value: 1}}; !slices.Equal(got, want) {
+	if want := []weirtest.Entry[string, int64]{{Key: "eu", Value: 0}, {Key: "us", Value: 1}}; !slices.Equal(got, want) {
 		t.Errorf("store = %v, want %v", got, want)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir"
@@ -40,8 +41,8 @@ type View[K, V any] struct {
 	r      *weir.StoreReader
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	err    error
-	fw     forwarding // for Lookup's forwarded reads
+	errs   *firstError // shared by the goroutines using this view
+	fw     forwarding  // for Lookup's forwarded reads
 }
 
 // KeyValue returns a view of the key-value store name of app, read with
@@ -58,7 +59,7 @@ func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values 
 	if r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is a window store; read it with Window", name)
 	}
-	return &View[K, V]{r: r, keys: keys, values: values, fw: defaultForwarding()}, nil
+	return &View[K, V]{r: r, keys: keys, values: values, errs: &firstError{}, fw: defaultForwarding()}, nil
 }
 
 // Get returns the committed value of key and whether the store holds it.
@@ -111,17 +112,9 @@ func (v *View[K, V]) Prefix(prefix K) iter.Seq2[K, V] {
 // Err returns the first error the iterations since the last call met (a
 // partition that could not be read, as a *weir.StoreUnavailableError, or
 // an entry that could not be decoded), and clears it.
-func (v *View[K, V]) Err() error {
-	err := v.err
-	v.err = nil
-	return err
-}
+func (v *View[K, V]) Err() error { return v.errs.take() }
 
-func (v *View[K, V]) setErr(err error) {
-	if v.err == nil {
-		v.err = err
-	}
-}
+func (v *View[K, V]) setErr(err error) { v.errs.set(err) }
 
 func (v *View[K, V]) fail(err error) iter.Seq2[K, V] {
 	return func(func(K, V) bool) { v.setErr(err) }
@@ -148,23 +141,26 @@ func (v *View[K, V]) scan(lo, hi []byte) iter.Seq2[K, V] {
 			for {
 				var entries []entry
 				var next []byte
-				err := v.r.Scan(p, from, hi, func(kb, vb []byte) bool {
+				r := own(v.r)
+				for kb, vb := range r.Scan(p, from, hi) {
 					if len(entries) == chunk {
 						next = append([]byte(nil), kb...)
-						return false
+						break
 					}
 					k, err := serde.Decode(v.keys, v.r.Name(), kb)
 					if err == nil {
 						var val V
 						if val, err = serde.Decode(v.values, v.r.Name(), vb); err == nil {
 							entries = append(entries, entry{k, val})
-							return true
+							continue
 						}
 					}
+					// Reported; the entries before it and the next
+					// partitions are still read.
 					v.setErr(fmt.Errorf("ktable: %s, partition %d: decode entry: %w", v.r.Name(), p, err))
-					return false
-				})
-				if err != nil {
+					break
+				}
+				if err := r.Err(); err != nil {
 					v.setErr(err)
 					var ue *weir.StoreUnavailableError
 					if !errors.As(err, &ue) {
@@ -186,6 +182,37 @@ func (v *View[K, V]) scan(lo, hi []byte) iter.Seq2[K, V] {
 	}
 }
 
+// firstError keeps the first error set since it was last taken. It is
+// safe for concurrent use.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) take() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.err
+	f.err = nil
+	return err
+}
+
+// own returns a copy of r whose Err reports the errors of this call's
+// iterations only: a view is shared between goroutines, and so is its
+// reader.
+func own(r *weir.StoreReader) *weir.StoreReader { return r.WithStandbyReads(r.MaxStandbyLag()) }
+
 // prefixEnd returns the smallest key greater than every key that starts
 // with prefix, or nil when there is none.
 func prefixEnd(prefix []byte) []byte {
@@ -206,8 +233,8 @@ type WindowView[K, V any] struct {
 	r      *weir.StoreReader
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	err    error
-	fw     forwarding // for Lookup's forwarded fetches
+	errs   *firstError // shared by the goroutines using this view
+	fw     forwarding  // for Lookup's forwarded fetches
 }
 
 // Window returns a view of the window store name of app, read with the
@@ -224,7 +251,7 @@ func Window[K, V any](app *weir.App, name string, keys serde.Serde[K], values se
 	if !r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is not a window store", name)
 	}
-	return &WindowView[K, V]{r: r, keys: keys, values: values, fw: defaultForwarding()}, nil
+	return &WindowView[K, V]{r: r, keys: keys, values: values, errs: &firstError{}, fw: defaultForwarding()}, nil
 }
 
 // Fetch yields the start and committed aggregate of each of key's windows
@@ -245,16 +272,16 @@ func (v *WindowView[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[time.Time,
 		// store's retention at most): collect, then yield outside the
 		// reader.
 		var ws []window
-		err = v.r.FetchWindows(kb, from, to, func(start time.Time, vb []byte) bool {
+		r := own(v.r)
+		for start, vb := range r.FetchWindows(kb, from, to) {
 			val, err := serde.Decode(v.values, v.r.Name(), vb)
 			if err != nil {
 				v.setErr(fmt.Errorf("ktable: %s: decode window: %w", v.r.Name(), err))
-				return false
+				return
 			}
 			ws = append(ws, window{start, val})
-			return true
-		})
-		if err != nil {
+		}
+		if err := r.Err(); err != nil {
 			v.setErr(err)
 			return
 		}
@@ -268,14 +295,6 @@ func (v *WindowView[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[time.Time,
 
 // Err returns the first error the fetches since the last call met, and
 // clears it.
-func (v *WindowView[K, V]) Err() error {
-	err := v.err
-	v.err = nil
-	return err
-}
+func (v *WindowView[K, V]) Err() error { return v.errs.take() }
 
-func (v *WindowView[K, V]) setErr(err error) {
-	if v.err == nil {
-		v.err = err
-	}
-}
+func (v *WindowView[K, V]) setErr(err error) { v.errs.set(err) }

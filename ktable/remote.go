@@ -79,9 +79,9 @@ type answer struct {
 
 	// An unavailable partition (HTTP 503): the fields of a
 	// *weir.StoreUnavailableError.
-	Reason    string `json:"reason,omitempty"`
-	Task      string `json:"task,omitempty"`
-	Partition int32  `json:"partition,omitempty"`
+	Reason    weir.StoreUnavailableReason `json:"reason,omitempty"`
+	Task      string                      `json:"task,omitempty"`
+	Partition int32                       `json:"partition,omitempty"`
 	// Error is the message of any failure.
 	Error string `json:"error,omitempty"`
 }
@@ -263,16 +263,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		var size int
 		tooMany := false
-		err = r.FetchWindows(q.Key, time.UnixMilli(q.From), time.UnixMilli(q.To), func(start time.Time, v []byte) bool {
+		rr := own(r)
+		for start, v := range rr.FetchWindows(q.Key, time.UnixMilli(q.From), time.UnixMilli(q.To)) {
 			size += len(v)
 			if len(a.Windows) == MaxLookupWindows || size > MaxLookupWindowBytes {
 				tooMany = true
-				return false
+				break
 			}
 			a.Windows = append(a.Windows, windowAnswer{Start: start.UnixMilli(), Value: v})
-			return true
-		})
-		if err == nil && tooMany {
+		}
+		if err = rr.Err(); err == nil && tooMany {
 			reply(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("the range holds more than %d windows or %d bytes of values; ask for a shorter one", MaxLookupWindows, MaxLookupWindowBytes)})
 			return
 		}
@@ -294,15 +294,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // the range holds more after the last one.
 func scanPage(r *weir.StoreReader, p int32, lo, hi []byte) (entries []entryAnswer, more bool, err error) {
 	size := 0
-	err = r.Scan(p, lo, hi, func(k, v []byte) bool {
+	rr := own(r)
+	for k, v := range rr.Scan(p, lo, hi) {
 		if len(entries) == scanPageEntries || size >= scanPageBytes {
 			more = true
-			return false
+			break
 		}
 		entries = append(entries, entryAnswer{Key: slices.Clone(k), Value: slices.Clone(v)})
 		size += len(k) + len(v)
-		return true
-	})
+	}
+	err = rr.Err()
 	return entries, more, err
 }
 
@@ -349,31 +350,38 @@ func noRedirects(c *http.Client) *http.Client {
 
 // WithClient makes v's lookups use c to reach other instances over plain
 // HTTP (timeouts, a proxy, a transport of your own); a redirect is never
-// followed, whatever c's CheckRedirect says. It returns v.
+// followed, whatever c's CheckRedirect says. It returns a copy of v so
+// configured; v is unchanged (every With method of a view or a
+// weir.StoreReader works so).
 func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
-	v.fw.client, v.fw.scheme = noRedirects(c), "http"
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.client, cp.fw.scheme = noRedirects(c), "http"
+	return &cp
 }
 
 // WithCredentials makes v call add on every request it forwards to
 // another instance, to add what that instance's Config.Authorizer
 // identifies it by (a bearer token, a signature); an error from add fails
 // the lookup. Mutual TLS needs no hook: give WithHTTPS a client whose
-// transport presents a certificate. It returns v.
+// transport presents a certificate. It returns a copy of v so configured.
 func (v *View[K, V]) WithCredentials(add func(*http.Request) error) *View[K, V] {
-	v.fw.credentials = add
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.credentials = add
+	return &cp
 }
 
 // WithHTTPS makes v's lookups reach other instances over HTTPS with c,
 // whose transport's TLS configuration trusts their certificates (and
 // carries a client certificate, for mutual TLS): every instance then
 // serves its Handler over TLS at its Config.AdvertisedAddr, whose host
-// its certificate must name. Like WithClient, call it before the view is
-// shared. It returns v.
+// its certificate must name. It returns a copy of v so configured.
 func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
-	v.fw.client, v.fw.scheme = noRedirects(c), "https"
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.client, cp.fw.scheme = noRedirects(c), "https"
+	return &cp
 }
 
 // WithStandbyReads lets v read standby copies of a partition (kept by
@@ -385,11 +393,12 @@ func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
 // Such answers are committed state but older than the task's (see
 // weir.StoreReader.WithStandbyReads); what a failover makes unreadable
 // for seconds stays readable. maxLag < 0 turns standby reads off (the
-// default). Like WithClient, call it before the view is shared between
-// goroutines. It returns v.
+// default). It returns a copy of v so configured; v is unchanged.
 func (v *View[K, V]) WithStandbyReads(maxLag int64) *View[K, V] {
-	v.r = v.r.WithStandbyReads(maxLag)
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.r = v.r.WithStandbyReads(maxLag)
+	return &cp
 }
 
 // Lookup returns the committed value of key wherever its partition runs:
@@ -539,34 +548,43 @@ type WindowValue[V any] struct {
 }
 
 // WithClient makes v's lookups use c to reach other instances over
-// plain HTTP, as View.WithClient does. It returns v.
+// plain HTTP, as View.WithClient does. It returns a copy of v so
+// configured.
 func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
-	v.fw.client, v.fw.scheme = noRedirects(c), "http"
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.client, cp.fw.scheme = noRedirects(c), "http"
+	return &cp
 }
 
 // WithCredentials makes v call add on every request it forwards, as
-// View.WithCredentials does. It returns v.
+// View.WithCredentials does. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithCredentials(add func(*http.Request) error) *WindowView[K, V] {
-	v.fw.credentials = add
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.credentials = add
+	return &cp
 }
 
 // WithHTTPS makes v's lookups reach other instances over HTTPS with c,
-// as View.WithHTTPS does. It returns v.
+// as View.WithHTTPS does. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithHTTPS(c *http.Client) *WindowView[K, V] {
-	v.fw.client, v.fw.scheme = noRedirects(c), "https"
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.fw.client, cp.fw.scheme = noRedirects(c), "https"
+	return &cp
 }
 
 // WithStandbyReads lets v read standby copies of a partition at most
 // maxLag records behind their changelog, as View.WithStandbyReads does:
 // Fetch then also answers from this instance's standby copies, and
 // Lookup asks the partition's standbys when its active instance cannot
-// answer. Call it before the view is shared. It returns v.
+// answer. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithStandbyReads(maxLag int64) *WindowView[K, V] {
-	v.r = v.r.WithStandbyReads(maxLag)
-	return v
+	cp := *v
+	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.r = v.r.WithStandbyReads(maxLag)
+	return &cp
 }
 
 // Lookup returns the committed windows of key that start in [from, to],
@@ -590,11 +608,11 @@ func (v *WindowView[K, V]) Lookup(ctx context.Context, key K, from, to time.Time
 	}
 	local := func() (answer, error) {
 		var a answer
-		err := v.r.FetchWindows(kb, from, to, func(start time.Time, vb []byte) bool {
+		r := own(v.r)
+		for start, vb := range r.FetchWindows(kb, from, to) {
 			a.Windows = append(a.Windows, windowAnswer{Start: start.UnixMilli(), Value: vb})
-			return true
-		})
-		return a, err
+		}
+		return a, r.Err()
 	}
 	var a answer
 	src := "this instance"

@@ -49,7 +49,7 @@ func TestAskFollowsNoRedirect(t *testing.T) {
 	defer redirecting.Close()
 	addr := strings.TrimPrefix(redirecting.URL, "http://")
 	v := &View[string, string]{fw: defaultForwarding()}
-	v.WithClient(&http.Client{}) // a client that would follow redirects
+	v = v.WithClient(&http.Client{}) // a client that would follow redirects
 	for _, fw := range []forwarding{defaultForwarding(), v.fw} {
 		a, err := ask(context.Background(), fw, owner, addr, query{Op: "get", Key: []byte("k")}, -1)
 		if err == nil {

@@ -139,7 +139,7 @@ func TestKeyValueStoreAndClose(t *testing.T) {
 		t.Errorf("Get(z) found %v, %v; want a miss", found, err)
 	}
 	all, err := view.All()
-	if want := []weirtest.KeyValue[string, int64]{{Key: "x", Value: 2}, {Key: "y", Value: 1}}; err != nil || !slices.Equal(all, want) {
+	if want := []weirtest.Entry[string, int64]{{Key: "x", Value: 2}, {Key: "y", Value: 1}}; err != nil || !slices.Equal(all, want) {
 		t.Errorf("All = %v, %v; want %v", all, err, want)
 	}
 	if _, _, err := weirtest.KeyValueStore(d, "nope", serde.String(), serde.Int64()).Get("x"); err == nil {

@@ -17,11 +17,17 @@ type KeyValueView[K, V any] struct {
 	values serde.Serde[V]
 }
 
-// KeyValue is an entry of a key-value store.
-type KeyValue[K, V any] struct {
+// Entry is an entry of a key-value store: a key and its value.
+type Entry[K, V any] struct {
 	Key   K
 	Value V
 }
+
+// KeyValue is Entry. In weir, KeyValue names the kind of store
+// (processor.KeyValue, ktable.KeyValue, [KeyValueStore]), never a pair.
+//
+// Deprecated: use Entry.
+type KeyValue[K, V any] = Entry[K, V]
 
 // KeyValueStore returns a reader of the key-value store name with the
 // store's serdes.
@@ -60,12 +66,12 @@ func (s *KeyValueView[K, V]) Get(key K) (value V, found bool, err error) {
 
 // All returns every entry of the store, in the order of the serialized
 // keys.
-func (s *KeyValueView[K, V]) All() ([]KeyValue[K, V], error) {
+func (s *KeyValueView[K, V]) All() ([]Entry[K, V], error) {
 	b, err := s.bytes()
 	if err != nil {
 		return nil, err
 	}
-	var out []KeyValue[K, V]
+	var out []Entry[K, V]
 	for kb, vb := range b.Range(nil, nil) {
 		k, err := serde.Decode(s.keys, s.name, kb)
 		if err != nil {
@@ -75,7 +81,7 @@ func (s *KeyValueView[K, V]) All() ([]KeyValue[K, V], error) {
 		if err != nil {
 			return nil, fmt.Errorf("weirtest: store %s: value: %w", s.name, err)
 		}
-		out = append(out, KeyValue[K, V]{Key: k, Value: v})
+		out = append(out, Entry[K, V]{Key: k, Value: v})
 	}
 	return out, b.Err()
 }

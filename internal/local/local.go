@@ -18,7 +18,7 @@ import (
 // State keeps track of the store partitions this instance holds on
 // disk. It tells the group leader which tasks' state the instance has (so
 // tasks stay where their state is), and drops the state of tasks that
-// moved away once Config.State.CleanupDelay has passed without them coming
+// moved away once Config.Stores.CleanupDelay has passed without them coming
 // back: a quick move back restores only the changelog's tail.
 //
 // # Locking

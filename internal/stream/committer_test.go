@@ -447,3 +447,42 @@ func TestFencedFinalCommitStopsCleanly(t *testing.T) {
 		})
 	}
 }
+
+// A stop that comes while the thread rebuilds a fenced producer (its
+// coordinator's broker down, the rebuild waiting for it) is a clean stop:
+// no transaction has begun, the tasks close without a commit, and the
+// thread's shutdown succeeds. A CI run of the three-broker tests exited 1
+// here ("stopped before the check ... passed: context canceled").
+func TestStopDuringProducerRebuildIsClean(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	th := committerThread(t, Config{}, fake)
+	th.in.TransactionTimeout = time.Nanosecond // an old transaction: no twin instance
+	ctx, cancel := context.WithCancel(context.Background())
+	th.ctx = ctx
+	rebuilds := 0
+	th.newProducer = func() (*txn.Producer, error) {
+		rebuilds++
+		cancel() // the stop arrives while the coordinator is unreachable
+		return nil, sarama.ErrConcurrentTransactions
+	}
+	fake.CommitErr, fake.CommitStatus = sarama.ErrProducerFenced, sarama.ProducerTxnFlagFatalError
+	if err := th.Send(msgFrom("in", 1, "out", []byte("k"), 10)); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := th.commit(); err != nil || o != fenced {
+		t.Fatalf("commit = %v, %v; want fenced and a clean stop", o, err)
+	}
+	if rebuilds == 0 {
+		t.Fatal("the fenced producer was not rebuilt: the test proved nothing")
+	}
+	if len(th.tasks) != 0 {
+		t.Fatalf("%d tasks still open after the cut-short rebuild", len(th.tasks))
+	}
+	if err := th.shutdown(nil); err != nil {
+		t.Fatalf("shutdown = %v, want a clean stop", err)
+	}
+	if n := counterValue(t, th.in.Metrics.Transactions, "0", "committed"); n != 0 {
+		t.Fatalf("a transaction was counted as committed (%v)", n)
+	}
+}

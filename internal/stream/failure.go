@@ -162,6 +162,9 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
 	if err := th.checkDangling(th.producer, true, repair.LastTransaction{}); err != nil {
+		if th.stopping() {
+			return th.stoppedMidRepair("the check after an abort", err)
+		}
 		return err
 	}
 	return th.rewind(re)
@@ -419,6 +422,9 @@ func (th *Thread) act(err error) (outcome, error) {
 	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
 		if derr := th.checkDangling(th.producer, true, repair.LastTransaction{}); derr != nil {
+			if th.stopping() {
+				return o, th.stoppedMidRepair("the check after an abort", derr)
+			}
 			return o, derr
 		}
 		return o, th.rewind(err)
@@ -466,12 +472,26 @@ func (th *Thread) act(err error) (outcome, error) {
 // records left open when it initialises its producer.
 func (th *Thread) stopping() bool { return th.ctx.Err() != nil }
 
+// stoppedMidRepair ends a repair that the thread's stop cut short (a
+// producer rebuild, or the open-transaction check after an abort, waiting
+// for a broker that is down): no transaction has begun since the last one
+// ended, so stopping here loses nothing. The tasks close without a commit,
+// their uncommitted state discarded; their next owner, or this instance's
+// next start, checks for records left open when it initialises its
+// producer, and processes again from the committed offsets. The stop is
+// clean: it returns nil.
+func (th *Thread) stoppedMidRepair(what string, err error) error {
+	th.log.Warn(what+" was cut short by the thread's stop; its tasks close without a commit, and their next owner checks for records left open", "error", err)
+	th.resetTasks()
+	return nil
+}
+
 // rewind takes the thread's tasks back to their last commit after an
 // aborted transaction. In place when it can: each running task replays the
 // records it processed since the commit, which the thread kept, and the
 // group never hears of it. It rejoins the group instead (closing the tasks,
 // which the sticky assignment gives back at the committed offsets) when the
-// kept records were let go because they passed State.MaxBufferBytes, or
+// kept records were let go because they passed Stores.MaxBufferBytes, or
 // when the group has moved on without this member's generation (unknown
 // member, fenced static instance, a generation that is over, a rebalance
 // in progress): the group refuses every commit of the old generation, so
@@ -538,6 +558,9 @@ func (th *Thread) PartitionCount(topic string) (int32, error) {
 // fail with txn.ErrClosed or its own error, never a panic).
 func (th *Thread) rebuildProducer() error {
 	p, err := th.initProducer()
+	if err != nil && th.stopping() {
+		return th.stoppedMidRepair("rebuilding the producer", err)
+	}
 	if err != nil {
 		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
 	}

@@ -107,6 +107,6 @@ func (h *Hosts) Get() ([]assign.Host, int32) {
 	return h.hosts, h.gen
 }
 
-// ErrFenced is weir.ErrFenced: another instance took this instance's
+// ErrFenced is weir.ErrInstanceFenced: another instance took this instance's
 // transactional ids.
 var ErrFenced = errors.New("weir: producer fenced")

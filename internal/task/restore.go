@@ -357,7 +357,7 @@ type restoreBatch struct {
 // to hold everything its changelog had below c.Offset: c.Time, or, for a
 // checkpoint written by a weir version that recorded no time, an estimate
 // that errs towards old: the database's last write before this run less
-// State.CleanupDelay, since the state of a task that moved away stays that
+// Stores.CleanupDelay, since the state of a task that moved away stays that
 // long while the instance goes on writing (the delay of the current
 // configuration stands in for that of the run that wrote it). Such a
 // checkpoint is then trusted after a short stop, so an upgrade does not

@@ -45,7 +45,7 @@ func TestCheckpointTooOld(t *testing.T) {
 }
 
 // A checkpoint written before checkpoints had a time is dated by the
-// database's last write, less State.CleanupDelay.
+// database's last write, less Stores.CleanupDelay.
 func TestCheckpointSince(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")

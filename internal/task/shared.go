@@ -95,7 +95,7 @@ type Config struct {
 	// Skip or DeadLetter is passed over in a replay of the aborted
 	// transaction (see ErrReplayWithout), not where it failed.
 	ExactlyOnce bool
-	// CleanupDelay is State.CleanupDelay, which dates a checkpoint
+	// CleanupDelay is Stores.CleanupDelay, which dates a checkpoint
 	// written without a time (see checkpointSince).
 	CleanupDelay    time.Duration
 	RestoreListener RestoreListener // nil: none

@@ -101,7 +101,7 @@ func (s *Standby) Read(store string, maxLag int64, fn func() error) (lag int64, 
 
 // Close drops the standby's lag gauges. Its state stays on disk, where the
 // local state's cleaner drops it unless a task or standby takes it again
-// (Config.State.CleanupDelay).
+// (Config.Stores.CleanupDelay).
 func (s *Standby) Close() {
 	partition := strconv.Itoa(int(s.t.id.Partition))
 	for name := range s.t.stores {
