@@ -15,7 +15,6 @@ import (
 
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/hostport"
-	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/schema"
 )
 
@@ -587,7 +586,7 @@ func (c *Config) Validate() error {
 			if field != "" {
 				f.field = field + "." + strings.TrimSuffix(f.field, "Errors")
 			}
-			if !task.Policy(f.policy).Valid() {
+			if !f.policy.Valid() {
 				bad(f.field, "unknown policy %q (want Fail, Skip or DeadLetter(topic))", string(f.policy))
 			}
 		}

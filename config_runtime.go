@@ -6,6 +6,7 @@ import (
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/stream"
 	"github.com/weirstream/weir/internal/task"
+	"maps"
 )
 
 // How a Config becomes the settings of the runtime's packages.
@@ -45,22 +46,16 @@ func (c *Config) taskConfig() task.Config {
 	tc := task.Config{
 		ApplicationID:         c.ApplicationID,
 		MaxTaskIdle:           c.MaxTaskIdle,
-		DeserializationErrors: task.Policy(c.DeserializationErrors),
-		TimestampErrors:       task.Policy(c.TimestampErrors),
-		ProcessingErrors:      task.Policy(c.ProcessingErrors),
-		ProductionErrors:      task.Policy(c.ProductionErrors),
+		DeserializationErrors: c.DeserializationErrors,
+		TimestampErrors:       c.TimestampErrors,
+		ProcessingErrors:      c.ProcessingErrors,
+		ProductionErrors:      c.ProductionErrors,
+		TopicErrors:           maps.Clone(c.TopicErrors),
 		ExactlyOnce:           c.Guarantee == ExactlyOnce,
 		CleanupDelay:          c.Stores.CleanupDelay,
 	}
 	if c.Stores.RestoreListener != nil {
 		tc.RestoreListener = c.Stores.RestoreListener
-	}
-	if len(c.TopicErrors) > 0 {
-		tc.TopicErrors = make(map[string]task.Policies, len(c.TopicErrors))
-		for topic, p := range c.TopicErrors {
-			tc.TopicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
-				Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
-		}
 	}
 	return tc
 }

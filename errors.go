@@ -8,8 +8,8 @@ import (
 
 	"github.com/weirstream/weir/internal/statedir"
 	"github.com/weirstream/weir/internal/stream"
-	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
+	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/schema"
 )
 
@@ -91,92 +91,29 @@ func (e *SchemaError) Error() string {
 // Unwrap returns the cause.
 func (e *SchemaError) Unwrap() error { return e.Err }
 
-// RecordError is a record that stopped the application: it could not be
-// decoded, or a processor or sink failed on it. weir_node_failures_total
-// counts it under Node.
-//
-// weir's own text names the record, never its contents. The text of Err
-// is the cause's: a serde's error or a processor's, which may quote what
-// they were given (see package serde, "Errors"); weir's built-in serdes
-// never do.
-type RecordError struct {
-	Task string // task id, "<sub-topology>_<partition>"
-	// Node is the node that failed: the source that could not decode the
-	// record (Err is then "cannot decode key|value|timestamp: <cause>"),
-	// or the processor or sink that returned Err. Empty only for an error
-	// no node reported.
-	Node      string
-	Topic     string
-	Partition int32
-	Offset    int64
-	Err       error
-}
-
-// Error names the task, the record's coordinates and the node, then the
-// cause: "weir: task 0_3, record orders/3@1234, node parse: <cause>"
-// (without ", node ..." when Node is empty).
-func (e *RecordError) Error() string { return (*task.RecordError)(e).Error() }
-
-// Unwrap returns the cause.
-func (e *RecordError) Unwrap() error { return e.Err }
-
-// TopologyError is a mistake in the topology's wiring that an application
-// ran into, such as a processor forwarding to a child handle of another
-// node or opening a store that is not attached to it. It is the
-// topology's fault, not a record's: fix the topology and deploy; skipping
-// the record being processed would not help. Mistakes the topology shows
-// on its own (a child name that does not exist, a duplicate name) fail New
-// instead.
-type TopologyError struct {
-	Task string // task id, "<sub-topology>_<partition>"
-	Node string // node whose wiring is wrong
-	Err  error  // what is wrong
-}
-
-// Error names the task and the node and says what is wrong.
-func (e *TopologyError) Error() string { return (*task.TopologyError)(e).Error() }
-
-// Unwrap returns the cause.
-func (e *TopologyError) Unwrap() error { return e.Err }
-
-// ProductionError is a record Kafka refuses, so that it can never be
-// written as it is: larger than the topic's max.message.bytes or the
-// producer's limit, without a key on a compacted topic, or otherwise
-// refused as invalid. It names the input record whose processing produced
-// it (or the punctuator), the topic it was for and its size, never its
-// contents. Config.ProductionErrors decides whether it stops the
-// application; a changelog record always does, since state cannot skip.
-type ProductionError struct {
-	Task string // task id, "<sub-topology>_<partition>"
-	// The input record being processed; Offset is -1 when a punctuator
-	// produced the record, and Punctuator names its node.
-	Topic      string
-	Partition  int32
-	Offset     int64
-	Punctuator string
-	// Sink is the topic the record was for; Store is set when it was the
-	// store's changelog record.
-	Sink  string
-	Store string
-	Size  int // bytes as the producer counts them: key, value, headers and record overhead
-	Limit int // the limit it exceeds, in the same bytes; 0 when not a size limit
-	Err   error
-}
-
-// Error names the record's origin, its destination, its size and the limit.
-func (e *ProductionError) Error() string { return (*task.ProductionError)(e).Error() }
-
-// Unwrap returns the cause.
-func (e *ProductionError) Unwrap() error { return e.Err }
+// The errors of a record or of the topology's wiring that Run returns.
+// Each is defined in package processor, whose documentation says what
+// each field holds; errors.As finds them under either name.
+type (
+	// RecordError is a record that stopped the application: it could not
+	// be decoded, or a processor or sink failed on it.
+	RecordError = processor.RecordError
+	// TopologyError is a mistake in the topology's wiring that the
+	// application ran into.
+	TopologyError = processor.TopologyError
+	// ProductionError is a record Kafka refuses; Config.ProductionErrors
+	// decides whether it stops the application.
+	ProductionError = processor.ProductionError
+)
 
 // ErrRecordTooLarge is the cause of a ProductionError for a record larger
 // than its topic's max.message.bytes or the producer's limit, found before
 // it was sent.
-var ErrRecordTooLarge = task.ErrRecordTooLarge
+var ErrRecordTooLarge = processor.ErrRecordTooLarge
 
 // ErrNullKeyOnCompactedTopic is the cause of a ProductionError for a
 // record without key written to a compacted topic, which Kafka refuses.
-var ErrNullKeyOnCompactedTopic = task.ErrNullKeyOnCompactedTopic
+var ErrNullKeyOnCompactedTopic = processor.ErrNullKeyOnCompactedTopic
 
 // CopartitionError reports the source topics of a sub-topology with
 // different partition counts: their records could not meet in one task.
@@ -226,19 +163,19 @@ func publicError(err error) error {
 	if errors.As(err, &ce) {
 		return &CopartitionError{Subtopology: ce.Subtopology, Partitions: ce.Partitions}
 	}
-	// The runtime's error types have the public ones' fields: a
-	// conversion keeps every field.
-	var te *task.TopologyError
+	// Run returns a record's or the wiring's error itself, not the
+	// runtime's wrapping of it.
+	var te *TopologyError
 	if errors.As(err, &te) {
-		return (*TopologyError)(te)
+		return te
 	}
-	var re *task.RecordError
+	var re *RecordError
 	if errors.As(err, &re) {
-		return (*RecordError)(re)
+		return re
 	}
-	var pe *task.ProductionError
+	var pe *ProductionError
 	if errors.As(err, &pe) {
-		return (*ProductionError)(pe)
+		return pe
 	}
 	return err
 }

@@ -24,7 +24,7 @@ func nodeErr(node string, err error) error {
 		return nil
 	}
 	var ne *graph.NodeError
-	var te *graph.TopologyError
+	var te *TopologyError
 	if errors.As(err, &ne) || errors.As(err, &te) {
 		return err
 	}
@@ -101,7 +101,7 @@ func (c *nodeContext[K, V]) ForwardTo(child Child[K, V], rec Record[K, V]) error
 
 // topologyError records err as the node's topology error and returns it.
 func (c *nodeContext[K, V]) topologyError(err error) error {
-	te := &graph.TopologyError{Node: c.node, Err: err}
+	te := &TopologyError{Node: c.node, Err: err}
 	if c.fault == nil {
 		c.fault = te
 	}

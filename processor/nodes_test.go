@@ -249,7 +249,7 @@ func TestForwardToAndErrorsNameTheNode(t *testing.T) {
 		"misrouter": {"misrouter", "zero Child"},
 	} {
 		err := feed(t, insts["in"], key, "v", time.UnixMilli(1))
-		var te *graph.TopologyError
+		var te *TopologyError
 		if !errors.As(err, &te) || te.Node != want.node || !strings.Contains(te.Err.Error(), want.err) || errors.As(err, &ne) {
 			t.Errorf("ForwardTo(%s) = %v, want a TopologyError of %s (%s) and no NodeError", key, err, want.node, want.err)
 		}
@@ -309,7 +309,7 @@ func TestMisspeltChildFailsValidate(t *testing.T) {
 	if err := tp.Validate(); err != nil {
 		t.Errorf("a late handle changed the built topology: %v", err)
 	}
-	var te *graph.TopologyError
+	var te *TopologyError
 	if err := feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1)); !errors.As(err, &te) || !strings.Contains(err.Error(), `no child "nope"`) {
 		t.Errorf("ForwardTo a late misspelt handle = %v, want a TopologyError", err)
 	}
@@ -344,7 +344,7 @@ func TestTopologyErrorIsSticky(t *testing.T) {
 	}
 	env := &fakeEnv{}
 	insts := instantiate(t, g, env)
-	var te *graph.TopologyError
+	var te *TopologyError
 	if err := feed(t, insts["in"], "k", "v", time.UnixMilli(1)); !errors.As(err, &te) || te.Node != "careless" {
 		t.Errorf("Process dropped ForwardTo's error: got %v, want a TopologyError", err)
 	}
@@ -376,7 +376,7 @@ func TestUnattachedStoreIsATopologyError(t *testing.T) {
 	}
 	env := &fakeEnv{users: map[string]string{"counts": "user"}}
 	err = feed(t, instantiate(t, g, env)["in"], "k", "v", time.UnixMilli(1))
-	var te *graph.TopologyError
+	var te *TopologyError
 	if !errors.As(err, &te) || te.Node != "lazy" || !strings.Contains(err.Error(), "lazy may not use counts") {
 		t.Errorf("opening an unattached store = %v, want a TopologyError of lazy", err)
 	}

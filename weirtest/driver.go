@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -111,11 +112,6 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	for _, r := range g.Repartitions {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
 	}
-	topicErrors := map[string]task.Policies{}
-	for topic, p := range cfg.TopicErrors {
-		topicErrors[topic] = task.Policies{Deserialization: task.Policy(p.Deserialization), Timestamp: task.Policy(p.Timestamp),
-			Processing: task.Policy(p.Processing), Production: task.Policy(p.Production)}
-	}
 	globals := map[string]statelog.Bytes{}
 	for _, gs := range g.Globals {
 		b := &statelog.Memory{}
@@ -124,9 +120,9 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	}
 	sh := &task.Shared{
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
-			DeserializationErrors: task.Policy(cfg.DeserializationErrors), TimestampErrors: task.Policy(cfg.TimestampErrors),
-			ProcessingErrors: task.Policy(cfg.ProcessingErrors),
-			TopicErrors:      topicErrors},
+			DeserializationErrors: cfg.DeserializationErrors, TimestampErrors: cfg.TimestampErrors,
+			ProcessingErrors: cfg.ProcessingErrors,
+			TopicErrors:      maps.Clone(cfg.TopicErrors)},
 		Graph:   g,
 		Metrics: m,
 		Globals: globals,

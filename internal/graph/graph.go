@@ -401,16 +401,3 @@ type NodeError struct {
 
 func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
 func (e *NodeError) Unwrap() error { return e.Err }
-
-// TopologyError is a mistake in how a topology is wired that shows only
-// while it runs, such as a processor forwarding to a child handle of
-// another node: the topology's fault, not the fault of the record being
-// processed. The runtime stops with it (as weir.TopologyError) and never
-// reports it as a record error, so no operator skips a good record for it.
-type TopologyError struct {
-	Node string
-	Err  error
-}
-
-func (e *TopologyError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
-func (e *TopologyError) Unwrap() error { return e.Err }

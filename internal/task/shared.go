@@ -3,8 +3,6 @@ package task
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,55 +13,43 @@ import (
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
+	"github.com/weirstream/weir/processor"
 )
 
-// Policy is what happens to a record that cannot be processed as it is:
-// Fail, Skip or DeadLetter(topic). weir.ErrorPolicy converts to it and
-// uses the same strings.
-type Policy string
+// The runtime's names for the error policies and the errors it reports:
+// each is defined once, in package processor, which weir re-exports.
+type (
+	// Policy is processor.ErrorPolicy.
+	Policy = processor.ErrorPolicy
+	// Policies is processor.ErrorPolicies.
+	Policies = processor.ErrorPolicies
+	// RecordError is processor.RecordError.
+	RecordError = processor.RecordError
+	// TopologyError is processor.TopologyError.
+	TopologyError = processor.TopologyError
+	// ProductionError is processor.ProductionError.
+	ProductionError = processor.ProductionError
+)
 
+// The error policies (processor.Fail, Skip and DeadLetter).
 const (
-	// Fail stops with the record's coordinates.
-	Fail Policy = "fail"
-	// Skip logs and counts the record and goes on.
-	Skip Policy = "skip"
-	// deadLetterPrefix starts a DeadLetter policy; the topic follows.
-	deadLetterPrefix = "dead-letter:"
+	Fail = processor.Fail
+	Skip = processor.Skip
 )
 
-// DeadLetter writes the record to topic and goes on.
-func DeadLetter(topic string) Policy { return Policy(deadLetterPrefix + topic) }
+// DeadLetter is processor.DeadLetter.
+func DeadLetter(topic string) Policy { return processor.DeadLetter(topic) }
 
-// DeadLetterTopic returns the topic of a DeadLetter policy, "" for any
-// other.
-func (p Policy) DeadLetterTopic() string {
-	topic, ok := strings.CutPrefix(string(p), deadLetterPrefix)
-	if !ok {
-		return ""
-	}
-	return topic
-}
-
-// Fails reports whether p stops at a failed record: Fail, and the zero
-// value, which means the default.
-func (p Policy) Fails() bool { return p == Fail || p == "" }
-
-// Valid reports whether p is Fail, Skip, DeadLetter with a topic, or the
-// zero value.
-func (p Policy) Valid() bool {
-	return p.Fails() || p == Skip || p.DeadLetterTopic() != ""
-}
-
-// Policies are the error policies of one topic; an empty one means the
-// application's.
-type Policies struct {
-	Deserialization, Timestamp, Processing, Production Policy
-}
+// The causes of a ProductionError (processor's).
+var (
+	ErrRecordTooLarge          = processor.ErrRecordTooLarge
+	ErrNullKeyOnCompactedTopic = processor.ErrNullKeyOnCompactedTopic
+)
 
 // PoliciesFor returns the error policies of the records read from or
 // written to topic.
 func (c *Config) PoliciesFor(topic string) Policies {
-	p := Policies{c.DeserializationErrors, c.TimestampErrors, c.ProcessingErrors, c.ProductionErrors}
+	p := Policies{Deserialization: c.DeserializationErrors, Timestamp: c.TimestampErrors, Processing: c.ProcessingErrors, Production: c.ProductionErrors}
 	o, ok := c.TopicErrors[topic]
 	if !ok {
 		return p
@@ -153,28 +139,6 @@ type Host interface {
 	PartitionCount(topic string) (int32, error)
 }
 
-// RecordError is a record that stopped the task: it could not be decoded
-// or a processor failed on it. weir.RecordError has the same fields, in
-// the same order, and converts from it: keep them in step.
-type RecordError struct {
-	Task      string
-	Node      string
-	Topic     string
-	Partition int32
-	Offset    int64
-	Err       error
-}
-
-func (e *RecordError) Error() string {
-	where := fmt.Sprintf("task %s, record %s/%d@%d", e.Task, e.Topic, e.Partition, e.Offset)
-	if e.Node != "" {
-		where += ", node " + e.Node
-	}
-	return fmt.Sprintf("weir: %s: %v", where, e.Err)
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
-
 // ReplayWithoutError asks the thread to abort its transaction and replay
 // its tasks from their last commit without Record, on which a processor
 // failed: under exactly once and ProcessingErrors Skip or DeadLetter, the
@@ -187,69 +151,12 @@ func (e *ReplayWithoutError) Error() string {
 
 func (e *ReplayWithoutError) Unwrap() error { return e.Record }
 
-// TopologyError is a mistake in the topology's wiring that a task ran
-// into: the topology's fault, never the record's, so it is not a
-// RecordError. weir.TopologyError has the same fields, in the same order,
-// and converts from it: keep them in step.
-type TopologyError struct {
-	Task string
-	Node string
-	Err  error
-}
-
-func (e *TopologyError) Error() string {
-	return fmt.Sprintf("weir: task %s, node %s: topology error: %v", e.Task, e.Node, e.Err)
-}
-
-func (e *TopologyError) Unwrap() error { return e.Err }
-
 // topologyError returns err as a *TopologyError of the task when a node
-// reported a *graph.TopologyError, else nil.
+// reported one, else nil.
 func (t *Task) topologyError(err error) *TopologyError {
-	var ge *graph.TopologyError
-	if !errors.As(err, &ge) {
+	var te *TopologyError
+	if !errors.As(err, &te) {
 		return nil
 	}
-	return &TopologyError{Task: t.name, Node: ge.Node, Err: ge.Err}
+	return &TopologyError{Task: t.name, Node: te.Node, Err: te.Err}
 }
-
-// ProductionError is a record Kafka refuses. weir.ProductionError, whose
-// documentation says what each field holds, has the same fields in the
-// same order and converts from it: keep them in step.
-type ProductionError struct {
-	Task       string
-	Topic      string
-	Partition  int32
-	Offset     int64
-	Punctuator string
-	Sink       string
-	Store      string
-	Size       int
-	Limit      int
-	Err        error
-}
-
-func (e *ProductionError) Error() string {
-	from := fmt.Sprintf("record %s/%d@%d", e.Topic, e.Partition, e.Offset)
-	if e.Offset < 0 {
-		from = "punctuator of " + e.Punctuator
-	}
-	to := "topic " + e.Sink
-	if e.Store != "" {
-		to = fmt.Sprintf("changelog %s of store %s", e.Sink, e.Store)
-	}
-	limit := ""
-	if e.Limit > 0 {
-		limit = fmt.Sprintf(" (limit %d)", e.Limit)
-	}
-	return fmt.Sprintf("weir: task %s, %s: output to %s refused: %d bytes%s: %v", e.Task, from, to, e.Size, limit, e.Err)
-}
-
-func (e *ProductionError) Unwrap() error { return e.Err }
-
-var (
-	// ErrRecordTooLarge is weir.ErrRecordTooLarge.
-	ErrRecordTooLarge = errors.New("record too large")
-	// ErrNullKeyOnCompactedTopic is weir.ErrNullKeyOnCompactedTopic.
-	ErrNullKeyOnCompactedTopic = errors.New("record without key for a compacted topic")
-)
