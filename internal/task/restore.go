@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/topics"
 )
@@ -95,237 +97,295 @@ const maxRestoreRestarts = 3
 // behind is how many offsets the store partition was behind the end when
 // the call began (a standby's lag).
 func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode) (behind int64, err error) {
-	sh := t.sh
-	listener := sh.RestoreListener
-	applied := sh.Metrics.RestoredRecords
+	rr := &restoreRun{t: t, st: st, mode: mode, listener: t.sh.RestoreListener, applied: t.sh.Metrics.RestoredRecords,
+		partition: strconv.Itoa(int(t.id.Partition)), start: time.Now(), idx: storeIndex(st.spec.Kind)}
 	if mode == restoreStandby {
-		listener, applied = nil, sh.Metrics.StandbyRecords
+		rr.listener, rr.applied = nil, t.sh.Metrics.StandbyRecords
 	}
-	partition := strconv.Itoa(int(t.id.Partition))
-	start := time.Now()
-	r := statelog.NewReader(sh.RestoreClient, st.topic, t.id.Partition, statelog.ReaderOptions{})
-	end, err := r.End(ctx)
+	rr.r = statelog.NewReader(t.sh.RestoreClient, st.topic, t.id.Partition, statelog.ReaderOptions{})
+	upToDate, err := rr.plan(ctx)
+	if err != nil || upToDate {
+		return 0, err
+	}
+	behind = max(rr.end-rr.from, 0)
+	next, err := rr.read(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if st.source {
-		// The store follows the task's input topic: it holds what the
-		// task committed, and the task processes the rest itself.
-		if end, err = t.sourceEnd(ctx, r, st, end); err != nil {
+	if mode == restoreActive && !st.source {
+		if next, err = rr.readToStable(ctx, next); err != nil {
 			return 0, err
 		}
 	}
-	ckpt, ok, err := st.space.Checkpoint()
-	if err != nil {
+	if err := rr.finish(next); err != nil {
 		return 0, err
 	}
-	if ok && mode == restoreStandby && ckpt.Offset >= end && st.ckpt == ckpt.Offset && start.Sub(st.ckptAt) < standbyCheckpointRefresh {
-		// Caught up, and the checkpoint is the standby's own and recent:
-		// nothing to read, and no need to write it again.
-		return 0, nil
-	}
-	// A checkpoint above end is not by itself wrong: an open transaction
-	// holds the last stable offset below records already committed. The
-	// reader reports a checkpoint above the log's end as out of range.
-	from := ckpt.Offset
+	return behind, nil
+}
+
+// restoreRun is one restore of a store partition (restoreStore), in named
+// steps: plan where it starts, read to the end (starting over when the log
+// start overtakes it), read on to the last stable offset, and record the
+// checkpoint.
+type restoreRun struct {
+	t         *Task
+	st        *taskStore
+	mode      restoreMode
+	listener  RestoreListener
+	applied   *prometheus.CounterVec // records applied, per store and partition
+	partition string
+	start     time.Time
+	idx       statelog.Index
+	r         *statelog.Reader
+
+	end, from int64
 	// since is the time the checkpoints written during the restore carry
 	// (statelog.Checkpoint.Time). A replay keeps the old checkpoint's:
 	// the keys it found on disk are no safer for the replay having
 	// begun, as tombstones written before the restore started may still
 	// vanish before it reaches them. A full restore reads every record
 	// it applies after start.
+	since  time.Time
+	full   bool
+	reason string // why full: the reason label of weir_restores_full_total
+
+	records, pass int64 // applied in all, and since the last (re)start
+	// A batch is written to Badger on a goroutine of its own while the
+	// reader fetches the next one: fetching and applying overlap, with at
+	// most two batches in memory. Each batch goes in one write batch with
+	// its checkpoint, after its data.
+	bufs     [2][]statelog.Entry
+	cur      int
+	inflight *restoreBatch
+}
+
+// plan finds the log's end and where the restore starts: the local
+// checkpoint, or the log start for a full restore, whose local state it
+// drops first. upToDate is a standby already caught up.
+func (rr *restoreRun) plan(ctx context.Context) (upToDate bool, err error) {
+	t, st := rr.t, rr.st
+	if rr.end, err = rr.r.End(ctx); err != nil {
+		return false, err
+	}
+	if st.source {
+		// The store follows the task's input topic: it holds what the
+		// task committed, and the task processes the rest itself.
+		if rr.end, err = t.sourceEnd(ctx, rr.r, st, rr.end); err != nil {
+			return false, err
+		}
+	}
+	ckpt, ok, err := st.space.Checkpoint()
+	if err != nil {
+		return false, err
+	}
+	if ok && rr.mode == restoreStandby && ckpt.Offset >= rr.end && st.ckpt == ckpt.Offset && rr.start.Sub(st.ckptAt) < standbyCheckpointRefresh {
+		// Caught up, and the checkpoint is the standby's own and recent:
+		// nothing to read, and no need to write it again.
+		return true, nil
+	}
+	// A checkpoint above end is not by itself wrong: an open transaction
+	// holds the last stable offset below records already committed. The
+	// reader reports a checkpoint above the log's end as out of range.
+	rr.from = ckpt.Offset
 	if ok {
 		// A checkpoint taken in another log (the store switched between
 		// its changelog topic and its input topic) says nothing here.
 		log, err := st.space.Log()
 		if err != nil {
-			return 0, err
+			return false, err
 		}
 		if want := st.sourceLog(); log != want {
 			t.log.Info("store checkpoint is of another log; restoring in full", "store", st.spec.Name, "checkpoint_log", log, "log", want)
 			ok = false
 		}
 	}
-	var since time.Time
-	reason := fullNoState
+	rr.reason = fullNoState
 	if ok {
-		reason = ""
-		since = t.checkpointSince(ckpt)
-		if from < end {
-			dr, known := sh.Layout.DeleteRetention[st.topic]
+		rr.reason = ""
+		rr.since = t.checkpointSince(ckpt)
+		if rr.from < rr.end {
+			dr, known := t.sh.Layout.DeleteRetention[st.topic]
 			if !known {
 				dr = topics.DefaultDeleteRetention
 			}
-			if statelog.CheckpointTooOld(since, start, dr) {
-				reason = fullTooOld
+			if statelog.CheckpointTooOld(rr.since, rr.start, dr) {
+				rr.reason = fullTooOld
 				t.log.Warn("checkpoint older than the changelog's delete.retention.ms, deletions since may be compacted away; restoring in full",
-					"store", st.spec.Name, "checkpoint", from, "checkpoint_time", since, "delete_retention", dr)
+					"store", st.spec.Name, "checkpoint", rr.from, "checkpoint_time", rr.since, "delete_retention", dr)
 			}
 		}
 	}
-	full := reason != ""
-	if full {
-		if err := st.empty(end); err != nil {
-			return 0, err
+	rr.full = rr.reason != ""
+	if rr.full {
+		if err := st.empty(rr.end); err != nil {
+			return false, err
 		}
-		if from, err = r.Start(ctx); err != nil {
-			return 0, err
+		if rr.from, err = rr.r.Start(ctx); err != nil {
+			return false, err
 		}
-		since = start
+		rr.since = rr.start
 	}
-	behind = max(end-from, 0)
-	var records, pass int64 // applied in all, and since the last (re)start
-	idx := storeIndex(st.spec.Kind)
-	// A batch is written to Badger on a goroutine of its own while the
-	// reader fetches the next one: fetching and applying overlap, with at
-	// most two batches in memory. Each batch goes in one write batch with
-	// its checkpoint, after its data.
-	var (
-		bufs     [2][]statelog.Entry
-		cur      int
-		inflight *restoreBatch
-	)
-	settle := func() error {
-		if inflight == nil {
-			return nil
-		}
-		b := inflight
-		inflight = nil
-		if err := <-b.done; err != nil {
-			return err
-		}
-		records += int64(b.recs)
-		pass += int64(b.recs)
-		st.remaining.Store(max(end-b.next, 0))
-		applied.WithLabelValues(st.spec.Name, partition).Add(float64(b.recs))
-		if listener != nil {
-			listener.OnBatchRestored(st.spec.Name, t.id.Partition, b.next, b.recs)
-		}
+	return false, nil
+}
+
+// settle waits for the batch being written, and counts it.
+func (rr *restoreRun) settle() error {
+	if rr.inflight == nil {
 		return nil
 	}
-	apply := func(recs []statelog.Record, next int64) error {
-		if err := settle(); err != nil {
-			return err
-		}
-		// The records with the local index entries they imply, which the
-		// changelog does not hold (see storeIndex). They keep pointing
-		// into the fetch's buffers, which the batch keeps alive.
-		if st.source {
-			// A record with a null key is not in the store: the table
-			// drops it.
-			recs = slices.DeleteFunc(recs, func(r statelog.Record) bool { return r.Key == nil })
-		}
-		entries, err := statelog.RestoreEntries(bufs[cur][:0], recs, idx)
-		if err != nil {
-			return err
-		}
-		bufs[cur] = entries
-		cur ^= 1
-		b := &restoreBatch{recs: len(recs), next: next, done: make(chan error, 1)}
-		at := since
-		go func() { b.done <- sh.DB.Restore(st.space, entries, next, at) }()
-		inflight = b
-		return nil
+	b := rr.inflight
+	rr.inflight = nil
+	if err := <-b.done; err != nil {
+		return err
 	}
-	var next int64
+	rr.records += int64(b.recs)
+	rr.pass += int64(b.recs)
+	rr.st.remaining.Store(max(rr.end-b.next, 0))
+	rr.applied.WithLabelValues(rr.st.spec.Name, rr.partition).Add(float64(b.recs))
+	if rr.listener != nil {
+		rr.listener.OnBatchRestored(rr.st.spec.Name, rr.t.id.Partition, b.next, b.recs)
+	}
+	return nil
+}
+
+// apply hands a fetched batch to Badger, once the one before it is
+// written.
+func (rr *restoreRun) apply(recs []statelog.Record, next int64) error {
+	if err := rr.settle(); err != nil {
+		return err
+	}
+	// The records with the local index entries they imply, which the
+	// changelog does not hold (see storeIndex). They keep pointing into
+	// the fetch's buffers, which the batch keeps alive.
+	if rr.st.source {
+		// A record with a null key is not in the store: the table drops
+		// it.
+		recs = slices.DeleteFunc(recs, func(r statelog.Record) bool { return r.Key == nil })
+	}
+	entries, err := statelog.RestoreEntries(rr.bufs[rr.cur][:0], recs, rr.idx)
+	if err != nil {
+		return err
+	}
+	rr.bufs[rr.cur] = entries
+	rr.cur ^= 1
+	b := &restoreBatch{recs: len(recs), next: next, done: make(chan error, 1)}
+	db, space, at := rr.t.sh.DB, rr.st.space, rr.since
+	go func() { b.done <- db.Restore(space, entries, next, at) }()
+	rr.inflight = b
+	return nil
+}
+
+// readTo reads the changelog from from to end into the store, and returns
+// the offset after the last record read.
+func (rr *restoreRun) readTo(ctx context.Context, from, end int64) (int64, error) {
+	next, err := rr.r.ReadTo(ctx, from, end, rr.apply)
+	if serr := rr.settle(); serr != nil && err == nil {
+		err = serr
+	}
+	return next, err
+}
+
+// read reads the changelog to its end, starting over from the new log
+// start when the log start overtakes the restore (see restoreStore).
+func (rr *restoreRun) read(ctx context.Context) (next int64, err error) {
+	t, st := rr.t, rr.st
 	for restarts := 0; ; {
-		if full && mode == restoreActive {
-			sh.Metrics.FullRestores.WithLabelValues(st.spec.Name, partition, reason).Inc()
-		} else if full {
-			t.log.Info("standby copying the store in full", "store", st.spec.Name, "reason", reason)
+		if rr.full && rr.mode == restoreActive {
+			t.sh.Metrics.FullRestores.WithLabelValues(st.spec.Name, rr.partition, rr.reason).Inc()
+		} else if rr.full {
+			t.log.Info("standby copying the store in full", "store", st.spec.Name, "reason", rr.reason)
 		}
-		st.remaining.Store(max(end-from, 0))
-		if listener != nil {
-			listener.OnRestoreStart(st.spec.Name, t.id.Partition, from, end, full)
+		st.remaining.Store(max(rr.end-rr.from, 0))
+		if rr.listener != nil {
+			rr.listener.OnRestoreStart(st.spec.Name, t.id.Partition, rr.from, rr.end, rr.full)
 		}
-		pass = 0
-		next, err = r.ReadTo(ctx, from, end, apply)
-		if serr := settle(); serr != nil && err == nil {
-			err = serr
-		}
+		rr.pass = 0
+		next, err = rr.readTo(ctx, rr.from, rr.end)
 		var oor *statelog.OffsetOutOfRangeError
 		if !errors.As(err, &oor) {
-			break
+			return next, err
 		}
-		if full && restarts == maxRestoreRestarts {
+		if rr.full && restarts == maxRestoreRestarts {
 			return 0, fmt.Errorf("the changelog's log start overtook the restore %d times: the changelog keeps records for less time than a restore takes: %w", restarts+1, err)
 		}
 		if err := st.space.Drop(); err != nil {
 			return 0, err
 		}
-		logStart, err := r.Start(ctx)
+		logStart, err := rr.r.Start(ctx)
 		if err != nil {
 			return 0, err
 		}
 		// The log may have changed under the restore (a recreated topic
 		// also reports out of range): aim for its end as it is now.
-		if end, err = r.End(ctx); err != nil {
+		if rr.end, err = rr.r.End(ctx); err != nil {
 			return 0, err
 		}
-		if full {
+		if rr.full {
 			restarts++
 			t.log.Warn("changelog log start moved past the restore; restoring again from the new log start",
 				"store", st.spec.Name, "position", oor.Offset, "log_start", logStart,
-				"skipped_offsets", max(logStart-oor.Offset, 0), "dropped_records", pass, "restart", restarts)
-			reason = fullLogStartMove
+				"skipped_offsets", max(logStart-oor.Offset, 0), "dropped_records", rr.pass, "restart", restarts)
+			rr.reason = fullLogStartMove
 		} else {
 			// The changelog no longer holds the checkpoint (retention or
 			// a recreated topic): the local state cannot be brought up to
 			// date.
-			t.log.Warn("checkpoint no longer in the changelog; restoring in full", "store", st.spec.Name, "checkpoint", from, "log_start", logStart)
-			reason = fullOutOfRange
-			full = true
+			t.log.Warn("checkpoint no longer in the changelog; restoring in full", "store", st.spec.Name, "checkpoint", rr.from, "log_start", logStart)
+			rr.reason = fullOutOfRange
+			rr.full = true
 		}
-		from, since = logStart, start
+		rr.from, rr.since = logStart, rr.start
 	}
-	if err != nil {
-		return 0, err
-	}
-	// A task's state must not start below a transaction that is still
-	// open: its records may yet commit (a commit whose marker is on its
-	// way, while the group's offsets already say committed). A store
-	// following its input topic is exempt: other producers write there.
-	for mode == restoreActive && !st.source {
-		lso, err := t.awaitStable(ctx, r, st, next)
+}
+
+// readToStable reads on until no transaction is open below the position:
+// a task's state must not start below a transaction that is still open,
+// whose records may yet commit (a commit whose marker is on its way,
+// while the group's offsets already say committed). A store following its
+// input topic is exempt: other producers write there.
+func (rr *restoreRun) readToStable(ctx context.Context, next int64) (int64, error) {
+	for {
+		lso, err := rr.t.awaitStable(ctx, rr.r, rr.st, next)
 		if err != nil {
 			return 0, err
 		}
 		if lso <= next {
-			break
+			return next, nil
 		}
-		end = lso
-		next, err = r.ReadTo(ctx, next, end, apply)
-		if serr := settle(); serr != nil && err == nil {
-			err = serr
-		}
-		if err != nil {
+		rr.end = lso
+		if next, err = rr.readTo(ctx, next, rr.end); err != nil {
 			return 0, err
 		}
 	}
+}
+
+// finish records the checkpoint, next, and reports the restore.
+func (rr *restoreRun) finish(next int64) error {
+	t, st := rr.t, rr.st
 	// Having read up to end, the state holds everything the changelog had
 	// when the restore started; later records are newer than start.
-	if err := st.space.SetCheckpointAt(next, start); err != nil {
-		return 0, err
+	if err := st.space.SetCheckpointAt(next, rr.start); err != nil {
+		return err
 	}
 	if err := st.space.SetLog(st.sourceLog()); err != nil {
-		return 0, err
+		return err
 	}
-	st.ckpt, st.ckptAt = next, start
-	sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
-	took := time.Since(start)
+	st.ckpt, st.ckptAt = next, rr.start
+	t.sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
+	took := time.Since(rr.start)
 	st.remaining.Store(0)
-	if mode == restoreStandby {
-		if records > 0 {
-			t.log.Debug("standby updated", "store", st.spec.Name, "records", records, "full", full, "took", took)
+	if rr.mode == restoreStandby {
+		if rr.records > 0 {
+			t.log.Debug("standby updated", "store", st.spec.Name, "records", rr.records, "full", rr.full, "took", took)
 		}
-		return behind, nil
+		return nil
 	}
-	sh.Metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
-	t.log.Info("store restored", "store", st.spec.Name, "records", records, "full", full, "took", took)
-	if listener != nil {
-		listener.OnRestoreEnd(st.spec.Name, t.id.Partition, records, took)
+	t.sh.Metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
+	t.log.Info("store restored", "store", st.spec.Name, "records", rr.records, "full", rr.full, "took", took)
+	if rr.listener != nil {
+		rr.listener.OnRestoreEnd(st.spec.Name, t.id.Partition, rr.records, took)
 	}
-	return behind, nil
+	return nil
 }
 
 // sourceEnd returns where the restore of a store whose changelog is the
