@@ -95,7 +95,6 @@ func (e *CopartitionError) Error() string {
 // bad deployment fails at start with every topic and count named, before it
 // creates anything.
 func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *graph.Graph) (*Layout, error) {
-	app := c.ApplicationID
 	l := &Layout{
 		Subs:       g.Subtopologies(),
 		Counts:     map[string]int32{},
@@ -117,9 +116,45 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	for _, t := range existing {
 		exists[t] = true
 	}
+	if err := l.checkExisting(client, admin, c, g, exists); err != nil {
+		return nil, err
+	}
+	subOf := map[*graph.Node]int{}
+	for i, s := range l.Subs {
+		for _, n := range s.Nodes {
+			subOf[n] = i
+		}
+	}
+	if err := l.countRepartitions(c.ApplicationID, g, subOf); err != nil {
+		return nil, err
+	}
+	for _, r := range g.Repartitions {
+		name := graph.InternalTopic(c.ApplicationID, r.Name)
+		if _, err := ensure(client, admin, c, repartitionSpec(name, l.Counts[name]), exists[name]); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.copartition(c.ApplicationID); err != nil {
+		return nil, err
+	}
+	if err := l.prepareChangelogs(client, admin, c, g, subOf, exists); err != nil {
+		return nil, err
+	}
+	if l.Limits, err = readLimits(admin, l.written(client, c, g)); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkExisting refuses a topology whose topics do not all exist (the
+// topics it reads and writes, its dead-letter topics and its global
+// stores' topics: a *MissingError naming every one), notes its internal
+// topics and source nodes, counts its input topics' partitions and reads
+// the global topics' delete retention.
+func (l *Layout) checkExisting(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *graph.Graph, exists map[string]bool) error {
 	var missing []string
 	for _, n := range g.Nodes {
-		name := TopicName(app, n)
+		name := TopicName(c.ApplicationID, n)
 		if n.Internal {
 			l.Internal[name] = true
 		}
@@ -143,7 +178,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		}
 		ps, err := client.Partitions(name)
 		if err != nil {
-			return nil, fmt.Errorf("weir: partitions of %s: %w", name, err)
+			return fmt.Errorf("weir: partitions of %s: %w", name, err)
 		}
 		l.Counts[name] = int32(len(ps))
 	}
@@ -159,24 +194,22 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return nil, &MissingError{Topics: missing}
+		return &MissingError{Topics: missing}
 	}
 	for _, gs := range g.Globals {
 		dr, _, err := sourceChangelog(admin, gs.Topic)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.DeleteRetention[gs.Topic] = dr
 	}
+	return nil
+}
 
-	// Repartition topics take their count from the sub-topology that writes
-	// them, which may itself read a repartition topic: resolve in rounds.
-	subOf := map[*graph.Node]int{}
-	for i, s := range l.Subs {
-		for _, n := range s.Nodes {
-			subOf[n] = i
-		}
-	}
+// countRepartitions gives each repartition topic its partition count:
+// its own, or the largest of the sub-topology that writes it, which may
+// itself read a repartition topic: resolved in rounds.
+func (l *Layout) countRepartitions(app string, g *graph.Graph, subOf map[*graph.Node]int) error {
 	writer := map[string]*graph.Node{}
 	for _, n := range g.Nodes {
 		if n.Kind == graph.KindSink && n.Internal {
@@ -186,7 +219,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	// A cycle (a foreign-key join's subscription and response topics each
 	// written by the sub-topology reading the other) cannot be resolved in
 	// full: then a topic takes the largest count of the writer's sources
-	// known so far, which the co-partitioning check below confirms.
+	// known so far, which the co-partitioning check confirms.
 	pending := slices.Clone(g.Repartitions)
 	partial := false
 	for len(pending) > 0 {
@@ -221,16 +254,16 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		case !partial:
 			partial = true
 		default:
-			return nil, errors.New("weir: cannot resolve the partition counts of repartition topics")
+			return errors.New("weir: cannot resolve the partition counts of repartition topics")
 		}
 	}
-	for _, r := range g.Repartitions {
-		name := graph.InternalTopic(app, r.Name)
-		if _, err := ensure(client, admin, c, repartitionSpec(name, l.Counts[name]), exists[name]); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
 
+// copartition records each sub-topology's source topics and partition
+// count, and refuses sources of one sub-topology with different counts
+// (a *CopartitionError).
+func (l *Layout) copartition(app string) error {
 	for i, s := range l.Subs {
 		var topics []string
 		counts := map[string]int32{}
@@ -244,12 +277,19 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		var n int32 = -1
 		for _, c := range counts {
 			if n >= 0 && c != n {
-				return nil, &CopartitionError{Subtopology: s.ID, Partitions: counts}
+				return &CopartitionError{Subtopology: s.ID, Partitions: counts}
 			}
 			n = c
 		}
 		l.Partitions = append(l.Partitions, max(n, 0))
 	}
+	return nil
+}
+
+// prepareChangelogs creates or checks each used store's changelog topic,
+// or takes the store's compacted input topic as its changelog when the
+// store restores raw from it (Options.RawRestore).
+func (l *Layout) prepareChangelogs(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *graph.Graph, subOf map[*graph.Node]int, exists map[string]bool) error {
 	for _, st := range g.Stores {
 		if len(st.Users) == 0 {
 			continue
@@ -257,7 +297,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 		if st.Source != "" && c.RawRestore != nil && c.RawRestore(st.Source) {
 			dr, compacted, err := sourceChangelog(admin, st.Source)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if compacted {
 				l.SourceChangelog[st.Name] = st.Source
@@ -269,17 +309,24 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 					"store", st.Name, "topic", st.Source)
 			}
 		}
-		name := graph.ChangelogTopic(app, st.Name)
+		name := graph.ChangelogTopic(c.ApplicationID, st.Name)
 		dr, err := ensureChangelog(client, admin, c, name, st, l.Partitions[subOf[st.Users[0]]], exists[name])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.DeleteRetention[name] = dr
 	}
+	return nil
+}
+
+// written lists the topics the application writes (its sinks', its
+// changelogs and its dead-letter topics), counting the partitions of
+// those it does not create.
+func (l *Layout) written(client sarama.Client, c *Options, g *graph.Graph) []string {
 	var written []string
 	for _, n := range g.Nodes {
 		if n.Kind == graph.KindSink && !n.Dynamic {
-			name := TopicName(app, n)
+			name := TopicName(c.ApplicationID, n)
 			if ps, err := client.Partitions(name); err == nil {
 				l.Counts[name] = int32(len(ps))
 				written = append(written, name)
@@ -288,7 +335,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 	}
 	for _, st := range g.Stores {
 		if _, ok := l.SourceChangelog[st.Name]; len(st.Users) > 0 && !ok {
-			written = append(written, graph.ChangelogTopic(app, st.Name))
+			written = append(written, graph.ChangelogTopic(c.ApplicationID, st.Name))
 		}
 	}
 	for _, name := range c.DeadLetter {
@@ -297,10 +344,7 @@ func Prepare(client sarama.Client, admin sarama.ClusterAdmin, c *Options, g *gra
 			written = append(written, name)
 		}
 	}
-	if l.Limits, err = readLimits(admin, written); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return written
 }
 
 // readLimits reads max.message.bytes and cleanup.policy of topics.
