@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -38,97 +35,6 @@ type skipKey struct {
 	partition int32
 	offset    int64
 	sink      string
-}
-
-// Send is the one way a record leaves the thread: it is checked against
-// the limits of its topic (read at start) and the replay's skip list, then
-// handed to the producer. A refused record is a *task.ProductionError: under
-// ProductionErrors=Skip it is counted and dropped here (send returns nil);
-// otherwise the thread is failed, whatever the caller does with the error.
-func (th *Thread) Send(m *sarama.ProducerMessage) error {
-	if th.failure != nil {
-		return th.failure
-	}
-	o, _ := m.Metadata.(*client.Origin)
-	if o != nil && o.Offset >= 0 && len(th.skips) > 0 {
-		if cause, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic}]; ok {
-			th.log.Debug("dropping a refused record again in the replay", "task", o.Task,
-				"topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "sink", m.Topic)
-			var pe *task.ProductionError
-			if errors.As(cause, &pe) {
-				return th.deadLetterRefused(o, pe)
-			}
-			return nil
-		}
-	}
-	size := m.ByteSize(2)
-	limit := th.maxBytes
-	lim := th.in.Layout.Limits[m.Topic]
-	if lim.MaxBytes > 0 && lim.MaxBytes < limit {
-		limit = lim.MaxBytes
-	}
-	switch {
-	case size > limit:
-		return th.refuse(o, newProductionError(o, m, size, limit, task.ErrRecordTooLarge))
-	case lim.Compacted && m.Key == nil:
-		return th.refuse(o, newProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
-	}
-	if err := th.producer.Send(m); err != nil {
-		return err
-	}
-	th.noteTopic(m.Topic)
-	if th.isolate[m.Topic] {
-		// Finding the record the broker refuses: one record a batch.
-		ctx, cancel := context.WithTimeout(context.Background(), th.in.TransactionTimeout)
-		defer cancel()
-		return th.producer.Wait(ctx)
-	}
-	return nil
-}
-
-// refuse applies ProductionErrors to a record refused before it was sent;
-// o is the record's origin.
-func (th *Thread) refuse(o *client.Origin, pe *task.ProductionError) error {
-	if th.mustFail(o, pe) {
-		th.failure = pe
-		return pe
-	}
-	th.skipped(pe)
-	return th.deadLetterRefused(o, pe)
-}
-
-// mustFail reports whether a refused record stops the thread: under
-// ProductionErrors=Fail, and always for a changelog record (state cannot
-// skip a change) and a dead-letter record (nothing is left to do with it).
-func (th *Thread) mustFail(o *client.Origin, pe *task.ProductionError) bool {
-	return pe.Store != "" || (o != nil && o.DeadLetter) || th.in.PoliciesFor(pe.Sink).Production.Fails()
-}
-
-// skipped counts and logs a refused record that ProductionErrors Skip or
-// DeadLetter drops.
-func (th *Thread) skipped(pe *task.ProductionError) {
-	th.in.Metrics.RecordsSkipped.WithLabelValues(strconv.Itoa(th.idx), pe.Task, "production").Inc()
-	th.log.Warn("dropping a record Kafka refuses", "task", pe.Task, "topic", pe.Topic, "partition", pe.Partition,
-		"offset", pe.Offset, "punctuator", pe.Punctuator, "sink", pe.Sink, "size", pe.Size, "limit", pe.Limit,
-		"dead_letter_topic", th.in.PoliciesFor(pe.Sink).Production.DeadLetterTopic(), "error", pe.Err)
-}
-
-// deadLetterRefused writes the dead-letter record of a refused record
-// under ProductionErrors=DeadLetter: the input record that produced it
-// (o.Input), or headers only for a punctuator's record.
-func (th *Thread) deadLetterRefused(o *client.Origin, pe *task.ProductionError) error {
-	topic := th.in.PoliciesFor(pe.Sink).Production.DeadLetterTopic()
-	if topic == "" {
-		return nil
-	}
-	var in *sarama.ConsumerMessage
-	if o != nil {
-		in = o.Input
-	}
-	m := task.DeadLetterRecord(topic, in, task.Failure{Application: th.in.ApplicationID, Task: pe.Task,
-		Kind: task.KindProduction, Node: pe.Punctuator, Sink: pe.Sink, Err: pe.Err})
-	th.in.Metrics.DeadLettered.WithLabelValues(strconv.Itoa(th.idx), pe.Task).Inc()
-	return th.Send(m)
 }
 
 // ReplayFailure implements task.Host: the error of an input record the
@@ -168,14 +74,6 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 		return err
 	}
 	return th.rewind(re)
-}
-
-func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *task.ProductionError {
-	pe := &task.ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
-	if o != nil {
-		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.Task, o.Topic, o.Partition, o.Offset, o.Node, o.Store
-	}
-	return pe
 }
 
 // failed returns the thread's failure, if any: a record refused under
@@ -472,20 +370,6 @@ func (th *Thread) act(err error) (outcome, error) {
 // records left open when it initialises its producer.
 func (th *Thread) stopping() bool { return th.ctx.Err() != nil }
 
-// stoppedMidRepair ends a repair that the thread's stop cut short (a
-// producer rebuild, or the open-transaction check after an abort, waiting
-// for a broker that is down): no transaction has begun since the last one
-// ended, so stopping here loses nothing. The tasks close without a commit,
-// their uncommitted state discarded; their next owner, or this instance's
-// next start, checks for records left open when it initialises its
-// producer, and processes again from the committed offsets. The stop is
-// clean: it returns nil.
-func (th *Thread) stoppedMidRepair(what string, err error) error {
-	th.log.Warn(what+" was cut short by the thread's stop; its tasks close without a commit, and their next owner checks for records left open", "error", err)
-	th.resetTasks()
-	return nil
-}
-
 // rewind takes the thread's tasks back to their last commit after an
 // aborted transaction. In place when it can: each running task replays the
 // records it processed since the commit, which the thread kept, and the
@@ -522,111 +406,9 @@ func (th *Thread) rewind(cause error) error {
 	return nil
 }
 
-// Keep implements task.Host: a task keeps a processed record until the
-// commit that covers it, for a rewind in place, while the thread's kept
-// records stay within MaxBufferBytes.
-func (th *Thread) Keep(size int) bool {
-	if th.replayLost || !th.in.ExactlyOnce {
-		return false
-	}
-	th.replayBytes += size
-	if th.replayBytes > th.in.MaxBufferBytes {
-		// Too much to keep: let it all go; a rewind before the next
-		// commit rejoins the group.
-		th.replayLost = true
-		for _, id := range th.order {
-			th.tasks[id].ForgetKept()
-		}
-		return false
-	}
-	return true
-}
-
-// PartitionCount implements task.Host.
-func (th *Thread) PartitionCount(topic string) (int32, error) {
-	ps, err := th.client.Partitions(topic)
-	if err != nil {
-		return 0, fmt.Errorf("weir: partitions of %s: %w", topic, err)
-	}
-	return int32(len(ps)), nil
-}
-
-// rebuildProducer replaces the producer: a fenced producer is dead, and
-// one whose last commit has an unknown outcome must not be reused. The new
-// producer is created before the old one is closed, so that a failed
-// creation leaves the thread a producer to shut down with (whose calls then
-// fail with txn.ErrClosed or its own error, never a panic).
-func (th *Thread) rebuildProducer() error {
-	p, err := th.initProducer()
-	if err != nil && th.stopping() {
-		return th.stoppedMidRepair("rebuilding the producer", err)
-	}
-	if err != nil {
-		return fmt.Errorf("weir: thread %d: rebuilding producer: %w", th.idx, err)
-	}
-	if err := th.producer.Close(); err != nil {
-		th.log.Debug("closing the old producer", "error", err)
-	}
-	th.producer = p
-	return nil
-}
-
-// initProducer builds a producer (newProducer), again and again while it
-// fails for a reason that passes. The transaction coordinator may not
-// answer at once: one that just took over from a broker that died, or
-// whose previous transaction cannot complete while its partitions lack
-// in-sync replicas, answers CONCURRENT_TRANSACTIONS or NOT_COORDINATOR for
-// as long as that lasts. Stopping the thread would not end it sooner, so
-// the thread tries again, with a warning each time, until the coordinator
-// answers, the error is not one that passes, or the thread stops.
-func (th *Thread) initProducer() (*txn.Producer, error) {
-	wait := rebuildFirstWait
-	for attempt := 1; ; attempt++ {
-		p, err := th.newProducer()
-		if err == nil {
-			return p, nil
-		}
-		if !initRetriable(err) || th.ctx.Err() != nil {
-			return nil, err
-		}
-		th.log.Warn("the transaction coordinator cannot initialise the producer yet; trying again", "attempt", attempt, "retry_in", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-th.ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		wait = min(2*wait, rebuildMaxWait)
-	}
-}
-
 // Waits between attempts to rebuild a producer whose coordinator is not
 // ready (rebuildProducer).
 const (
 	rebuildFirstWait = 200 * time.Millisecond
 	rebuildMaxWait   = 5 * time.Second
 )
-
-// initRetriable reports whether initialising a transactional producer
-// failed for a reason that passes by itself: the coordinator moving,
-// loading or finishing the previous transaction, or no broker reachable
-// for now. A fenced producer, refused permissions or a bad configuration
-// do not pass.
-func initRetriable(err error) bool {
-	if errors.Is(err, txn.ErrFenced) {
-		return false
-	}
-	var kerr sarama.KError
-	if errors.As(err, &kerr) {
-		switch kerr {
-		case sarama.ErrConcurrentTransactions, sarama.ErrConsumerCoordinatorNotAvailable, sarama.ErrNotCoordinatorForConsumer,
-			sarama.ErrOffsetsLoadInProgress, sarama.ErrRequestTimedOut, sarama.ErrNetworkException, sarama.ErrNotEnoughReplicas,
-			sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition:
-			return true
-		}
-		return false
-	}
-	var nerr net.Error
-	return errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected) ||
-		errors.Is(err, io.EOF) || errors.As(err, &nerr) || errors.Is(err, syscall.ECONNREFUSED)
-}

@@ -1,0 +1,27 @@
+// Package stream runs an instance's stream threads. It owns:
+//
+//   - the loop (thread.go): a thread is one member of the application's
+//     consumer group; it takes the tasks the group assigns it (claims.go),
+//     feeds their records from bounded per-partition queues to the tasks
+//     in timestamp order, punctuates them, and commits every
+//     Config.CommitInterval;
+//   - the commit (commit.go): exactly once, one Kafka transaction per
+//     thread holding the tasks' output, their changelog records and the
+//     input offsets with the group's metadata; at least once, a flush then
+//     an offset commit. Local state is written only after a commit
+//     succeeded;
+//   - the collector (collector.go): the send path every record takes to
+//     the producer, and what a refused record becomes;
+//   - the failure authority (failure.go): every failure of a record, a
+//     punctuation or a commit reaches settle, which alone decides whether
+//     the thread goes on (after an abort and a rewind of its tasks to their
+//     last commit) or stops;
+//   - the open-transaction repair on the thread's side (txnrepair.go,
+//     unstable.go): the checks that run before any transaction may start,
+//     on top of package repair;
+//   - the instance's standby copies and warm-ups (standby.go, probe.go),
+//     and the status the App reports (status.go).
+//
+// Tasks themselves (inputs, stores, restore, punctuation) are package
+// task's; a thread reaches them through task.Host, which it implements.
+package stream
