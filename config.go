@@ -446,10 +446,31 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("weir: Config.%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	st := c.stores()
 	if !reflect.ValueOf(c.State).IsZero() && !reflect.ValueOf(c.Stores).IsZero() {
 		bad("State", "deprecated name of Stores; set Stores only")
 	}
+	c.validateIdentity(bad)
+	c.validateCommits(bad)
+	c.validateClients(bad)
+	c.validatePlacement(bad)
+	st := c.stores()
+	st.validate(bad)
+	c.Security.validate(bad)
+	if c.Registry != (schema.Config{}) {
+		if err := c.Registry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("weir: Config.Registry: %w", err))
+		}
+	}
+	c.validatePolicies(bad)
+	return errors.Join(errs...)
+}
+
+// complaint reports a bad Config field: its name and what is wrong.
+type complaint = func(field, format string, args ...any)
+
+// validateIdentity checks what names the application and reaches its
+// cluster.
+func (c *Config) validateIdentity(bad complaint) {
 	switch {
 	case c.ApplicationID == "":
 		bad("ApplicationID", "required")
@@ -469,6 +490,13 @@ func (c *Config) Validate() error {
 	if c.Threads < 0 {
 		bad("Threads", "negative (%d)", c.Threads)
 	}
+	if c.StaticMemberID != "" && !graph.LegalName(c.StaticMemberID) {
+		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)
+	}
+}
+
+// validateCommits checks the guarantee and the commit's timing.
+func (c *Config) validateCommits(bad complaint) {
 	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
 		bad("Guarantee", "unknown value %d", int(c.Guarantee))
 	}
@@ -505,12 +533,42 @@ func (c *Config) Validate() error {
 	if c.MaxTaskIdle < 0 {
 		bad("MaxTaskIdle", "negative (%v)", c.MaxTaskIdle)
 	}
+	if c.MaxConsecutiveAborts < 0 {
+		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
+	}
+	if c.CacheMaxBytes < 0 {
+		bad("CacheMaxBytes", "negative (%d); 0 turns caching off", c.CacheMaxBytes)
+	}
+}
+
+// validateClients checks the queues and the Kafka clients' settings.
+func (c *Config) validateClients(bad complaint) {
 	if c.Queue.MaxRecords < 0 {
 		bad("Queue.MaxRecords", "negative (%d)", c.Queue.MaxRecords)
 	}
 	if c.Queue.MaxBytes < 0 {
 		bad("Queue.MaxBytes", "negative (%d)", c.Queue.MaxBytes)
 	}
+	if c.Consumer.SessionTimeout < 0 || c.Consumer.HeartbeatInterval < 0 || c.Consumer.RebalanceTimeout < 0 || c.Consumer.FetchMaxWait < 0 {
+		bad("Consumer", "durations must not be negative")
+	}
+	if c.Consumer.HeartbeatInterval > 0 && c.Consumer.SessionTimeout > 0 && c.Consumer.HeartbeatInterval >= c.Consumer.SessionTimeout {
+		bad("Consumer.HeartbeatInterval", "%v is not below SessionTimeout %v", c.Consumer.HeartbeatInterval, c.Consumer.SessionTimeout)
+	}
+	if c.Net.RequestTimeout < 0 || (c.Net.RequestTimeout > 0 && c.Net.RequestTimeout < time.Second) {
+		bad("Net.RequestTimeout", "%v is below 1s", c.Net.RequestTimeout)
+	}
+	if c.Topics.ReplicationFactor < 0 {
+		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
+	}
+	if c.Topics.PurgeInterval < 0 {
+		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
+	}
+}
+
+// validatePlacement checks the advertised address and the standbys'
+// settings.
+func (c *Config) validatePlacement(bad complaint) {
 	if c.AdvertisedAddr != "" {
 		if err := hostport.Check(c.AdvertisedAddr); err != nil {
 			bad("AdvertisedAddr", "%q: want a plain host:port (a DNS name or an IP address, and a port from 1 to 65535): %v", c.AdvertisedAddr, err)
@@ -525,21 +583,10 @@ func (c *Config) Validate() error {
 	if c.ProbingRebalanceInterval < 0 {
 		bad("ProbingRebalanceInterval", "%s: must be 0 (the default) or more", c.ProbingRebalanceInterval)
 	}
-	if c.StaticMemberID != "" && !graph.LegalName(c.StaticMemberID) {
-		bad("StaticMemberID", "%q: use only letters, digits, '.', '_' and '-'", c.StaticMemberID)
-	}
-	if c.Consumer.SessionTimeout < 0 || c.Consumer.HeartbeatInterval < 0 || c.Consumer.RebalanceTimeout < 0 || c.Consumer.FetchMaxWait < 0 {
-		bad("Consumer", "durations must not be negative")
-	}
-	if c.Consumer.HeartbeatInterval > 0 && c.Consumer.SessionTimeout > 0 && c.Consumer.HeartbeatInterval >= c.Consumer.SessionTimeout {
-		bad("Consumer.HeartbeatInterval", "%v is not below SessionTimeout %v", c.Consumer.HeartbeatInterval, c.Consumer.SessionTimeout)
-	}
-	if c.Net.RequestTimeout < 0 || (c.Net.RequestTimeout > 0 && c.Net.RequestTimeout < time.Second) {
-		bad("Net.RequestTimeout", "%v is below 1s", c.Net.RequestTimeout)
-	}
-	if c.Topics.ReplicationFactor < 0 {
-		bad("Topics.ReplicationFactor", "negative (%d)", c.Topics.ReplicationFactor)
-	}
+}
+
+// validate checks the stores' settings.
+func (st *StoresConfig) validate(bad complaint) {
 	if st.MaxBufferBytes < 0 {
 		bad("Stores.MaxBufferBytes", "negative (%d)", st.MaxBufferBytes)
 	}
@@ -558,22 +605,12 @@ func (c *Config) Validate() error {
 	if st.EncryptionKeyRotation < 0 {
 		bad("Stores.EncryptionKeyRotation", "negative (%v)", st.EncryptionKeyRotation)
 	}
-	if c.Topics.PurgeInterval < 0 {
-		bad("Topics.PurgeInterval", "negative (%v)", c.Topics.PurgeInterval)
-	}
-	c.Security.validate(bad)
-	if c.Registry != (schema.Config{}) {
-		if err := c.Registry.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("weir: Config.Registry: %w", err))
-		}
-	}
-	if c.MaxConsecutiveAborts < 0 {
-		bad("MaxConsecutiveAborts", "negative (%d)", c.MaxConsecutiveAborts)
-	}
-	if c.CacheMaxBytes < 0 {
-		bad("CacheMaxBytes", "negative (%d); 0 turns caching off", c.CacheMaxBytes)
-	}
-	checkPolicies := func(field string, p ErrorPolicies) {
+}
+
+// validatePolicies checks every error policy, the application's and each
+// topic's.
+func (c *Config) validatePolicies(bad complaint) {
+	check := func(field string, p ErrorPolicies) {
 		for _, f := range []struct {
 			field  string
 			policy ErrorPolicy
@@ -591,14 +628,13 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	checkPolicies("", c.defaultPolicies())
+	check("", c.defaultPolicies())
 	for topic, p := range c.TopicErrors {
 		if topic == "" {
 			bad("TopicErrors", "an empty topic name")
 		}
-		checkPolicies(fmt.Sprintf("TopicErrors[%q]", topic), p)
+		check(fmt.Sprintf("TopicErrors[%q]", topic), p)
 	}
-	return errors.Join(errs...)
 }
 
 // stores returns Stores, or the deprecated State when Stores is zero.
