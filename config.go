@@ -645,15 +645,19 @@ func (c *Config) stores() StoresConfig {
 	return c.Stores
 }
 
+// orDefault sets *p to def when it is the zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	c.Stores, c.State = c.stores(), StoresConfig{}
-	if c.StateDir == "" {
-		c.StateDir = filepath.Join(os.TempDir(), "weir")
-	}
-	if c.Threads == 0 {
-		c.Threads = defaultThreads
-	}
+	orDefault(&c.StateDir, filepath.Join(os.TempDir(), "weir"))
+	orDefault(&c.Threads, defaultThreads)
 	if c.CommitInterval == 0 {
 		c.CommitInterval = defaultCommitIntervalEOS
 		if c.Guarantee == AtLeastOnce {
@@ -668,65 +672,27 @@ func (c Config) withDefaults() Config {
 		}
 		c.MaxCommitInterval = max(c.CommitInterval, longest)
 	}
-	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = max(defaultTransactionTimeout, 2*c.MaxCommitInterval)
-	}
-	if c.Queue.MaxRecords == 0 {
-		c.Queue.MaxRecords = defaultQueueRecords
-	}
-	if c.Queue.MaxBytes == 0 {
-		c.Queue.MaxBytes = defaultQueueBytes
-	}
-	if c.Consumer.SessionTimeout == 0 {
-		c.Consumer.SessionTimeout = defaultSessionTimeout
-	}
-	if c.Consumer.HeartbeatInterval == 0 {
-		c.Consumer.HeartbeatInterval = c.Consumer.SessionTimeout / 3
-	}
-	if c.Consumer.RebalanceTimeout == 0 {
-		c.Consumer.RebalanceTimeout = defaultRebalanceTimeout
-	}
-	if c.Consumer.FetchMaxWait == 0 {
-		c.Consumer.FetchMaxWait = defaultFetchMaxWait
-	}
-	if c.Topics.PurgeInterval == 0 {
-		c.Topics.PurgeInterval = defaultPurgeInterval
-	}
+	orDefault(&c.TransactionTimeout, max(defaultTransactionTimeout, 2*c.MaxCommitInterval))
+	orDefault(&c.Queue.MaxRecords, defaultQueueRecords)
+	orDefault(&c.Queue.MaxBytes, defaultQueueBytes)
+	orDefault(&c.Consumer.SessionTimeout, defaultSessionTimeout)
+	orDefault(&c.Consumer.HeartbeatInterval, c.Consumer.SessionTimeout/3)
+	orDefault(&c.Consumer.RebalanceTimeout, defaultRebalanceTimeout)
+	orDefault(&c.Consumer.FetchMaxWait, defaultFetchMaxWait)
+	orDefault(&c.Topics.PurgeInterval, defaultPurgeInterval)
 	for _, p := range []*ErrorPolicy{&c.DeserializationErrors, &c.TimestampErrors, &c.ProcessingErrors, &c.ProductionErrors} {
-		if *p == "" {
-			*p = Fail
-		}
+		orDefault(p, Fail)
 	}
-	if c.Stores.MaxBufferBytes == 0 {
-		c.Stores.MaxBufferBytes = defaultMaxBufferBytes
-	}
-	if c.Stores.MaxConcurrentRestores == 0 {
-		c.Stores.MaxConcurrentRestores = defaultMaxConcurrentRestores
-	}
-	if c.Stores.CleanupDelay == 0 {
-		c.Stores.CleanupDelay = defaultCleanupDelay
-	}
-	if c.MaxConsecutiveAborts == 0 {
-		c.MaxConsecutiveAborts = defaultMaxAborts
-	}
-	if c.MaxWarmups == 0 {
-		c.MaxWarmups = defaultMaxWarmups
-	}
-	if c.AcceptableRecoveryLag == 0 {
-		c.AcceptableRecoveryLag = defaultAcceptableLag
-	}
-	if c.ProbingRebalanceInterval == 0 {
-		c.ProbingRebalanceInterval = defaultProbingInterval
-	}
-	if c.Net.RequestTimeout == 0 {
-		c.Net.RequestTimeout = defaultRequestTimeout
-	}
-	if c.ClientID == "" {
-		c.ClientID = c.ApplicationID
-	}
-	if c.Net.DialTimeout == 0 {
-		c.Net.DialTimeout = defaultDialTimeout
-	}
+	orDefault(&c.Stores.MaxBufferBytes, defaultMaxBufferBytes)
+	orDefault(&c.Stores.MaxConcurrentRestores, defaultMaxConcurrentRestores)
+	orDefault(&c.Stores.CleanupDelay, defaultCleanupDelay)
+	orDefault(&c.MaxConsecutiveAborts, defaultMaxAborts)
+	orDefault(&c.MaxWarmups, defaultMaxWarmups)
+	orDefault(&c.AcceptableRecoveryLag, defaultAcceptableLag)
+	orDefault(&c.ProbingRebalanceInterval, defaultProbingInterval)
+	orDefault(&c.Net.RequestTimeout, defaultRequestTimeout)
+	orDefault(&c.ClientID, c.ApplicationID)
+	orDefault(&c.Net.DialTimeout, defaultDialTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(minLevel{min: slog.LevelWarn, h: slog.Default().Handler()})
 	}
@@ -735,8 +701,6 @@ func (c Config) withDefaults() Config {
 	}
 	c.Stores.Badger.EncryptionKey = c.Stores.EncryptionKey
 	c.Stores.Badger.EncryptionKeyRotation = c.Stores.EncryptionKeyRotation
-	if c.Stores.Badger.Logger == nil {
-		c.Stores.Badger.Logger = c.Logger
-	}
+	orDefault(&c.Stores.Badger.Logger, c.Logger)
 	return c
 }
