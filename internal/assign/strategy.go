@@ -226,16 +226,62 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	for t, ps := range topics {
 		counts[t] = int32(len(ps))
 	}
-	var ids []string
+	ids, input, holders := s.readMembers(members)
+	balanced, err := Plan(s.subs, counts, input)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	replicas, warmups := s.replicas, s.warmups
+	s.mu.Unlock()
+	assignment, warm := KeepCaughtUp(s.subs, input, balanced, warmups)
+	// Standbys go where the active plan puts tasks, not where this round's
+	// cooperative hand-over lets them start: a task withheld for one
+	// round is in nobody's standbys on its target process meanwhile.
+	standbys, err := PlanStandbys(s.subs, counts, input, assignment, replicas)
+	if err != nil {
+		return nil, err
+	}
+	plan, pending := s.handOver(ids, assignment, holders)
+	// The hosts' active tasks are those of the plan sent, so that a task
+	// withheld for a hand-over is nobody's for this round: its queries
+	// get a retryable answer rather than one from a closing store.
+	sent := make(map[string][]TaskID, len(ids))
+	for _, id := range ids {
+		sent[id] = completeTasks(s.subs, plan[id])
+	}
+	copies := make(map[string][]TaskID, len(standbys)+len(warm))
+	for _, m := range [](map[string][]TaskID){standbys, warm} {
+		for id, ts := range m {
+			copies[id] = append(copies[id], ts...)
+		}
+	}
+	s.mu.Lock()
+	s.planned = standbys
+	s.warm = warm
+	s.pending = pending
+	s.hosts = hostsOf(input, sent, copies)
+	s.mu.Unlock()
+	if len(warm) > 0 {
+		s.info("keeping tasks with their caught-up owners while warm-ups catch up", "warmups", warm)
+	}
+	return plan, nil
+}
+
+// readMembers reads the members' subscriptions: the ids of the members
+// that take tasks (probes do not), sorted; each one's process, address,
+// state and owned tasks (ownership of a generation older than the
+// group's is ignored); and which members hold each partition now.
+func (s *Strategy) readMembers(members map[string]sarama.ConsumerGroupMemberMetadata) (ids []string, input []Member, holders map[topicPartition][]string) {
 	for _, id := range slices.Sorted(maps.Keys(members)) {
 		if !isProbe(members[id].UserData) {
 			ids = append(ids, id)
 		}
 	}
-	input := make([]Member, len(ids))
+	input = make([]Member, len(ids))
 	gens := make([]int32, len(ids))
 	maxGen := int32(noGeneration)
-	holders := make(map[topicPartition][]string)
+	holders = make(map[topicPartition][]string)
 	for i, id := range ids {
 		meta := members[id]
 		sub, err := decodeSubscription(meta.UserData)
@@ -271,23 +317,13 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 			input[i].Owned = nil
 		}
 	}
+	return ids, input, holders
+}
 
-	balanced, err := Plan(s.subs, counts, input)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	replicas, warmups := s.replicas, s.warmups
-	s.mu.Unlock()
-	assignment, warm := KeepCaughtUp(s.subs, input, balanced, warmups)
-	// Standbys go where the active plan puts tasks, not where this round's
-	// cooperative hand-over lets them start: a task withheld for one
-	// round is in nobody's standbys on its target process meanwhile.
-	standbys, err := PlanStandbys(s.subs, counts, input, assignment, replicas)
-	if err != nil {
-		return nil, err
-	}
-
+// handOver turns the assignment into the plan sent this round: a task
+// whose partitions another member still holds is withheld (pending) until
+// that member has revoked them, as cooperative rebalancing requires.
+func (s *Strategy) handOver(ids []string, assignment map[string][]TaskID, holders map[topicPartition][]string) (sarama.BalanceStrategyPlan, map[string][]TaskID) {
 	topicsOf := make(map[int][]string, len(s.subs))
 	for _, sub := range s.subs {
 		topicsOf[sub.ID] = sub.Topics
@@ -319,29 +355,7 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		}
 		slices.SortFunc(pending[id], TaskID.Compare)
 	}
-	// The hosts' active tasks are those of the plan sent, so that a task
-	// withheld for a hand-over is nobody's for this round: its queries
-	// get a retryable answer rather than one from a closing store.
-	sent := make(map[string][]TaskID, len(ids))
-	for _, id := range ids {
-		sent[id] = completeTasks(s.subs, plan[id])
-	}
-	copies := make(map[string][]TaskID, len(standbys)+len(warm))
-	for _, m := range [](map[string][]TaskID){standbys, warm} {
-		for id, ts := range m {
-			copies[id] = append(copies[id], ts...)
-		}
-	}
-	s.mu.Lock()
-	s.planned = standbys
-	s.warm = warm
-	s.pending = pending
-	s.hosts = hostsOf(input, sent, copies)
-	s.mu.Unlock()
-	if len(warm) > 0 {
-		s.info("keeping tasks with their caught-up owners while warm-ups catch up", "warmups", warm)
-	}
-	return plan, nil
+	return plan, pending
 }
 
 // ownedTasks maps owned partitions to the tasks they belong to: a task is
