@@ -81,6 +81,30 @@ func (p *Prober) Probe(ctx context.Context) error {
 	}
 	defer b.Close()
 
+	joined := make(chan error, 1)
+	req, err := p.joinRequest(conf, id)
+	if err != nil {
+		return err
+	}
+	go func() {
+		resp, err := b.JoinGroup(req)
+		if err == nil && resp.Err != sarama.ErrNoError {
+			err = resp.Err
+		}
+		joined <- err
+	}()
+	// Wait until the group knows the probe (or its join failed), then
+	// remove it: also after the wait ran out, in case the join lands.
+	late, err := p.awaitJoined(ctx, id, joined)
+	if err != nil {
+		return err
+	}
+	return errors.Join(late, p.remove(id))
+}
+
+// joinRequest is the probe's JoinGroup: a static member (instance id id)
+// whose subscription says it is a probe (assign.ProbeUserData).
+func (p *Prober) joinRequest(conf *sarama.Config, id string) (*sarama.JoinGroupRequest, error) {
 	req := sarama.NewJoinGroupRequest(conf.Version)
 	if req.Version < 5 {
 		req.Version = 5 // the first with group instance ids
@@ -95,42 +119,42 @@ func (p *Prober) Probe(ctx context.Context) error {
 		req.Reason = &reason
 	}
 	if err := req.AddGroupProtocolMetadata(assign.StrategyName, &sarama.ConsumerGroupMemberMetadata{Version: 1, UserData: assign.ProbeUserData()}); err != nil {
-		return fmt.Errorf("weir: probing rebalance: %w", err)
+		return nil, fmt.Errorf("weir: probing rebalance: %w", err)
 	}
-	joined := make(chan error, 1)
-	go func() {
-		resp, err := b.JoinGroup(req)
-		if err == nil && resp.Err != sarama.ErrNoError {
-			err = resp.Err
-		}
-		joined <- err
-	}()
+	return req, nil
+}
 
-	// Wait until the group knows the probe (or its join failed), then
-	// remove it: also after the wait ran out, in case the join lands.
-	var late error
+// awaitJoined waits until the group knows the probe id, its join returns,
+// or probeJoinWait passes (late says so); err is a failed join or ctx's
+// end.
+func (p *Prober) awaitJoined(ctx context.Context, id string, joined <-chan error) (late, err error) {
 	deadline := time.Now().Add(probeJoinWait)
 	for in := false; !in; {
 		select {
 		case err := <-joined:
 			if err != nil && !errors.Is(err, sarama.ErrUnknownMemberId) {
-				return fmt.Errorf("weir: probing rebalance: joining: %w", err)
+				return nil, fmt.Errorf("weir: probing rebalance: joining: %w", err)
 			}
 			in = true // joined and done: the rebalance has completed
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if !in {
 			if in, err = p.joined(id); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if !in && time.Now().After(deadline) {
-			late = fmt.Errorf("weir: probing rebalance: the probe's join did not reach the group within %s", probeJoinWait)
-			break
+			return fmt.Errorf("weir: probing rebalance: the probe's join did not reach the group within %s", probeJoinWait), nil
 		}
 	}
+	return nil, nil
+}
+
+// remove takes the probe id out of the group; one the group no longer
+// knows is gone already.
+func (p *Prober) remove(id string) error {
 	resp, err := p.Admin.RemoveMemberFromConsumerGroup(p.Group, []string{id})
 	if err == nil {
 		kerr := resp.Err
@@ -144,9 +168,9 @@ func (p *Prober) Probe(ctx context.Context) error {
 		}
 	}
 	if err != nil && !errors.Is(err, sarama.ErrUnknownMemberId) {
-		return errors.Join(late, fmt.Errorf("weir: probing rebalance: removing the probe from the group (it leaves when its session times out, after %s): %w", probeSessionTimeout, err))
+		return fmt.Errorf("weir: probing rebalance: removing the probe from the group (it leaves when its session times out, after %s): %w", probeSessionTimeout, err)
 	}
-	return late
+	return nil
 }
 
 // ErrGroupBusy is returned by Prober.Probe when the group is not Stable:
