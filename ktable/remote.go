@@ -532,12 +532,33 @@ func ask(ctx context.Context, fw forwarding, o weir.KeyOwner, addr string, q que
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
+		// A Handler's answer always says found; a 200 that does not is
+		// another service's, never "not found".
+		var has struct {
+			Found *bool `json:"found"`
+		}
+		if json.Unmarshal(raw, &has); has.Found == nil {
+			return answer{}, unreachable(errors.New("HTTP 200, not a store answer: no found field"))
+		}
 		return a, nil
 	case http.StatusServiceUnavailable:
+		if !knownReason(a.Reason) {
+			return answer{}, unreachable(fmt.Errorf("HTTP 503, not a store answer: reason %q", a.Reason))
+		}
 		return answer{}, &weir.StoreUnavailableError{Store: o.Store, Partition: a.Partition, Task: a.Task, Reason: a.Reason, Instance: addr}
 	default:
 		return answer{}, fmt.Errorf("ktable: %s: instance %s answered HTTP %d: %s", o.Store, addr, resp.StatusCode, a.Error)
 	}
+}
+
+// knownReason reports whether r is one of weir's reasons a Handler
+// answers a 503 with.
+func knownReason(r weir.StoreUnavailableReason) bool {
+	switch r {
+	case weir.StoreNotRunning, weir.StoreNotHere, weir.StoreRestoring, weir.StoreMoving, weir.StoreUnreachable, weir.StoreStandbyBehind:
+		return true
+	}
+	return false
 }
 
 // WindowValue is one window of a key: its start and its committed
