@@ -206,7 +206,6 @@ func (a *App) connect(ctx context.Context, cfg *sarama.Config) (sarama.Client, e
 	}
 }
 
-
 // Ready returns a channel that is closed the first time the App runs:
 // every thread has its assignment and every assigned task is restored and
 // processing (State reports StateRunning). It stays open when Run fails or

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/assign"
+	"github.com/weirstream/weir/internal/firsterror"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/statelog"
@@ -138,33 +138,7 @@ type StoreReader struct {
 	maxLag int64
 	// errs holds the first error of the iterations since Err last ran;
 	// each copy (WithStandbyReads) has its own.
-	errs *firstError
-}
-
-// firstError keeps the first error set since it was last taken. It is
-// safe for concurrent use.
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *firstError) set(err error) {
-	if err == nil {
-		return
-	}
-	f.mu.Lock()
-	if f.err == nil {
-		f.err = err
-	}
-	f.mu.Unlock()
-}
-
-func (f *firstError) take() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	err := f.err
-	f.err = nil
-	return err
+	errs *firsterror.Keeper
 }
 
 // StoreReader returns a reader of the store name: a key-value store (as
@@ -181,7 +155,7 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 	if st.Kind != graph.KeyValueStore && st.Kind != graph.WindowStore {
 		return nil, fmt.Errorf("weir: store %q is a %s store; a StoreReader reads key-value and window stores", name, st.Kind)
 	}
-	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner(""), maxLag: -1, errs: &firstError{}}, nil
+	return &StoreReader{a: a, name: name, kind: st.Kind, retention: st.Retention, keys: sarama.NewMurmur2Partitioner(""), maxLag: -1, errs: &firsterror.Keeper{}}, nil
 }
 
 // WithStandbyReads returns a reader of the same store that also answers
@@ -198,7 +172,7 @@ func (a *App) StoreReader(name string) (*StoreReader, error) {
 func (r *StoreReader) WithStandbyReads(maxLag int64) *StoreReader {
 	c := *r
 	c.maxLag = max(maxLag, -1)
-	c.errs = &firstError{}
+	c.errs = &firsterror.Keeper{}
 	return &c
 }
 
@@ -207,7 +181,7 @@ func (r *StoreReader) WithStandbyReads(maxLag int64) *StoreReader {
 // read is a *StoreUnavailableError. It covers every goroutine using r;
 // give each goroutine its own copy (WithStandbyReads) to tell their
 // errors apart.
-func (r *StoreReader) Err() error { return r.errs.take() }
+func (r *StoreReader) Err() error { return r.errs.Take() }
 
 // MaxStandbyLag returns the reader's bound on standby reads; -1 when it
 // reads no standbys (see WithStandbyReads).
@@ -406,10 +380,10 @@ func (r *StoreReader) Get(key []byte) (value []byte, found bool, err error) {
 func (r *StoreReader) Scan(p int32, lo, hi []byte) iter.Seq2[[]byte, []byte] {
 	return func(yield func(key, value []byte) bool) {
 		if err := r.want(graph.KeyValueStore); err != nil {
-			r.errs.set(err)
+			r.errs.Set(err)
 			return
 		}
-		r.errs.set(r.read(p, func(s *statelog.Space) error {
+		r.errs.Set(r.read(p, func(s *statelog.Space) error {
 			for k, v := range s.Range(lo, hi) {
 				if !yield(k, v) {
 					break
@@ -436,7 +410,7 @@ func (r *StoreReader) want(k graph.StoreKind) error {
 // the iteration; Err reports it.
 func (r *StoreReader) FetchWindows(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte] {
 	return func(yield func(start time.Time, value []byte) bool) {
-		r.errs.set(r.fetchWindows(key, from, to, yield))
+		r.errs.Set(r.fetchWindows(key, from, to, yield))
 	}
 }
 

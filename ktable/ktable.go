@@ -27,10 +27,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/firsterror"
 	"github.com/weirstream/weir/serde"
 )
 
@@ -41,8 +41,8 @@ type View[K, V any] struct {
 	r      *weir.StoreReader
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	errs   *firstError // shared by the goroutines using this view
-	fw     forwarding  // for Lookup's forwarded reads
+	errs   *firsterror.Keeper // shared by the goroutines using this view
+	fw     forwarding         // for Lookup's forwarded reads
 }
 
 // KeyValue returns a view of the key-value store name of app, read with
@@ -59,7 +59,7 @@ func KeyValue[K, V any](app *weir.App, name string, keys serde.Serde[K], values 
 	if r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is a window store; read it with Window", name)
 	}
-	return &View[K, V]{r: r, keys: keys, values: values, errs: &firstError{}, fw: defaultForwarding()}, nil
+	return &View[K, V]{r: r, keys: keys, values: values, errs: &firsterror.Keeper{}, fw: defaultForwarding()}, nil
 }
 
 // Get returns the committed value of key and whether the store holds it.
@@ -112,9 +112,9 @@ func (v *View[K, V]) Prefix(prefix K) iter.Seq2[K, V] {
 // Err returns the first error the iterations since the last call met (a
 // partition that could not be read, as a *weir.StoreUnavailableError, or
 // an entry that could not be decoded), and clears it.
-func (v *View[K, V]) Err() error { return v.errs.take() }
+func (v *View[K, V]) Err() error { return v.errs.Take() }
 
-func (v *View[K, V]) setErr(err error) { v.errs.set(err) }
+func (v *View[K, V]) setErr(err error) { v.errs.Set(err) }
 
 func (v *View[K, V]) fail(err error) iter.Seq2[K, V] {
 	return func(func(K, V) bool) { v.setErr(err) }
@@ -182,32 +182,6 @@ func (v *View[K, V]) scan(lo, hi []byte) iter.Seq2[K, V] {
 	}
 }
 
-// firstError keeps the first error set since it was last taken. It is
-// safe for concurrent use.
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *firstError) set(err error) {
-	if err == nil {
-		return
-	}
-	f.mu.Lock()
-	if f.err == nil {
-		f.err = err
-	}
-	f.mu.Unlock()
-}
-
-func (f *firstError) take() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	err := f.err
-	f.err = nil
-	return err
-}
-
 // own returns a copy of r whose Err reports the errors of this call's
 // iterations only: a view is shared between goroutines, and so is its
 // reader.
@@ -233,8 +207,8 @@ type WindowView[K, V any] struct {
 	r      *weir.StoreReader
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	errs   *firstError // shared by the goroutines using this view
-	fw     forwarding  // for Lookup's forwarded fetches
+	errs   *firsterror.Keeper // shared by the goroutines using this view
+	fw     forwarding         // for Lookup's forwarded fetches
 }
 
 // Window returns a view of the window store name of app, read with the
@@ -251,7 +225,7 @@ func Window[K, V any](app *weir.App, name string, keys serde.Serde[K], values se
 	if !r.Windowed() {
 		return nil, fmt.Errorf("ktable: store %s is not a window store", name)
 	}
-	return &WindowView[K, V]{r: r, keys: keys, values: values, errs: &firstError{}, fw: defaultForwarding()}, nil
+	return &WindowView[K, V]{r: r, keys: keys, values: values, errs: &firsterror.Keeper{}, fw: defaultForwarding()}, nil
 }
 
 // Fetch yields the start and committed aggregate of each of key's windows
@@ -295,6 +269,6 @@ func (v *WindowView[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[time.Time,
 
 // Err returns the first error the fetches since the last call met, and
 // clears it.
-func (v *WindowView[K, V]) Err() error { return v.errs.take() }
+func (v *WindowView[K, V]) Err() error { return v.errs.Take() }
 
-func (v *WindowView[K, V]) setErr(err error) { v.errs.set(err) }
+func (v *WindowView[K, V]) setErr(err error) { v.errs.Set(err) }

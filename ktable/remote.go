@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/firsterror"
 	"github.com/weirstream/weir/internal/hostport"
 	"github.com/weirstream/weir/serde"
 )
@@ -355,7 +356,7 @@ func noRedirects(c *http.Client) *http.Client {
 // weir.StoreReader works so).
 func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.client, cp.fw.scheme = noRedirects(c), "http"
 	return &cp
 }
@@ -367,7 +368,7 @@ func (v *View[K, V]) WithClient(c *http.Client) *View[K, V] {
 // transport presents a certificate. It returns a copy of v so configured.
 func (v *View[K, V]) WithCredentials(add func(*http.Request) error) *View[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.credentials = add
 	return &cp
 }
@@ -379,7 +380,7 @@ func (v *View[K, V]) WithCredentials(add func(*http.Request) error) *View[K, V] 
 // its certificate must name. It returns a copy of v so configured.
 func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.client, cp.fw.scheme = noRedirects(c), "https"
 	return &cp
 }
@@ -396,7 +397,7 @@ func (v *View[K, V]) WithHTTPS(c *http.Client) *View[K, V] {
 // default). It returns a copy of v so configured; v is unchanged.
 func (v *View[K, V]) WithStandbyReads(maxLag int64) *View[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.r = v.r.WithStandbyReads(maxLag)
 	return &cp
 }
@@ -573,7 +574,7 @@ type WindowValue[V any] struct {
 // configured.
 func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.client, cp.fw.scheme = noRedirects(c), "http"
 	return &cp
 }
@@ -582,7 +583,7 @@ func (v *WindowView[K, V]) WithClient(c *http.Client) *WindowView[K, V] {
 // View.WithCredentials does. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithCredentials(add func(*http.Request) error) *WindowView[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.credentials = add
 	return &cp
 }
@@ -591,7 +592,7 @@ func (v *WindowView[K, V]) WithCredentials(add func(*http.Request) error) *Windo
 // as View.WithHTTPS does. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithHTTPS(c *http.Client) *WindowView[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.fw.client, cp.fw.scheme = noRedirects(c), "https"
 	return &cp
 }
@@ -603,7 +604,7 @@ func (v *WindowView[K, V]) WithHTTPS(c *http.Client) *WindowView[K, V] {
 // answer. It returns a copy of v so configured.
 func (v *WindowView[K, V]) WithStandbyReads(maxLag int64) *WindowView[K, V] {
 	cp := *v
-	cp.errs = &firstError{} // a copy reports its own iterations
+	cp.errs = &firsterror.Keeper{} // a copy reports its own iterations
 	cp.r = v.r.WithStandbyReads(maxLag)
 	return &cp
 }

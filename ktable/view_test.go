@@ -424,26 +424,3 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
-
-func TestFirstError(t *testing.T) {
-	t.Parallel()
-	var f firstError
-	if err := f.take(); err != nil {
-		t.Fatalf("take of a new firstError = %v", err)
-	}
-	first, second := errors.New("first"), errors.New("second")
-	f.set(nil)
-	f.set(first)
-	f.set(nil)
-	f.set(second)
-	if err := f.take(); err != first {
-		t.Errorf("take = %v; want the first error set", err)
-	}
-	if err := f.take(); err != nil {
-		t.Errorf("second take = %v; want nil", err)
-	}
-	f.set(second)
-	if err := f.take(); err != second {
-		t.Errorf("take after a new set = %v; want %v", err, second)
-	}
-}
