@@ -192,26 +192,49 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	q, r, ok := h.parse(w, req)
+	if !ok {
+		return
+	}
+	a, refused, err := h.read(w, r, q)
+	if refused {
+		return
+	}
+	var su *weir.StoreUnavailableError
+	switch {
+	case errors.As(err, &su):
+		w.Header().Set("Retry-After", "1")
+		reply(w, http.StatusServiceUnavailable, answer{Reason: su.Reason, Task: su.Task, Partition: su.Partition, Error: su.Error()})
+	case err != nil:
+		reply(w, http.StatusInternalServerError, answer{Error: err.Error()})
+	default:
+		reply(w, http.StatusOK, a)
+	}
+}
+
+// parse checks a request (method, path, store, authorization, body, op)
+// and returns its query and the reader of its store, with the standby
+// reads it asks for; a request it refuses is answered, and ok is false.
+func (h *handler) parse(w http.ResponseWriter, req *http.Request) (q query, r *weir.StoreReader, ok bool) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		reply(w, http.StatusMethodNotAllowed, answer{Error: "only POST"})
-		return
+		return query{}, nil, false
 	}
 	rest, ok := strings.CutPrefix(req.URL.EscapedPath(), HandlerPath)
 	store, err := url.PathUnescape(rest)
 	if !ok || err != nil || store == "" || strings.Contains(rest, "/") {
 		reply(w, http.StatusBadRequest, answer{Error: "want POST " + HandlerPath + "<store>"})
-		return
+		return query{}, nil, false
 	}
 	if !h.allowed[store] {
 		reply(w, http.StatusNotFound, answer{Error: "no such store here"})
-		return
+		return query{}, nil, false
 	}
 	if err := h.app.Authorize(req, weir.StoreResource(store)); err != nil {
 		reply(w, http.StatusForbidden, answer{Error: "not authorized"})
-		return
+		return query{}, nil, false
 	}
-	var q query
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxQueryBytes+1))
 	if err == nil && len(body) > maxQueryBytes {
 		err = fmt.Errorf("over %d bytes", maxQueryBytes)
@@ -221,16 +244,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if err != nil {
 		reply(w, http.StatusBadRequest, answer{Error: "the body is not a query"})
-		return
+		return query{}, nil, false
 	}
-	r, err := h.reader(store)
+	r, err = h.reader(store)
 	if err != nil {
 		reply(w, http.StatusNotFound, answer{Error: err.Error()})
-		return
+		return query{}, nil, false
 	}
 	if q.Op != "get" && q.Op != "windows" && q.Op != "scan" {
 		reply(w, http.StatusBadRequest, answer{Error: `op must be "get", "windows" or "scan"`})
-		return
+		return query{}, nil, false
 	}
 	if windowed := q.Op == "windows"; r.Windowed() != windowed {
 		want := `"get" or "scan"`
@@ -238,29 +261,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			want = `"windows"`
 		}
 		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s is read with op %s", store, want)})
-		return
+		return query{}, nil, false
 	}
 	if q.MaxLag != nil {
 		if *q.MaxLag < 0 {
 			reply(w, http.StatusBadRequest, answer{Error: "max_lag must be a number of records, 0 or more"})
-			return
+			return query{}, nil, false
 		}
 		r = r.WithStandbyReads(*q.MaxLag)
 	}
-	var a answer
+	return q, r, true
+}
+
+// read answers q from r. A query it refuses (a partition out of range, a
+// reversed range, too many windows) is answered, and refused is true.
+func (h *handler) read(w http.ResponseWriter, r *weir.StoreReader, q query) (a answer, refused bool, err error) {
+	store := r.Name()
 	switch q.Op {
 	case "get":
 		a.Value, a.Found, err = r.Get(q.Key)
 	case "scan":
 		if n, perr := r.Partitions(); perr == nil && (q.Partition < 0 || q.Partition >= n) {
 			reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("store %s has partitions 0 to %d", store, n-1)})
-			return
+			return answer{}, true, nil
 		}
 		a.Entries, a.More, err = scanPage(r, q.Partition, q.Lo, q.Hi)
 	default:
 		if q.From > q.To {
 			reply(w, http.StatusBadRequest, answer{Error: "from and to must be Unix milliseconds, from at most to"})
-			return
+			return answer{}, true, nil
 		}
 		var size int
 		tooMany := false
@@ -275,19 +304,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		if err = rr.Err(); err == nil && tooMany {
 			reply(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("the range holds more than %d windows or %d bytes of values; ask for a shorter one", MaxLookupWindows, MaxLookupWindowBytes)})
-			return
+			return answer{}, true, nil
 		}
 	}
-	var su *weir.StoreUnavailableError
-	switch {
-	case errors.As(err, &su):
-		w.Header().Set("Retry-After", "1")
-		reply(w, http.StatusServiceUnavailable, answer{Reason: su.Reason, Task: su.Task, Partition: su.Partition, Error: su.Error()})
-	case err != nil:
-		reply(w, http.StatusInternalServerError, answer{Error: err.Error()})
-	default:
-		reply(w, http.StatusOK, a)
-	}
+	return a, false, err
 }
 
 // scanPage reads one page of partition p's entries with lo <= key < hi:
