@@ -550,7 +550,7 @@ func rescalePartition(kind string, layout graph.KeyLayout, k []byte, n int32) (i
 }
 
 // partitionKey returns the user key in a changelog key of a store of the
-// given type (see the layouts in package changelog and
+// given type (see the layouts in package internal/statelog and
 // processor.Versioned).
 func partitionKey(kind string, layout graph.KeyLayout, k []byte) ([]byte, error) {
 	switch kind {

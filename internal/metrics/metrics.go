@@ -115,7 +115,7 @@ type Restore struct {
 }
 
 // Store is the estimated disk a store's data takes on this instance (see
-// changelog.DB.EstimatedDiskBytes).
+// statelog.DB.EstimatedDiskBytes).
 type Store struct {
 	Store string
 	Bytes int64

@@ -35,7 +35,7 @@ type Layout struct {
 	// DeleteRetention is each changelog topic's delete.retention.ms (a
 	// global store's topic's too): how long its tombstones are sure to
 	// stay once compaction reaches them. A restore trusts a checkpoint
-	// that is younger (see changelog.CheckpointTooOld).
+	// that is younger (see statelog.CheckpointTooOld).
 	DeleteRetention map[string]time.Duration
 	// SourceChangelog names the stores whose changelog is their input
 	// topic (graph.Store.Source, when the topic is compacted): store ->
