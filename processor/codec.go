@@ -2,6 +2,7 @@ package processor
 
 import (
 	"fmt"
+	"iter"
 
 	"github.com/weirstream/weir/serde"
 )
@@ -46,6 +47,30 @@ func (c *codec[K, V]) decodeValue(b []byte) (V, error) {
 		return v, fmt.Errorf("store %s: deserialize value: %w", c.name, err)
 	}
 	return v, nil
+}
+
+// decodeEach yields the decoded entries of seq until yield stops or an
+// entry does not decode (kept for Err), then keeps errOf's error: the
+// byte store's iteration error, when the loop ran to its end.
+func (c *codec[K, V]) decodeEach(seq iter.Seq2[[]byte, []byte], errOf func() error, yield func(K, V) bool) {
+	for kb, vb := range seq {
+		k, err := c.decodeKey(kb)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		v, err := c.decodeValue(vb)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if !yield(k, v) {
+			return
+		}
+	}
+	if err := errOf(); err != nil {
+		c.fail(err)
+	}
 }
 
 // fail keeps the first iteration error.

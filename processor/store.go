@@ -416,22 +416,5 @@ func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 }
 
 func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) bool) {
-	for kb, vb := range seq {
-		k, err := s.decodeKey(kb)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		v, err := s.decodeValue(vb)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		if !yield(k, v) {
-			return
-		}
-	}
-	if err := s.b.Err(); err != nil {
-		s.fail(err)
-	}
+	s.decodeEach(seq, s.b.Err, yield)
 }

@@ -232,21 +232,7 @@ func (s *ttlStore[K, V]) All() iter.Seq2[K, V] {
 			return
 		}
 		defer s.drain()
-		for kb, vb := range s.b.All() {
-			k, err := s.decodeKey(kb)
-			if err != nil {
-				s.fail(err)
-				return
-			}
-			v, err := s.decodeValue(vb)
-			if err != nil {
-				s.fail(err)
-				return
-			}
-			if !yield(k, v) {
-				return
-			}
-		}
+		s.decodeEach(s.b.All(), func() error { return nil }, yield)
 	}
 }
 
