@@ -47,38 +47,13 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 	}
 	stateful := statefulSubs(subs)
 	ms := sortedMembers(members)
-
-	// Group the members into processes, in the order of their first
-	// (smallest) member id; a member without a process id is one alone.
-	type process struct {
-		members  []int // indices into ms
-		state    map[TaskID]int64
-		standbys int
-		actives  int
-		runs     map[TaskID]bool // active or standby here
-		// from counts the standbys here by the process running their
-		// task (rule 3).
-		from map[*process]int
-	}
-	var procs []*process
-	byID := map[string]*process{}
-	for i, m := range ms {
-		key := processKey(m)
-		p := byID[key]
-		if p == nil {
-			p = &process{state: map[TaskID]int64{}, runs: map[TaskID]bool{}, from: map[*process]int{}}
-			byID[key] = p
-			procs = append(procs, p)
-		}
-		p.members = append(p.members, i)
-		mergeState(p.state, m.State)
-	}
+	procs := standbyProcesses(ms)
 	if len(procs) < 2 {
 		return out, nil
 	}
 	memberStandbys := make([]int, len(ms))
 	memberActives := make([]int, len(ms))
-	activeOn := map[TaskID]*process{}
+	activeOn := map[TaskID]*standbyProcess{}
 	for _, p := range procs {
 		for _, i := range p.members {
 			for _, t := range active[ms[i].ID] {
@@ -94,17 +69,7 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 			continue
 		}
 		for range replicas {
-			var best *process
-			for _, p := range procs {
-				if p.runs[t] {
-					continue
-				}
-				if best == nil || betterStandbyProcess(t,
-					candidate{p.state, p.from[activeOn[t]], p.standbys, p.actives},
-					candidate{best.state, best.from[activeOn[t]], best.standbys, best.actives}) {
-					best = p
-				}
-			}
+			best := bestStandbyProcess(procs, t, activeOn[t])
 			if best == nil {
 				break // every process runs a copy already
 			}
@@ -125,6 +90,56 @@ func PlanStandbys(subs []Subtopology, partitions map[string]int32, members []Mem
 		slices.SortFunc(out[id], TaskID.Compare)
 	}
 	return out, nil
+}
+
+// standbyProcess is a process as PlanStandbys places standbys on it.
+type standbyProcess struct {
+	members  []int // indices into the sorted members
+	state    map[TaskID]int64
+	standbys int
+	actives  int
+	runs     map[TaskID]bool // active or standby here
+	// from counts the standbys here by the process running their task
+	// (rule 3).
+	from map[*standbyProcess]int
+}
+
+// standbyProcesses groups the sorted members into processes, in the
+// order of their first (smallest) member id; a member without a process
+// id is one alone.
+func standbyProcesses(ms []Member) []*standbyProcess {
+	var procs []*standbyProcess
+	byID := map[string]*standbyProcess{}
+	for i, m := range ms {
+		key := processKey(m)
+		p := byID[key]
+		if p == nil {
+			p = &standbyProcess{state: map[TaskID]int64{}, runs: map[TaskID]bool{}, from: map[*standbyProcess]int{}}
+			byID[key] = p
+			procs = append(procs, p)
+		}
+		p.members = append(p.members, i)
+		mergeState(p.state, m.State)
+	}
+	return procs
+}
+
+// bestStandbyProcess returns the process that should hold the next
+// standby of t (betterStandbyProcess's rules), nil when every process
+// runs a copy of it already. activeOn runs t.
+func bestStandbyProcess(procs []*standbyProcess, t TaskID, activeOn *standbyProcess) *standbyProcess {
+	var best *standbyProcess
+	for _, p := range procs {
+		if p.runs[t] {
+			continue
+		}
+		if best == nil || betterStandbyProcess(t,
+			candidate{p.state, p.from[activeOn], p.standbys, p.actives},
+			candidate{best.state, best.from[activeOn], best.standbys, best.actives}) {
+			best = p
+		}
+	}
+	return best
 }
 
 // candidate is what PlanStandbys compares processes by, for one task.
