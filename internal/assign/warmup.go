@@ -66,31 +66,11 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 	stateful := statefulSubs(subs)
 	ms := sortedMembers(members)
 	index := make(map[string]int, len(ms))
-	state := map[string]map[TaskID]int64{} // per process
 	for i, m := range ms {
 		index[m.ID] = i
-		k := processKey(m)
-		if state[k] == nil {
-			state[k] = map[TaskID]int64{}
-		}
-		mergeState(state[k], m.State)
 	}
-	// The live owner of each task.
-	owner := map[TaskID]int{}
-	for i, m := range ms {
-		for _, t := range m.Owned {
-			o, ok := owner[t]
-			if !ok {
-				owner[t] = i
-				continue
-			}
-			mine, hasMine := state[processKey(m)][t]
-			theirs, hasTheirs := state[processKey(ms[o])][t]
-			if hasMine && (!hasTheirs || mine > theirs) {
-				owner[t] = i
-			}
-		}
-	}
+	state := processStates(ms)
+	owner := liveOwners(ms, state)
 	targetOf := map[TaskID]int{}
 	for id, ts := range target {
 		i, ok := index[id]
@@ -141,6 +121,42 @@ func KeepCaughtUp(subs []Subtopology, members []Member, target map[string][]Task
 		slices.SortFunc(warm[id], TaskID.Compare)
 	}
 	return out, warm
+}
+
+// processStates merges the state each process's members report: per
+// process key, each task's offset sum.
+func processStates(ms []Member) map[string]map[TaskID]int64 {
+	state := map[string]map[TaskID]int64{}
+	for _, m := range ms {
+		k := processKey(m)
+		if state[k] == nil {
+			state[k] = map[TaskID]int64{}
+		}
+		mergeState(state[k], m.State)
+	}
+	return state
+}
+
+// liveOwners returns the member (an index into ms) that owns each owned
+// task: of two that claim one, the one whose process holds more of its
+// state.
+func liveOwners(ms []Member, state map[string]map[TaskID]int64) map[TaskID]int {
+	owner := map[TaskID]int{}
+	for i, m := range ms {
+		for _, t := range m.Owned {
+			o, ok := owner[t]
+			if !ok {
+				owner[t] = i
+				continue
+			}
+			mine, hasMine := state[processKey(m)][t]
+			theirs, hasTheirs := state[processKey(ms[o])][t]
+			if hasMine && (!hasTheirs || mine > theirs) {
+				owner[t] = i
+			}
+		}
+	}
+	return owner
 }
 
 // balanceStateless moves stateless tasks from the most loaded members of
