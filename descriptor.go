@@ -164,6 +164,18 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 		}
 		d.InternalTopics = append(d.InternalTopics, td)
 	}
+	d.describeStores(app, g, lay, count)
+	byTopic := func(a, b TopicDescriptor) int { return strings.Compare(a.Topic+"\x00"+a.Node, b.Topic+"\x00"+b.Node) }
+	slices.SortFunc(d.Sources, byTopic)
+	slices.SortFunc(d.Sinks, byTopic)
+	slices.SortFunc(d.InternalTopics, byTopic)
+	slices.SortFunc(d.Stores, func(a, b StoreDescriptor) int { return strings.Compare(a.Name, b.Name) })
+	return d
+}
+
+// describeStores adds g's stores, global ones included, and their
+// changelog topics to d; count gives a topic's partition count.
+func (d *Descriptor) describeStores(app string, g *graph.Graph, lay *topics.Layout, count func(string) int32) {
 	// A store has its sub-topology's partition count.
 	storeParts := map[string]int32{}
 	if lay != nil {
@@ -204,12 +216,6 @@ func describe(c *Config, g *graph.Graph, lay *topics.Layout) *Descriptor {
 		}
 		d.Stores = append(d.Stores, sd)
 	}
-	byTopic := func(a, b TopicDescriptor) int { return strings.Compare(a.Topic+"\x00"+a.Node, b.Topic+"\x00"+b.Node) }
-	slices.SortFunc(d.Sources, byTopic)
-	slices.SortFunc(d.Sinks, byTopic)
-	slices.SortFunc(d.InternalTopics, byTopic)
-	slices.SortFunc(d.Stores, func(a, b StoreDescriptor) int { return strings.Compare(a.Name, b.Name) })
-	return d
 }
 
 // sourceChangelog returns the input topic a store follows instead of a
