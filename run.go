@@ -22,14 +22,16 @@ import (
 )
 
 // cleanups are what a start has opened, closed in reverse order when run
-// ends, as deferred calls would be.
+// ends, as deferred calls would be. run has a pointer receiver so that
+// `defer undo.run()`, deferred before anything is added, runs what is
+// added after it.
 type cleanups []func()
 
 func (c *cleanups) add(f func()) { *c = append(*c, f) }
 
-func (c cleanups) run() {
-	for i := len(c) - 1; i >= 0; i-- {
-		c[i]()
+func (c *cleanups) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
 	}
 }
 

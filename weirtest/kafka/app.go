@@ -20,7 +20,8 @@ func WaitRunning(t testing.TB, app *weir.App) {
 	Eventually(t, runningTimeout, pollInterval, func() (bool, string) {
 		select {
 		case <-app.Done():
-			t.Fatalf("weirtest/kafka: the App stopped before it was running")
+			st, err := app.State()
+			t.Fatalf("weirtest/kafka: the App stopped before it was running (%s: %v)", st, err)
 		default:
 		}
 		st, err := app.State()
