@@ -30,7 +30,7 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	}
 	o, _ := m.Metadata.(*client.Origin)
 	if o != nil && o.Offset >= 0 && len(th.skips) > 0 {
-		if cause, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic}]; ok {
+		if cause, ok := th.skips[skipKey{o.Topic, o.Partition, o.Offset, m.Topic, recordDigest(m)}]; ok {
 			th.log.Debug("dropping a refused record again in the replay", "task", o.Task,
 				"topic", o.Topic, "partition", o.Partition, "offset", o.Offset, "sink", m.Topic)
 			var pe *task.ProductionError

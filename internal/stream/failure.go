@@ -2,8 +2,10 @@ package stream
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"time"
@@ -35,6 +37,34 @@ type skipKey struct {
 	partition int32
 	offset    int64
 	sink      string
+	// digest tells apart the records one input record produces for one
+	// sink (recordDigest): the replay drops the refused record only, not
+	// its siblings. 0 for a processing failure (sink "").
+	digest uint64
+}
+
+// recordDigest is an FNV-1a hash of a record's key and value, with their
+// lengths (and whether each is null), so that a replay finds again the
+// record the broker refused among the records of the same input record
+// for the same sink. Records that are the same bytes are refused alike.
+func recordDigest(m *sarama.ProducerMessage) uint64 {
+	h := fnv.New64a()
+	for _, e := range []sarama.Encoder{m.Key, m.Value} {
+		var n [9]byte
+		if e == nil {
+			n[0] = 1
+			h.Write(n[:])
+			continue
+		}
+		b, err := e.Encode()
+		if err != nil {
+			n[0] = 2
+		}
+		binary.BigEndian.PutUint64(n[1:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return h.Sum64()
 }
 
 // ReplayFailure implements task.Host: the error of an input record the
@@ -43,7 +73,7 @@ func (th *Thread) ReplayFailure(topic string, partition int32, offset int64) err
 	if len(th.skips) == 0 {
 		return nil
 	}
-	return th.skips[skipKey{topic, partition, offset, ""}]
+	return th.skips[skipKey{topic, partition, offset, "", 0}]
 }
 
 // replayWithout aborts the transaction and rewinds the tasks to their last
@@ -55,7 +85,7 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 	if len(th.skips) >= maxSkips {
 		return fmt.Errorf("weir: thread %d: more than %d failed records to pass over before a commit: %w", th.idx, maxSkips, re)
 	}
-	th.skips[skipKey{re.Topic, re.Partition, re.Offset, ""}] = re
+	th.skips[skipKey{re.Topic, re.Partition, re.Offset, "", 0}] = re
 	th.log.Warn("a processor failed on a record; aborting the transaction and replaying without the record",
 		"task", re.Task, "topic", re.Topic, "partition", re.Partition, "offset", re.Offset, "node", re.Node,
 		"policy", string(th.in.PoliciesFor(re.Topic).Processing), "error", re.Err)
@@ -184,7 +214,7 @@ func (th *Thread) settle(err error) (outcome, error) {
 				}
 				// The replay drops the record, and dead-letters it then,
 				// in the transaction that commits the input record.
-				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink}] = pe
+				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink, recordDigest(refused[i].Msg)}] = pe
 			}
 		}
 		if n > len(refused) {

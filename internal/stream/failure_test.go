@@ -299,7 +299,7 @@ func TestBatchRefusalIsIsolatedBeforeSkipping(t *testing.T) {
 	if _, err := th.settle(th.failed()); err != nil {
 		t.Fatalf("settle = %v", err)
 	}
-	if _, ok := th.skips[skipKey{"in", 0, 9, "out"}]; !ok || len(th.skips) != 1 || skippedCount(th) != 1 {
+	if _, ok := th.skips[skipKey{"in", 0, 9, "out", recordDigest(msgFrom("in", 9, "out", []byte("k"), 10))}]; !ok || len(th.skips) != 1 || skippedCount(th) != 1 {
 		t.Fatalf("skip entries %v, skipped %v; want exactly input in@9's record", th.skips, skippedCount(th))
 	}
 }
