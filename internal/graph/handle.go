@@ -3,12 +3,13 @@ package graph
 import "errors"
 
 // Handle hands a topology's graph to the runtime without an exported
-// method: processor.Topology embeds it under an unexported name, so its
-// unexported method is promoted into the topology, and only this package
-// can call it (through Of). weir's public API so never names a Graph.
+// method. processor.Topology embeds it under an unexported name, which
+// promotes its unexported method into the topology, and only this package
+// can call that method (through Of). So no exported signature of weir
+// names a Graph.
 type Handle struct{ build func() (*Graph, error) }
 
-// NewHandle returns a Handle whose graph build returns.
+// NewHandle returns a Handle whose graph is the one build returns.
 func NewHandle(build func() (*Graph, error)) Handle { return Handle{build: build} }
 
 func (h Handle) graphOf() (*Graph, error) {
