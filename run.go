@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -45,6 +47,8 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	go a.markStopping(ctx)
 	var undo cleanups
 	defer undo.run()
+	var took startPhases
+	mark := took.clock()
 
 	// The schemas first: a refused schema must leave everything as it was,
 	// in Kafka and on disk, and the registry needs neither. They are
@@ -54,10 +58,12 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			return err
 		}
 	}
+	took.Schemas = mark()
 	dir, db, err := a.openState(&undo)
 	if err != nil {
 		return err
 	}
+	took.State = mark()
 	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
 	kc, err := a.connect(ctx, adminCfg)
 	if err != nil || kc == nil {
@@ -72,8 +78,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.admin = admin
 	a.mu.Unlock()
 	undo.add(func() { admin.Close() }) // closes kc too
+	took.Connect = mark()
 
-	tc, lay, err := a.prepare(ctx, kc, admin, adminCfg, db, dir)
+	tc, lay, err := a.prepare(ctx, kc, admin, adminCfg, db, dir, &took, mark)
 	if err != nil {
 		return err
 	}
@@ -87,16 +94,43 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		return fmt.Errorf("weir: restore client: %w", err)
 	}
 	undo.add(func() { a.restoreClient.Close() })
-	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
-		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID)
-
+	took.Local = mark()
 	globalErr, err := a.startGlobals(ctx, cancel, db, lay, &undo)
 	if err != nil {
 		return err
 	}
+	took.Globals = mark()
+	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
+		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID, "took", took)
 	in := a.instance(tc, lay, db, globals, kc, admin, dir)
 	a.startStandbys(ctx, in, lay, admin, dir, &undo)
 	return a.runThreads(ctx, cancel, in, globalErr)
+}
+
+// startPhases is how long each step of a start took, logged with
+// "starting" (the group join that follows is the threads'): where a slow
+// start spends its time.
+type startPhases struct {
+	Schemas, State, Connect, Upgrade, Topics, Descriptor, Local, Globals time.Duration
+}
+
+// clock returns a function that gives the time since its last call (or
+// since clock), rounded to the millisecond.
+func (*startPhases) clock() func() time.Duration {
+	last := time.Now()
+	return func() time.Duration {
+		now := time.Now()
+		d := now.Sub(last).Round(time.Millisecond)
+		last = now
+		return d
+	}
+}
+
+// LogValue makes the phases one group of the log line.
+func (p startPhases) LogValue() slog.Value {
+	return slog.GroupValue(slog.Duration("schemas", p.Schemas), slog.Duration("state", p.State),
+		slog.Duration("connect", p.Connect), slog.Duration("upgrade_check", p.Upgrade), slog.Duration("topics", p.Topics),
+		slog.Duration("descriptor", p.Descriptor), slog.Duration("local", p.Local), slog.Duration("globals", p.Globals))
 }
 
 // markStopping makes a start that ctx ends say stopping, not starting.
@@ -140,11 +174,12 @@ func (a *App) openState(undo *cleanups) (*statedir.Dir, *statelog.DB, error) {
 // with, prepares its topics, records the new descriptor and registers
 // the schemas; it returns the tasks' configuration and the topics'
 // layout.
-func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.ClusterAdmin, adminCfg *sarama.Config, db *statelog.DB, dir *statedir.Dir) (task.Config, *topics.Layout, error) {
+func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.ClusterAdmin, adminCfg *sarama.Config, db *statelog.DB, dir *statedir.Dir, took *startPhases, mark func() time.Duration) (task.Config, *topics.Layout, error) {
 	old, err := a.checkUpgrade(kc, admin, db, dir.Path)
 	if err != nil {
 		return task.Config{}, nil, err
 	}
+	took.Upgrade = mark()
 	tc := a.cfg.taskConfig()
 	if old != nil {
 		tc.ResetEpoch = old.ResetEpoch // what table updates carry (processor.EpochHeader)
@@ -155,9 +190,11 @@ func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.Cluste
 	if err != nil {
 		return task.Config{}, nil, publicError(err)
 	}
+	took.Topics = mark()
 	if err := a.recordUpgrade(admin, adminCfg, db, old, lay); err != nil {
 		return task.Config{}, nil, err
 	}
+	took.Descriptor = mark()
 	if len(a.schemas) > 0 {
 		if err := registerSchemas(ctx, a.registry, a.schemas); err != nil {
 			return task.Config{}, nil, err

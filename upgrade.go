@@ -39,8 +39,8 @@ func (e *UpgradeError) Error() string {
 
 // readDescriptor returns the descriptor app last ran with, nil when none
 // was written.
-func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
-	data, err := topics.ReadDescriptor(client, app)
+func readDescriptor(client sarama.Client, admin sarama.ClusterAdmin, app string) (*Descriptor, error) {
+	data, err := topics.ReadDescriptor(client, admin, app)
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
 	}
@@ -56,7 +56,7 @@ func readDescriptor(client sarama.Client, app string) (*Descriptor, error) {
 // store, whose changelog topic and local state are then deleted so that
 // it starts empty. It returns the descriptor found (nil on a first start).
 func (a *App) checkUpgrade(client sarama.Client, admin sarama.ClusterAdmin, db *statelog.DB, dir string) (*Descriptor, error) {
-	old, err := readDescriptor(client, a.cfg.ApplicationID)
+	old, err := readDescriptor(client, admin, a.cfg.ApplicationID)
 	if err != nil || old == nil {
 		return old, err
 	}

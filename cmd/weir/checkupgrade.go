@@ -40,7 +40,7 @@ func checkUpgradeCmd(ctx context.Context, args []string, out, errOut io.Writer) 
 		return err
 	}
 	defer cl.close()
-	old, err := readDescriptor(cl.client, c.app)
+	old, err := readDescriptor(cl, c.app)
 	if err != nil {
 		return err
 	}

@@ -248,8 +248,8 @@ func stopped(cl *cluster, app, why string) (*weir.Descriptor, error) {
 
 // readDescriptor returns the descriptor app last ran with, nil when none
 // was written.
-func readDescriptor(client sarama.Client, app string) (*weir.Descriptor, error) {
-	data, err := topics.ReadDescriptor(client, app)
+func readDescriptor(cl *cluster, app string) (*weir.Descriptor, error) {
+	data, err := topics.ReadDescriptor(cl.client, cl.admin, app)
 	if err != nil || data == nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (c *cluster) writeDescriptor(d *weir.Descriptor) error {
 // described returns app's topology descriptor, refusing an application
 // without one.
 func described(cl *cluster, app string) (*weir.Descriptor, error) {
-	d, err := readDescriptor(cl.client, app)
+	d, err := readDescriptor(cl, app)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func describeApp(cl *cluster, app string, now time.Time) (*describeReport, error
 	if err != nil {
 		return nil, err
 	}
-	d, err := readDescriptor(cl.client, app)
+	d, err := readDescriptor(cl, app)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func inspectCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		return err
 	}
 	defer cl.close()
-	d, err := readDescriptor(cl.client, c.app)
+	d, err := readDescriptor(cl, c.app)
 	if err != nil {
 		return err
 	}

@@ -23,8 +23,20 @@ const descriptorReadTimeout = 30 * time.Second
 // topology topic (DescriptorTopic), nil when the topic does not exist or
 // holds none. weir.ParseDescriptor reads the bytes; weir's start and the
 // weir command read it this way.
-func ReadDescriptor(client sarama.Client, app string) ([]byte, error) {
+//
+// Whether the topic exists is asked once, through admin: the client's
+// metadata refresh of a missing topic retries (Metadata.Retry.Max times,
+// Metadata.Retry.Backoff apart: 750 ms with sarama's defaults), which
+// every first start of an application would wait for.
+func ReadDescriptor(client sarama.Client, admin sarama.ClusterAdmin, app string) ([]byte, error) {
 	topic := DescriptorTopic(app)
+	md, err := admin.DescribeTopics([]string{topic})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", topic, err)
+	}
+	if len(md) == 0 || errors.Is(md[0].Err, sarama.ErrUnknownTopicOrPartition) {
+		return nil, nil
+	}
 	if err := client.RefreshMetadata(topic); errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 		return nil, nil
 	}
@@ -95,6 +107,11 @@ func WriteDescriptor(brokers []string, admin sarama.ClusterAdmin, base *sarama.C
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	// A topic just created has no leader for a moment: ask again soon
+	// and often (a first start waited 250 ms and more on sarama's
+	// defaults), within about the same bound (2 s).
+	cfg.Metadata.Retry.Max, cfg.Metadata.Retry.Backoff = 100, 20*time.Millisecond
+	cfg.Producer.Retry.Max, cfg.Producer.Retry.Backoff = 100, 20*time.Millisecond
 	p, err := sarama.NewSyncProducer(brokers, &cfg)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", topic, err)
