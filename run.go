@@ -47,8 +47,7 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	go a.markStopping(ctx)
 	var undo cleanups
 	defer undo.run()
-	var took startPhases
-	mark := took.clock()
+	took := startPhases{last: time.Now()}
 
 	// The schemas first: a refused schema must leave everything as it was,
 	// in Kafka and on disk, and the registry needs neither. They are
@@ -58,12 +57,12 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 			return err
 		}
 	}
-	took.Schemas = mark()
+	took.Schemas = took.lap()
 	dir, db, err := a.openState(&undo)
 	if err != nil {
 		return err
 	}
-	took.State = mark()
+	took.State = took.lap()
 	adminCfg := client.Base(a.cfg.clientOptions(), a.cfg.ClientID+"-admin")
 	kc, err := a.connect(ctx, adminCfg)
 	if err != nil || kc == nil {
@@ -78,9 +77,9 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 	a.admin = admin
 	a.mu.Unlock()
 	undo.add(func() { admin.Close() }) // closes kc too
-	took.Connect = mark()
+	took.Connect = took.lap()
 
-	tc, lay, err := a.prepare(ctx, kc, admin, adminCfg, db, dir, &took, mark)
+	tc, lay, err := a.prepare(ctx, kc, admin, adminCfg, db, dir, &took)
 	if err != nil {
 		return err
 	}
@@ -94,12 +93,12 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		return fmt.Errorf("weir: restore client: %w", err)
 	}
 	undo.add(func() { a.restoreClient.Close() })
-	took.Local = mark()
+	took.Local = took.lap()
 	globalErr, err := a.startGlobals(ctx, cancel, db, lay, &undo)
 	if err != nil {
 		return err
 	}
-	took.Globals = mark()
+	took.Globals = took.lap()
 	a.cfg.Logger.Info("starting", "application", a.cfg.ApplicationID, "threads", a.cfg.Threads,
 		"guarantee", a.cfg.Guarantee.String(), "process", a.dir.ProcessID, "took", took)
 	in := a.instance(tc, lay, db, globals, kc, admin, dir)
@@ -112,18 +111,16 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 // start spends its time.
 type startPhases struct {
 	Schemas, State, Connect, Upgrade, Topics, Descriptor, Local, Globals time.Duration
+	last                                                                 time.Time // the end of the last phase timed
 }
 
-// clock returns a function that gives the time since its last call (or
-// since clock), rounded to the millisecond.
-func (*startPhases) clock() func() time.Duration {
-	last := time.Now()
-	return func() time.Duration {
-		now := time.Now()
-		d := now.Sub(last).Round(time.Millisecond)
-		last = now
-		return d
-	}
+// lap returns the time since the last phase ended, rounded to the
+// millisecond, and starts the next.
+func (p *startPhases) lap() time.Duration {
+	now := time.Now()
+	d := now.Sub(p.last).Round(time.Millisecond)
+	p.last = now
+	return d
 }
 
 // LogValue makes the phases one group of the log line.
@@ -174,12 +171,12 @@ func (a *App) openState(undo *cleanups) (*statedir.Dir, *statelog.DB, error) {
 // with, prepares its topics, records the new descriptor and registers
 // the schemas; it returns the tasks' configuration and the topics'
 // layout.
-func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.ClusterAdmin, adminCfg *sarama.Config, db *statelog.DB, dir *statedir.Dir, took *startPhases, mark func() time.Duration) (task.Config, *topics.Layout, error) {
+func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.ClusterAdmin, adminCfg *sarama.Config, db *statelog.DB, dir *statedir.Dir, took *startPhases) (task.Config, *topics.Layout, error) {
 	old, err := a.checkUpgrade(kc, admin, db, dir.Path)
 	if err != nil {
 		return task.Config{}, nil, err
 	}
-	took.Upgrade = mark()
+	took.Upgrade = took.lap()
 	tc := a.cfg.taskConfig()
 	if old != nil {
 		tc.ResetEpoch = old.ResetEpoch // what table updates carry (processor.EpochHeader)
@@ -190,11 +187,11 @@ func (a *App) prepare(ctx context.Context, kc sarama.Client, admin sarama.Cluste
 	if err != nil {
 		return task.Config{}, nil, publicError(err)
 	}
-	took.Topics = mark()
+	took.Topics = took.lap()
 	if err := a.recordUpgrade(admin, adminCfg, db, old, lay); err != nil {
 		return task.Config{}, nil, err
 	}
-	took.Descriptor = mark()
+	took.Descriptor = took.lap()
 	if len(a.schemas) > 0 {
 		if err := registerSchemas(ctx, a.registry, a.schemas); err != nil {
 			return task.Config{}, nil, err

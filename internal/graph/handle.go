@@ -25,7 +25,7 @@ var errNoGraph = errors.New("not a topology made by processor.NewTopology or kst
 // that embeds the Handle of one).
 func Of(v any) (*Graph, error) {
 	h, ok := v.(interface{ graphOf() (*Graph, error) })
-	if !ok || h == nil {
+	if !ok {
 		return nil, errNoGraph
 	}
 	return h.graphOf()
