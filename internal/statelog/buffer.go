@@ -35,6 +35,8 @@ type Buffer struct {
 type bufEntry struct {
 	value   []byte
 	deleted bool
+	stamped bool
+	ts      int64
 }
 
 var _ Bytes = (*Buffer)(nil)
@@ -53,6 +55,17 @@ func (b *Buffer) Get(key []byte) ([]byte, error) {
 		return slices.Clone(nonNil(e.value)), nil
 	}
 	return b.base.Get(key)
+}
+
+// GetStamped implements Bytes.
+func (b *Buffer) GetStamped(key []byte) ([]byte, int64, bool, error) {
+	if e, ok := b.vals[string(key)]; ok {
+		if e.deleted {
+			return nil, 0, false, nil
+		}
+		return slices.Clone(nonNil(e.value)), e.ts, e.stamped, nil
+	}
+	return b.base.GetStamped(key)
 }
 
 func nonNil(v []byte) []byte {
@@ -75,6 +88,16 @@ func (b *Buffer) Put(key, value []byte) error {
 		return err
 	}
 	b.set(key, bufEntry{value: append([]byte{}, value...)})
+	return nil
+}
+
+// PutStamped implements Bytes. It refuses a key longer than
+// changelog.MaxKeyBytes.
+func (b *Buffer) PutStamped(key, value []byte, ts int64) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	b.set(key, bufEntry{value: append([]byte{}, value...), stamped: true, ts: ts})
 	return nil
 }
 
@@ -140,7 +163,7 @@ func (b *Buffer) Changes() []Entry {
 	out := make([]Entry, len(keys))
 	for i, k := range keys {
 		e := b.vals[k]
-		out[i] = Entry{Key: []byte(k), Value: e.value, Deleted: e.deleted}
+		out[i] = Entry{Key: []byte(k), Value: e.value, Deleted: e.deleted, Stamped: e.stamped, Time: e.ts}
 	}
 	return out
 }
@@ -254,9 +277,12 @@ func (b *Buffer) Err() error { return b.base.Err() }
 // Apply makes Memory a Base.
 func (m *Memory) Apply(entries []Entry) error {
 	for _, e := range entries {
-		if e.Deleted {
+		switch {
+		case e.Deleted:
 			m.Delete(e.Key)
-		} else {
+		case e.Stamped:
+			m.PutStamped(e.Key, e.Value, e.Time)
+		default:
 			m.Put(e.Key, e.Value)
 		}
 	}

@@ -29,6 +29,15 @@ type Bytes interface {
 	Backward(lo, hi []byte) iter.Seq2[[]byte, []byte]
 	// Err returns the first error an iterator met, and clears it.
 	Err() error
+	// GetStamped returns the value of key as Get does, and the timestamp
+	// PutStamped gave it (milliseconds since the epoch); stamped is false
+	// when the value has none: it was set by Put, or restored from a
+	// changelog record written without one (before weir kept them).
+	GetStamped(key []byte) (value []byte, ts int64, stamped bool, err error)
+	// PutStamped sets key to value, as Put does, with its timestamp: the
+	// event time of the update (Kafka Streams' ValueAndTimestamp). The
+	// changelog record of the change carries it as its timestamp.
+	PutStamped(key, value []byte, ts int64) error
 }
 
 // PrefixEnd returns the smallest key greater than every key that starts
@@ -55,6 +64,8 @@ func inRange(k, lo, hi []byte) bool {
 type Memory struct {
 	keys [][]byte // sorted
 	vals [][]byte
+	// stamps holds the timestamps of the values put with one, by key.
+	stamps map[string]int64
 }
 
 var _ Bytes = (*Memory)(nil)
@@ -71,17 +82,42 @@ func (m *Memory) Get(key []byte) ([]byte, error) {
 	return nil, nil
 }
 
+// GetStamped implements Bytes.
+func (m *Memory) GetStamped(key []byte) ([]byte, int64, bool, error) {
+	v, _ := m.Get(key)
+	if v == nil {
+		return nil, 0, false, nil
+	}
+	ts, ok := m.stamps[string(key)]
+	return v, ts, ok, nil
+}
+
+// PutStamped implements Bytes.
+func (m *Memory) PutStamped(key, value []byte, ts int64) error {
+	m.set(key, value)
+	if m.stamps == nil {
+		m.stamps = map[string]int64{}
+	}
+	m.stamps[string(key)] = ts
+	return nil
+}
+
 // Put implements Bytes.
 func (m *Memory) Put(key, value []byte) error {
+	m.set(key, value)
+	delete(m.stamps, string(key))
+	return nil
+}
+
+func (m *Memory) set(key, value []byte) {
 	v := append([]byte{}, value...)
 	i, ok := m.find(key)
 	if ok {
 		m.vals[i] = v
-		return nil
+		return
 	}
 	m.keys = slices.Insert(m.keys, i, slices.Clone(key))
 	m.vals = slices.Insert(m.vals, i, v)
-	return nil
 }
 
 // Delete implements Bytes.
@@ -89,6 +125,7 @@ func (m *Memory) Delete(key []byte) error {
 	if i, ok := m.find(key); ok {
 		m.keys = slices.Delete(m.keys, i, i+1)
 		m.vals = slices.Delete(m.vals, i, i+1)
+		delete(m.stamps, string(key))
 	}
 	return nil
 }

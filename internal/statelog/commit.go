@@ -51,7 +51,8 @@ func (c *Commit) Stage(s *Space, entries []Entry) error {
 		if e.Deleted {
 			err = c.wb.Delete(k)
 		} else {
-			err = c.wb.Set(k, nonNil(e.Value))
+			v, meta := encodeLocal(e)
+			err = c.wb.SetEntry(badger.NewEntry(k, v).WithMeta(meta))
 		}
 		switch {
 		case c.db.cache == nil:
@@ -60,7 +61,7 @@ func (c *Commit) Stage(s *Space, entries []Entry) error {
 		default:
 			// The cache keeps its own copy: the buffer's value may be
 			// reused once the commit is done.
-			c.staged = append(c.staged, Entry{Key: k, Value: append([]byte{}, e.Value...), Deleted: e.Deleted})
+			c.staged = append(c.staged, Entry{Key: k, Value: append([]byte{}, e.Value...), Deleted: e.Deleted, Stamped: e.Stamped, Time: e.Time})
 		}
 		if err != nil {
 			return fmt.Errorf("changelog: staging %s/%d: %w", s.store, s.partition, c.db.refused(err, k, e.Value))
@@ -103,7 +104,7 @@ func (c *Commit) Flush() error {
 		if c.restore {
 			c.db.cache.forget(e.Key)
 		} else {
-			c.db.cache.put(e.Key, e.Value, e.Deleted)
+			c.db.cache.put(e.Key, local{val: e.Value, ts: e.Time, stamped: e.Stamped}, e.Deleted)
 		}
 	}
 	return nil

@@ -53,6 +53,13 @@ func (f flushing) Put(k, v []byte) error {
 	return f.Flush()
 }
 
+func (f flushing) PutStamped(k, v []byte, ts int64) error {
+	if err := f.Buffer.PutStamped(k, v, ts); err != nil {
+		return err
+	}
+	return f.Flush()
+}
+
 func (f flushing) Delete(k []byte) error {
 	if err := f.Buffer.Delete(k); err != nil {
 		return err

@@ -192,38 +192,83 @@ func (s *Space) key(k []byte) []byte { return append(slices.Clip(s.prefix), k...
 
 // Get implements Bytes.
 func (s *Space) Get(key []byte) ([]byte, error) {
+	v, _, _, err := s.GetStamped(key)
+	return v, err
+}
+
+// GetStamped implements Bytes.
+func (s *Space) GetStamped(key []byte) ([]byte, int64, bool, error) {
 	k := s.key(key)
-	v, absent, ok, stamp := s.db.cache.get(k)
+	c, absent, ok, gen := s.db.cache.get(k)
 	if ok {
 		if absent {
-			return nil, nil
+			return nil, 0, false, nil
 		}
 		// The caller owns what Get returns (Bytes): copy the shared value.
-		return append(make([]byte, 0, len(v)), v...), nil
+		return append(make([]byte, 0, len(c.val)), c.val...), c.ts, c.stamped, nil
 	}
-	v = nil
+	var v local
 	err := s.db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			s.db.cache.fill(k, nil, true, stamp)
+			s.db.cache.fill(k, local{}, true, gen)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		v, err = item.ValueCopy(nil)
-		if v == nil {
-			v = []byte{}
+		raw, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
 		}
-		if err == nil && s.db.cache != nil {
-			s.db.cache.fill(k, append(make([]byte, 0, len(v)), v...), false, stamp)
+		if v, err = decodeLocal(raw, item.UserMeta()); err != nil {
+			return err
 		}
-		return err
+		if s.db.cache != nil {
+			s.db.cache.fill(k, local{val: append(make([]byte, 0, len(v.val)), v.val...), ts: v.ts, stamped: v.stamped}, false, gen)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("changelog: get: %w", err)
+		return nil, 0, false, fmt.Errorf("changelog: get: %w", err)
 	}
-	return v, nil
+	return v.val, v.ts, v.stamped, nil
+}
+
+// metaStamped is the Badger user meta bit of a value kept with its
+// timestamp: the value's bytes follow the timestamp's 8 (big-endian
+// milliseconds). Values without the bit are their bytes alone, as every
+// value was before weir kept timestamps, so that older state reads the
+// same.
+const metaStamped byte = 1
+
+// local is a value as the database keeps it: its bytes and, for one put
+// with a timestamp, the timestamp.
+type local struct {
+	val     []byte
+	ts      int64
+	stamped bool
+}
+
+// encodeLocal returns e's value as Badger keeps it, and its user meta.
+func encodeLocal(e Entry) ([]byte, byte) {
+	if !e.Stamped {
+		return nonNil(e.Value), 0
+	}
+	out := make([]byte, 8, 8+len(e.Value))
+	binary.BigEndian.PutUint64(out, uint64(e.Time))
+	return append(out, e.Value...), metaStamped
+}
+
+// decodeLocal reads a value Badger keeps (encodeLocal). raw is not copied.
+func decodeLocal(raw []byte, meta byte) (local, error) {
+	if meta&metaStamped == 0 {
+		return local{val: nonNil(raw)}, nil
+	}
+	if len(raw) < 8 {
+		return local{}, fmt.Errorf("a value with a timestamp has %d bytes, fewer than the timestamp's 8", len(raw))
+	}
+	return local{val: raw[8:], ts: int64(binary.BigEndian.Uint64(raw)), stamped: true}, nil
 }
 
 // forget drops entries' keys from the read cache.
@@ -241,6 +286,11 @@ func (s *Space) Put(key, value []byte) error {
 	return s.Apply([]Entry{{Key: key, Value: value}})
 }
 
+// PutStamped implements Bytes.
+func (s *Space) PutStamped(key, value []byte, ts int64) error {
+	return s.Apply([]Entry{{Key: key, Value: value, Stamped: true, Time: ts}})
+}
+
 // Delete implements Bytes.
 func (s *Space) Delete(key []byte) error {
 	return s.Apply([]Entry{{Key: key, Deleted: true}})
@@ -251,6 +301,10 @@ type Entry struct {
 	Key     []byte
 	Value   []byte
 	Deleted bool
+	// Stamped reports that the value carries its timestamp, Time in
+	// milliseconds since the epoch (Bytes.PutStamped).
+	Stamped bool
+	Time    int64
 }
 
 // Apply writes entries in one Badger write batch.
@@ -264,11 +318,8 @@ func (s *Space) Apply(entries []Entry) error {
 		if e.Deleted {
 			err = wb.Delete(s.key(e.Key))
 		} else {
-			v := e.Value
-			if v == nil {
-				v = []byte{}
-			}
-			err = wb.Set(s.key(e.Key), v)
+			v, meta := encodeLocal(e)
+			err = wb.SetEntry(badger.NewEntry(s.key(e.Key), v).WithMeta(meta))
 		}
 		if err != nil {
 			return fmt.Errorf("changelog: write: %w", s.db.refused(err, s.key(e.Key), e.Value))
@@ -317,15 +368,18 @@ func (s *Space) scan(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 				}
 				return
 			}
-			v, err := item.ValueCopy(nil)
+			raw, err := item.ValueCopy(nil)
+			if err == nil {
+				var v local
+				if v, err = decodeLocal(raw, item.UserMeta()); err == nil {
+					raw = v.val
+				}
+			}
 			if err != nil {
 				s.err = fmt.Errorf("changelog: scan: %w", err)
 				return
 			}
-			if v == nil {
-				v = []byte{}
-			}
-			if !yield(slices.Clone(k), v) {
+			if !yield(slices.Clone(k), raw) {
 				return
 			}
 		}

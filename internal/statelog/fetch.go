@@ -134,7 +134,8 @@ func (r *Reader) collect(block *sarama.FetchResponseBlock, pos int64) (next int6
 		}
 		for _, rec := range b.Records {
 			if off := b.FirstOffset + rec.OffsetDelta; off >= pos {
-				r.recs = append(r.recs, Record{Key: rec.Key, Value: rec.Value, Offset: off})
+				r.recs = append(r.recs, Record{Key: rec.Key, Value: rec.Value, Offset: off,
+					Time: b.FirstTimestamp.Add(rec.TimestampDelta).UnixMilli(), Stamped: hasTimeHeader(rec.Headers)})
 			}
 		}
 	}
@@ -253,4 +254,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// hasTimeHeader reports whether a changelog record carries TimeHeader.
+func hasTimeHeader(hs []*sarama.RecordHeader) bool {
+	for _, h := range hs {
+		if h != nil && string(h.Key) == TimeHeader {
+			return true
+		}
+	}
+	return false
 }

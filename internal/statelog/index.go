@@ -53,14 +53,21 @@ type Index interface {
 // RestoreEntries appends to dst the entries that applying the changelog
 // records recs, in order, writes to a store whose index is idx (nil for
 // none), and returns the extended slice: each record as an entry (a nil
-// value is a deletion), followed by the index entries it implies.
+// value is a deletion), followed by the index entries it implies. A
+// record's timestamp is its value's (Entry.Stamped) when the record carries
+// TimeHeader, or when fromSource says the changelog is the store's input
+// topic, whose records' timestamps are the rows' (as Kafka Streams reads a
+// source table's).
 //
 // A record of an index entry, which changelogs written before local
 // indexes hold, is dropped: the primary records rebuild the index (see
 // "Changelogs written before" in index.go's header).
-func RestoreEntries(dst []Entry, recs []Record, idx Index) ([]Entry, error) {
+func RestoreEntries(dst []Entry, recs []Record, idx Index, fromSource bool) ([]Entry, error) {
 	for _, r := range recs {
 		e := Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil}
+		if !e.Deleted && (r.Stamped || fromSource) {
+			e.Stamped, e.Time = true, r.Time
+		}
 		if idx == nil {
 			dst = append(dst, e)
 			continue

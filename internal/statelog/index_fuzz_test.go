@@ -17,7 +17,7 @@ func FuzzRestoreEntries(f *testing.F) {
 		}
 		recs := []Record{{Key: key, Value: value}, {Key: key2, Value: value, Offset: 1}}
 		for _, idx := range indexes {
-			out, err := RestoreEntries(nil, recs, idx)
+			out, err := RestoreEntries(nil, recs, idx, false)
 			if err == nil && len(out) < len(recs) && idx == nil {
 				t.Fatalf("%d records became %d entries", len(recs), len(out))
 			}

@@ -92,7 +92,7 @@ func restoreInto(t *testing.T, recs []statelog.Record, idx statelog.Index, rng *
 	for len(recs) > 0 {
 		n := min(len(recs), 1+rng.IntN(7))
 		var err error
-		if entries, err = statelog.RestoreEntries(entries[:0], recs[:n], idx); err != nil {
+		if entries, err = statelog.RestoreEntries(entries[:0], recs[:n], idx, false); err != nil {
 			t.Fatalf("RestoreEntries: %v", err)
 		}
 		if err := m.Apply(entries); err != nil {
@@ -383,7 +383,7 @@ func TestIndexDeriveRefusesMalformedRecords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		tt.rec.Offset = 41
-		_, err := statelog.RestoreEntries(nil, []statelog.Record{tt.rec}, tt.idx)
+		_, err := statelog.RestoreEntries(nil, []statelog.Record{tt.rec}, tt.idx, false)
 		if !errors.Is(err, changelog.ErrMalformedKey) || !strings.Contains(err.Error(), "offset 41") {
 			t.Errorf("%s: RestoreEntries = %v, want an error wrapping ErrMalformedKey naming offset 41", tt.name, err)
 		}
@@ -393,7 +393,7 @@ func TestIndexDeriveRefusesMalformedRecords(t *testing.T) {
 func TestRestoreEntriesWithoutIndexKeepsRecords(t *testing.T) {
 	t.Parallel()
 	recs := []statelog.Record{{Key: []byte("\x02k"), Value: []byte("v")}, {Key: []byte("k")}}
-	got, err := statelog.RestoreEntries(nil, recs, nil)
+	got, err := statelog.RestoreEntries(nil, recs, nil, false)
 	if err != nil || len(got) != 2 || !bytes.Equal(got[0].Key, recs[0].Key) || got[0].Deleted || !got[1].Deleted {
 		t.Fatalf("RestoreEntries(nil index) = %+v, %v; want the records as they are, a nil value deleting", got, err)
 	}

@@ -1,12 +1,27 @@
 package statelog
 
-import "github.com/IBM/sarama"
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// TimeHeader marks a changelog record whose timestamp is its value's own
+// (Bytes.PutStamped): the restore gives the value that timestamp back.
+// Its value is empty. Records without it carry the time they were sent,
+// which says nothing about the value.
+const TimeHeader = "weir.time"
+
+// timeHeader is TimeHeader as a record header; shared, never modified.
+var timeHeader = []sarama.RecordHeader{{Key: []byte(TimeHeader), Value: []byte{}}}
 
 // Produce sends the changes of one store partition to its changelog topic,
 // one record per key, to the partition the state belongs to: a deletion is
 // a tombstone, any other value (an empty one included) a record with that
 // value. Entries of idx, the store's local index (nil for a store without
-// one), are not sent: the restore rebuilds them (see RestoreEntries). meta
+// one), are not sent: the restore rebuilds them (see RestoreEntries). A
+// value with a timestamp (Entry.Stamped) goes out with that timestamp and
+// TimeHeader. meta
 // travels as each message's Metadata. It returns the last message sent,
 // whose offset, once the producer has acknowledged it, gives the
 // checkpoint; nil when there was nothing to send.
@@ -19,6 +34,9 @@ func Produce(changes []Entry, idx Index, topic string, partition int32, meta any
 		m := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(e.Key), Partition: partition, Metadata: meta}
 		if !e.Deleted {
 			m.Value = sarama.ByteEncoder(nonNil(e.Value))
+			if e.Stamped {
+				m.Timestamp, m.Headers = time.UnixMilli(e.Time), timeHeader
+			}
 		}
 		if err := send(m); err != nil {
 			return last, err

@@ -44,7 +44,7 @@ const cacheStripes = 256
 
 type cacheEntry struct {
 	key    string
-	val    []byte
+	local         // val, ts and stamped
 	absent bool // the key has no value
 }
 
@@ -63,25 +63,25 @@ func (c *readCache) stripe(key []byte) *uint64 {
 // the key, absent whether it knows the key has no value. The value is
 // shared: callers must not modify it. On a miss, stamp is what fill needs
 // to store what the caller then reads from the database.
-func (c *readCache) get(key []byte) (val []byte, absent, ok bool, stamp uint64) {
+func (c *readCache) get(key []byte) (val local, absent, ok bool, stamp uint64) {
 	if c == nil {
-		return nil, false, false, 0
+		return local{}, false, false, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[string(key)]
 	if !ok {
-		return nil, false, false, *c.stripe(key)
+		return local{}, false, false, *c.stripe(key)
 	}
 	c.ll.MoveToFront(el)
 	e := el.Value.(*cacheEntry)
-	return e.val, e.absent, true, 0
+	return e.local, e.absent, true, 0
 }
 
 // fill records what a read that missed (stamp from get) found in the
 // database, unless a write touched the key's stripe since: the value
 // read may then be older than the database's.
-func (c *readCache) fill(key, val []byte, absent bool, stamp uint64) {
+func (c *readCache) fill(key []byte, val local, absent bool, stamp uint64) {
 	if c == nil {
 		return
 	}
@@ -94,7 +94,7 @@ func (c *readCache) fill(key, val []byte, absent bool, stamp uint64) {
 }
 
 // put records key's committed value, or that it has none, as written.
-func (c *readCache) put(key, val []byte, absent bool) {
+func (c *readCache) put(key []byte, val local, absent bool) {
 	if c == nil {
 		return
 	}
@@ -105,8 +105,8 @@ func (c *readCache) put(key, val []byte, absent bool) {
 }
 
 // store records key's value. c.mu is held.
-func (c *readCache) store(key, val []byte, absent bool) {
-	cost := len(key) + len(val) + cacheEntryOverhead
+func (c *readCache) store(key []byte, val local, absent bool) {
+	cost := len(key) + len(val.val) + cacheEntryOverhead
 	if cost > c.limit/8 {
 		// One huge value would flush the cache: forget the key instead.
 		c.drop(key)
@@ -114,11 +114,11 @@ func (c *readCache) store(key, val []byte, absent bool) {
 	}
 	if el, ok := c.items[string(key)]; ok {
 		e := el.Value.(*cacheEntry)
-		c.size += len(val) - len(e.val)
-		e.val, e.absent = val, absent
+		c.size += len(val.val) - len(e.val)
+		e.local, e.absent = val, absent
 		c.ll.MoveToFront(el)
 	} else {
-		e := &cacheEntry{key: string(key), val: val, absent: absent}
+		e := &cacheEntry{key: string(key), local: val, absent: absent}
 		c.items[e.key] = c.ll.PushFront(e)
 		c.size += cost
 	}

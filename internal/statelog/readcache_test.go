@@ -81,7 +81,7 @@ func TestReadCacheRefusesStaleFills(t *testing.T) {
 		name string
 		do   func()
 	}{
-		{"commit", func() { c.put(key, []byte("new"), false) }},
+		{"commit", func() { c.put(key, local{val: []byte("new")}, false) }},
 		{"restore", func() { c.forget(key) }},
 		{"drop", func() { c.clear() }},
 	} {
@@ -93,8 +93,8 @@ func TestReadCacheRefusesStaleFills(t *testing.T) {
 		// The reader read "old" from the database; the write lands before
 		// the reader fills.
 		write.do()
-		c.fill(key, []byte("old"), false, stamp)
-		if v, _, ok, _ := c.get(key); ok && string(v) == "old" {
+		c.fill(key, local{val: []byte("old")}, false, stamp)
+		if v, _, ok, _ := c.get(key); ok && string(v.val) == "old" {
 			t.Errorf("%s: a fill from before the write was kept", write.name)
 		}
 	}
@@ -105,13 +105,13 @@ func TestReadCacheRefusesStaleFills(t *testing.T) {
 	for i := 0; ; i++ {
 		other := []byte(fmt.Sprintf("other-%d", i))
 		if c.stripe(other) != c.stripe(key) {
-			c.put(other, []byte("x"), false)
+			c.put(other, local{val: []byte("x")}, false)
 			break
 		}
 	}
-	c.fill(key, []byte("v"), false, stamp)
-	if v, _, ok, _ := c.get(key); !ok || string(v) != "v" {
-		t.Errorf("a fill with no write of its key since the miss was not kept: %q, %v", v, ok)
+	c.fill(key, local{val: []byte("v")}, false, stamp)
+	if v, _, ok, _ := c.get(key); !ok || string(v.val) != "v" {
+		t.Errorf("a fill with no write of its key since the miss was not kept: %q, %v", v.val, ok)
 	}
 }
 
@@ -120,7 +120,7 @@ func TestReadCacheIsBounded(t *testing.T) {
 	const limit = 64 << 10
 	c := newReadCache(limit)
 	for i := range 10_000 {
-		c.put([]byte(fmt.Sprintf("key-%05d", i)), make([]byte, 100), false)
+		c.put([]byte(fmt.Sprintf("key-%05d", i)), local{val: make([]byte, 100)}, false)
 		if c.size > limit {
 			t.Fatalf("after %d entries the cache holds %d bytes, over its limit %d", i+1, c.size, limit)
 		}
@@ -132,7 +132,7 @@ func TestReadCacheIsBounded(t *testing.T) {
 		t.Error("the newest entry was evicted")
 	}
 	// A value larger than an eighth of the cache is not kept.
-	c.put([]byte("huge"), make([]byte, limit/4), false)
+	c.put([]byte("huge"), local{val: make([]byte, limit/4)}, false)
 	if _, _, ok, _ := c.get([]byte("huge")); ok {
 		t.Error("a huge value was cached")
 	}

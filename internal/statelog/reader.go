@@ -50,6 +50,11 @@ type Record struct {
 	Key, Value []byte
 	// Offset is the record's offset in its changelog partition.
 	Offset int64
+	// Time is the record's timestamp in milliseconds since the epoch;
+	// Stamped reports that it is the value's own (the record carries
+	// TimeHeader, see Produce).
+	Time    int64
+	Stamped bool
 }
 
 // OffsetOutOfRangeError reports that a changelog partition does not hold

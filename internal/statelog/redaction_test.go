@@ -61,11 +61,11 @@ func TestMalformedKeyErrorsDoNotQuoteData(t *testing.T) {
 			return err
 		}, "a time is 3 bytes, not 8"},
 		{"restore: not a window entry", func() error {
-			_, err := RestoreEntries(nil, []Record{{Key: append([]byte{prefixByKey}, marker...), Value: marker, Offset: 7}}, WindowIndex())
+			_, err := RestoreEntries(nil, []Record{{Key: append([]byte{prefixByKey}, marker...), Value: marker, Offset: 7}}, WindowIndex(), false)
 			return err
 		}, "record at offset 7"},
 		{"restore: ttl value without expiry", func() error {
-			_, err := RestoreEntries(nil, []Record{{Key: append([]byte{prefixByKey}, marker...), Value: marker[:3], Offset: 9}}, TTLIndex())
+			_, err := RestoreEntries(nil, []Record{{Key: append([]byte{prefixByKey}, marker...), Value: marker[:3], Offset: 9}}, TTLIndex(), false)
 			return err
 		}, "shorter than its expiry"},
 	}

@@ -115,6 +115,17 @@ func windowIndexKey(key []byte, startMs int64) []byte {
 // seen by Expire minus the retention) is not written, and the error wraps
 // changelog.ErrExpired; deleting one is allowed.
 func (w *WindowBytes) Put(key []byte, windowStart time.Time, value []byte) error {
+	return w.put(key, windowStart, value, nil)
+}
+
+// PutStamped is Put with the value's timestamp, ts in milliseconds (see
+// Bytes.PutStamped).
+func (w *WindowBytes) PutStamped(key []byte, windowStart time.Time, value []byte, ts int64) error {
+	return w.put(key, windowStart, value, &ts)
+}
+
+// put is Put, with the value's timestamp when ts is not nil.
+func (w *WindowBytes) put(key []byte, windowStart time.Time, value []byte, ts *int64) error {
 	start := windowStart.UnixMilli()
 	if value == nil {
 		return w.delete(key, start)
@@ -126,7 +137,13 @@ func (w *WindowBytes) Put(key []byte, windowStart time.Time, value []byte) error
 	if err := w.b.Put(windowIndexKey(key, start), []byte{}); err != nil {
 		return fmt.Errorf("changelog: window put: %w", err)
 	}
-	if err := w.b.Put(windowKey(key, start), value); err != nil {
+	var err error
+	if ts != nil {
+		err = w.b.PutStamped(windowKey(key, start), value, *ts)
+	} else {
+		err = w.b.Put(windowKey(key, start), value)
+	}
+	if err != nil {
 		return fmt.Errorf("changelog: window put: %w", err)
 	}
 	return nil
@@ -145,15 +162,22 @@ func (w *WindowBytes) delete(key []byte, start int64) error {
 // Fetch returns the value of key's window starting at windowStart, or nil
 // when there is none or it expired.
 func (w *WindowBytes) Fetch(key []byte, windowStart time.Time) ([]byte, error) {
+	v, _, _, err := w.FetchStamped(key, windowStart)
+	return v, err
+}
+
+// FetchStamped is Fetch with the value's timestamp in milliseconds;
+// stamped is false for a value put without one (see Bytes.GetStamped).
+func (w *WindowBytes) FetchStamped(key []byte, windowStart time.Time) (value []byte, ts int64, stamped bool, err error) {
 	start := windowStart.UnixMilli()
 	if start < w.clock.cutoff() {
-		return nil, nil
+		return nil, 0, false, nil
 	}
-	v, err := w.b.Get(windowKey(key, start))
+	v, ts, stamped, err := w.b.GetStamped(windowKey(key, start))
 	if err != nil {
-		return nil, fmt.Errorf("changelog: window fetch: %w", err)
+		return nil, 0, false, fmt.Errorf("changelog: window fetch: %w", err)
 	}
-	return v, nil
+	return v, ts, stamped, nil
 }
 
 // FetchRange yields key's windows that start in [from, to], both ends

@@ -121,7 +121,7 @@ func TestIndexedStoreUpdatesAreOneChangelogRecordEach(t *testing.T) {
 		if len(committed) != 2*want[store] {
 			t.Errorf("store %s: the committed state holds %d entries, want %d (index entries included)", store, len(committed), 2*want[store])
 		}
-		entries, err := statelog.RestoreEntries(nil, records[store], storeIndex(st.spec.Kind))
+		entries, err := statelog.RestoreEntries(nil, records[store], storeIndex(st.spec.Kind), false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,6 +99,22 @@ func (b *nullKeyBytes) Get(key []byte) ([]byte, error) {
 	return b.Bytes.Get(key)
 }
 
+// GetStamped implements statelog.Bytes.
+func (b *nullKeyBytes) GetStamped(key []byte) ([]byte, int64, bool, error) {
+	if b.NullKey(key) {
+		return nil, 0, false, nil
+	}
+	return b.Bytes.GetStamped(key)
+}
+
+// PutStamped implements statelog.Bytes.
+func (b *nullKeyBytes) PutStamped(key, value []byte, ts int64) error {
+	if b.DropNullKey(key) {
+		return nil
+	}
+	return b.Bytes.PutStamped(key, value, ts)
+}
+
 // Put implements statelog.Bytes.
 func (b *nullKeyBytes) Put(key, value []byte) error {
 	if b.DropNullKey(key) {

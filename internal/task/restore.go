@@ -262,7 +262,7 @@ func (rr *restoreRun) apply(recs []statelog.Record, next int64) error {
 		// it.
 		recs = slices.DeleteFunc(recs, func(r statelog.Record) bool { return r.Key == nil })
 	}
-	entries, err := statelog.RestoreEntries(rr.bufs[rr.cur][:0], recs, rr.idx)
+	entries, err := statelog.RestoreEntries(rr.bufs[rr.cur][:0], recs, rr.idx, rr.st.source)
 	if err != nil {
 		return err
 	}

@@ -261,6 +261,8 @@ func (r readOnly) Put(key, value []byte) error {
 
 func (r readOnly) Delete(key []byte) error { return r.Put(key, nil) }
 
+func (r readOnly) PutStamped(key, value []byte, _ int64) error { return r.Put(key, value) }
+
 // position returns the next offset the task will consume of topic (its
 // own partition of it), -1 before it has consumed any.
 func (t *Task) position(topic string) int64 {

@@ -55,6 +55,7 @@ func RunBytes(t *testing.T, newStore func(t *testing.T) statelog.Bytes) {
 		{"LargeValue", testLargeValue},
 		{"ErrClean", testErrClean},
 		{"RandomAgainstModel", testRandomModel},
+		{"Stamped", testStamped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -641,4 +642,46 @@ func testRandomModel(t *testing.T, s statelog.Bytes) {
 			t.Fatalf("round %d: the store diverged from the model; stopping", round)
 		}
 	}
+}
+
+// testStamped checks that a value put with a timestamp gives it back, and
+// reads as any value through Get and the scans; that Put and Delete drop
+// it; and that a negative timestamp (before 1970) survives.
+func testStamped(t *testing.T, s statelog.Bytes) {
+	wantStamp := func(k string, want []byte, ts int64, stamped bool) {
+		t.Helper()
+		v, gotTS, gotStamped, err := s.GetStamped([]byte(k))
+		if err != nil {
+			t.Fatalf("GetStamped(%q): %v", k, err)
+		}
+		if !bytes.Equal(v, want) || (want == nil) != (v == nil) || gotStamped != stamped || (stamped && gotTS != ts) {
+			t.Errorf("GetStamped(%q) = %q, %d, %v; want %q, %d, %v", k, v, gotTS, gotStamped, want, ts, stamped)
+		}
+	}
+	if err := s.PutStamped([]byte("a"), []byte("1"), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutStamped([]byte("b"), nil, -7); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "c", "3")
+	wantStamp("a", []byte("1"), 5000, true)
+	wantStamp("b", []byte{}, -7, true)
+	wantStamp("c", []byte("3"), 0, false)
+	wantStamp("d", nil, 0, false)
+	wantGet(t, s, []byte("a"), []byte("1"))
+	if got, want := fmtEntries(collect(t, s, false, nil, nil)), `["a"="1" "b"="" "c"="3"]`; got != want {
+		t.Errorf("Range over stamped values = %s, want %s", got, want)
+	}
+	if got, want := fmtEntries(collect(t, s, true, nil, nil)), `["c"="3" "b"="" "a"="1"]`; got != want {
+		t.Errorf("Backward over stamped values = %s, want %s", got, want)
+	}
+	put(t, s, "a", "2")
+	wantStamp("a", []byte("2"), 0, false)
+	del(t, s, "b")
+	wantStamp("b", nil, 0, false)
+	if err := s.PutStamped([]byte("b"), []byte("x"), 9); err != nil {
+		t.Fatal(err)
+	}
+	wantStamp("b", []byte("x"), 9, true)
 }
