@@ -18,15 +18,7 @@ const (
 // keys and values, in its order, with the timestamps left out of the
 // comparison.
 var pending = map[string][]string{
-	"count":                 {resultTimestamps},
-	"reduce-sum":            {resultTimestamps},
-	"aggregate-concat":      {resultTimestamps},
-	"rekey-count":           {resultTimestamps},
-	"count-tumbling":        {resultTimestamps},
-	"count-hopping":         {resultTimestamps},
 	"count-sliding":         {slidingOrder, resultTimestamps},
-	"filter-count-tumbling": {resultTimestamps},
-	"filter-count-suppress": {resultTimestamps},
 	"table-groupby-reduce":  {resultTimestamps},
 	"table-filter":          {tableFilter},
 	"table-join":            {resultTimestamps},

@@ -1,6 +1,8 @@
 package kstream
 
 import (
+	"time"
+
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -169,12 +171,16 @@ func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, change[A]], rec p
 		ctx.Logger().Debug("aggregation skips a tombstone", "aggregation", a.name)
 		return nil
 	}
-	old, found, err := a.store.Get(rec.Key)
+	old, oldTS, found, err := a.store.GetStamped(rec.Key)
 	if err != nil {
 		return err
 	}
 	agg := a.step(rec.Key, rec.Value, old, found)
-	if err := a.store.Put(rec.Key, agg); err != nil {
+	// The update carries the largest timestamp the key has seen, as
+	// Kafka Streams' does: a late record does not move the aggregate's
+	// time back.
+	ts := latest(rec.Timestamp, oldTS)
+	if err := a.store.PutStamped(rec.Key, agg, ts); err != nil {
 		return err
 	}
 	skip, err := droppedNullKey(a.store, a.keys, a.name, rec.Key)
@@ -182,7 +188,7 @@ func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, change[A]], rec p
 		return err
 	}
 	return forwardChange(ctx, a.cache, processor.Record[K, change[A]]{Key: rec.Key,
-		Value: change[A]{new: agg, old: old, hasNew: true, hasOld: found}, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		Value: change[A]{new: agg, old: old, hasNew: true, hasOld: found}, Timestamp: ts, Headers: rec.Headers})
 }
 
 // newChangeCache returns the record cache of a node that forwards a
@@ -208,4 +214,13 @@ func forwardChange[K, A any](ctx processor.Context[K, change[A]], cache *process
 func keepOld[K, A any](held, next processor.Record[K, change[A]]) processor.Record[K, change[A]] {
 	next.Value.old, next.Value.hasOld = held.Value.old, held.Value.hasOld
 	return next
+}
+
+// latest returns the later of two timestamps; the zero time, a stored
+// value's when it has none, is earlier than any.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

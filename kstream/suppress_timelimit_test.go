@@ -48,7 +48,7 @@ func TestSuppressUntilTimeLimit(t *testing.T) {
 		{"A", 6, []string{"A[0,10)=3@6"}},                 // 6 - 5 reaches A's 1
 		{"C", 7, nil},                                     // B and C
 		{"D", 8, []string{"B[0,10)=1@4"}},                 // a third entry: the oldest goes early
-		{"A", 2, []string{"A[0,10)=4@2"}},                 // buffered at 2, past 8 - 5 already
+		{"A", 2, []string{"A[0,10)=4@6"}},                 // the window's time, 6: a third entry, the oldest
 		{"E", 20, []string{"C[0,10)=1@7", "D[0,10)=1@8"}}, // 20 - 5 passes C and D
 		{"E", 24, nil},                                    // E[20,30) = 2, buffered at 20
 		{"F", 25, []string{"E[20,30)=2@24"}},              // 25 - 5 reaches E's 20
@@ -155,7 +155,7 @@ func TestTableSuppressUntilTimeLimit(t *testing.T) {
 		{"A", 6, []string{"A=3@6"}},           // 6 - 5 reaches A's 1
 		{"C", 7, nil},                         // B and C held
 		{"D", 8, []string{"B=1@4"}},           // a third entry: the oldest goes early
-		{"A", 2, []string{"A=4@2"}},           // held at 2, past 8 - 5 already
+		{"A", 2, []string{"A=4@6"}},           // the key's time, 6: a third entry, the oldest
 		{"E", 20, []string{"C=1@7", "D=1@8"}}, // 20 - 5 passes C and D
 	}
 	for i, s := range steps {

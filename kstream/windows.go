@@ -402,12 +402,15 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 			continue
 		}
 		ws := time.UnixMilli(start).UTC()
-		old, found, err := a.store.Fetch(rec.Key, ws)
+		old, oldTS, found, err := a.store.FetchStamped(rec.Key, ws)
 		if err != nil {
 			return err
 		}
 		agg := a.step(rec.Key, rec.Value, old, found)
-		if err := a.store.Put(rec.Key, ws, agg); err != nil {
+		// The window's update carries the largest timestamp the window
+		// has seen, as Kafka Streams' does.
+		outTS := latest(rec.Timestamp, oldTS)
+		if err := a.store.PutStamped(rec.Key, ws, agg, outTS); err != nil {
 			return err
 		}
 		if len(kb) == 0 {
@@ -420,7 +423,7 @@ func (a *windowAggregator[K, V, A]) Process(ctx processor.Context[Windowed[K], A
 		}
 		out := processor.Record[Windowed[K], A]{
 			Key:   Windowed[K]{Key: rec.Key, Start: ws, End: time.UnixMilli(end).UTC()},
-			Value: agg, Timestamp: rec.Timestamp, Headers: rec.Headers,
+			Value: agg, Timestamp: outTS, Headers: rec.Headers,
 		}
 		if a.cache != nil {
 			err = a.cache.Forward(out)

@@ -119,14 +119,14 @@ func TestTumblingWindowedCount(t *testing.T) {
 		{"A", 8, []string{"A[0,10)=2@8"}},    // out of order, within grace
 		{"B", 16, []string{"B[10,20)=1@16"}}, // 16: [0,10) is closed
 		{"A", 9, nil},                        // late: dropped, counted
-		{"B", 15, []string{"B[10,20)=2@15"}}, // out of order, within grace
+		{"B", 15, []string{"B[10,20)=2@16"}}, // out of order, within grace; the window's largest time
 		{"A", 24, []string{"A[20,30)=1@24"}}, // 24: [10,20) closes at 25
 		{"B", 19, []string{"B[10,20)=3@19"}}, // 20+5 > 24: still open
 		{"A", 25, []string{"A[20,30)=2@25"}}, // 25: [10,20) is closed
 		{"B", 19, nil},                       // late, at the boundary: dropped, counted
 		{"C", 29, []string{"C[20,30)=1@29"}}, // a new key
 		{"A", 30, []string{"A[30,40)=1@30"}}, // start inclusive
-		{"C", 21, []string{"C[20,30)=2@21"}}, // 30 - 5 < 30: open
+		{"C", 21, []string{"C[20,30)=2@29"}}, // 30 - 5 < 30: open
 		{"B", 5, nil},                        // far too late
 		{"C", 40, []string{"C[40,50)=1@40"}}, // 40: [20,30) closes at 35
 		{"A", 34, []string{"A[30,40)=2@34"}}, // open until 45
@@ -135,17 +135,17 @@ func TestTumblingWindowedCount(t *testing.T) {
 		{"A", 40, []string{"A[40,50)=1@40"}}, // ...and 40 is not
 		{"B", 45, []string{"B[40,50)=1@45"}}, // 45: [30,40) is closed
 		{"A", 35, nil},                       // late
-		{"B", 44, []string{"B[40,50)=2@44"}}, // within grace of its own window
+		{"B", 44, []string{"B[40,50)=2@45"}}, // within grace of its own window
 		{"A", 49, []string{"A[40,50)=2@49"}}, // the last ms of the window
 		{"B", 50, []string{"B[50,60)=1@50"}}, // 50
-		{"A", 41, []string{"A[40,50)=3@41"}}, // 50 + 5 > 50: open
+		{"A", 41, []string{"A[40,50)=3@49"}}, // 50 + 5 > 50: open
 		{"A", 55, []string{"A[50,60)=1@55"}}, // 55: [40,50) is closed
 		{"A", 41, nil},                       // late
 		{"B", 54, []string{"B[50,60)=2@54"}}, // open
 		{"B", 49, nil},                       // late
 		{"C", 59, []string{"C[50,60)=1@59"}}, // open
 		{"C", 60, []string{"C[60,70)=1@60"}}, // 60
-		{"C", 54, []string{"C[50,60)=2@54"}}, // open until 65
+		{"C", 54, []string{"C[50,60)=2@59"}}, // open until 65
 		{"C", 70, []string{"C[70,80)=1@70"}}, // 70
 		{"C", 64, []string{"C[60,70)=2@64"}}, // 70 + 5 > 70: open
 	}
@@ -194,11 +194,11 @@ func TestHoppingWindowedCount(t *testing.T) {
 		{"A", 4, nil, true},                                          // its one window is closed
 		{"B", 17, []string{"B[10,20)=2@17", "B[15,25)=1@17"}, false}, // 17: [5,15) is closed
 		{"A", 14, []string{"A[10,20)=1@14"}, true},                   // [5,15) closed, [10,20) open
-		{"B", 13, []string{"B[10,20)=3@13"}, true},                   // the same for B
+		{"B", 13, []string{"B[10,20)=3@17"}, true},                   // the same for B
 		{"A", 21, []string{"A[15,25)=1@21", "A[20,30)=1@21"}, false}, // 21: [10,20) closes at 22
 		{"B", 19, []string{"B[10,20)=4@19", "B[15,25)=2@19"}, false}, // both open
 		{"A", 22, []string{"A[15,25)=2@22", "A[20,30)=2@22"}, false}, // 22: [10,20) is closed
-		{"B", 18, []string{"B[15,25)=3@18"}, true},                   // [10,20) closed
+		{"B", 18, []string{"B[15,25)=3@19"}, true},                   // [10,20) closed
 	}
 	late := 0
 	for i, s := range steps {
@@ -467,7 +467,7 @@ func TestHoppingWindowsWhenAdvanceDoesNotDivideSize(t *testing.T) {
 	w := kstream.Hopping(10*time.Millisecond, 4*time.Millisecond).Grace(time.Second)
 	d, _ := windowedDriver(t, windowedCount(w))
 	pipe(t, d, "in", kv[string, string]{"A", "1", 13}, kv[string, string]{"A", "2", 11})
-	want := []string{"A[4,14)=1@13", "A[8,18)=1@13", "A[12,22)=1@13", "A[4,14)=2@11", "A[8,18)=2@11"}
+	want := []string{"A[4,14)=1@13", "A[8,18)=1@13", "A[12,22)=1@13", "A[4,14)=2@13", "A[8,18)=2@13"}
 	if got := windowedOutput(t, d, "out", w.Size()); !slices.Equal(got, want) {
 		t.Errorf("out = %q, want %q", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"time"
 
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/statelog"
@@ -297,6 +298,16 @@ type KeyValueStore[K, V any] interface {
 	// Err returns the first error met by an iteration (a read or decode
 	// failure ends it early) and clears it.
 	Err() error
+	// GetStamped is Get with the timestamp PutStamped gave the value:
+	// the zero time when it has none (it was set by Put, or before weir
+	// kept timestamps). Kafka Streams' TimestampedKeyValueStore.get.
+	GetStamped(key K) (value V, ts time.Time, found bool, err error)
+	// PutStamped is Put with the value's timestamp, the event time of the
+	// update, kept to the millisecond: GetStamped gives it back, and the
+	// changelog record of the change carries it as its timestamp (the DSL's
+	// tables and aggregations stamp their values with the timestamps of
+	// their results).
+	PutStamped(key K, value V, ts time.Time) error
 }
 
 // KeyValueSpec declares a key-value store with its serdes.
@@ -340,20 +351,33 @@ type kvStore[K, V any] struct {
 }
 
 func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
+	v, _, found, err := s.GetStamped(key)
+	return v, found, err
+}
+
+func (s *kvStore[K, V]) GetStamped(key K) (V, time.Time, bool, error) {
 	var zero V
 	kb, err := s.key(key)
 	if err != nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
-	vb, err := s.b.Get(kb)
+	vb, ms, stamped, err := s.b.GetStamped(kb)
 	if err != nil || vb == nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
 	v, err := s.decodeValue(vb)
 	if err != nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
-	return v, true, nil
+	return v, stampTime(ms, stamped), true, nil
+}
+
+// stampTime is a stored timestamp as a time: the zero time for none.
+func stampTime(ms int64, stamped bool) time.Time {
+	if !stamped {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func (s *kvStore[K, V]) Put(key K, value V) error {
@@ -366,6 +390,18 @@ func (s *kvStore[K, V]) Put(key K, value V) error {
 		return err
 	}
 	return s.b.Put(kb, vb)
+}
+
+func (s *kvStore[K, V]) PutStamped(key K, value V, ts time.Time) error {
+	kb, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	vb, err := s.value(value)
+	if err != nil {
+		return err
+	}
+	return s.b.PutStamped(kb, vb, ts.UnixMilli())
 }
 
 func (s *kvStore[K, V]) Delete(key K) error {

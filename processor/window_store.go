@@ -75,6 +75,13 @@ type WindowStore[K, V any] interface {
 	// FetchRangeBackward yields the windows of FetchRange in descending
 	// order of start. Kafka Streams' backwardFetch(key, timeFrom, timeTo).
 	FetchRangeBackward(key K, from, to time.Time) iter.Seq2[time.Time, V]
+	// PutStamped is Put with the value's timestamp, kept to the
+	// millisecond (see KeyValueStore.PutStamped).
+	PutStamped(key K, windowStart time.Time, value V, ts time.Time) error
+	// FetchStamped is Fetch with the timestamp PutStamped gave the value,
+	// the zero time when it has none. Kafka Streams'
+	// TimestampedWindowStore.fetch.
+	FetchStamped(key K, windowStart time.Time) (value V, ts time.Time, found bool, err error)
 	// FetchAll yields the windows of every key that start in [from, to],
 	// both ends included, ordered by start, then by serialized key. Kafka
 	// Streams' fetchAll(timeFrom, timeTo).
@@ -209,6 +216,17 @@ type windowStore[K, V any] struct {
 }
 
 func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
+	return s.put(key, windowStart, value, nil)
+}
+
+func (s *windowStore[K, V]) PutStamped(key K, windowStart time.Time, value V, ts time.Time) error {
+	ms := ts.UnixMilli()
+	return s.put(key, windowStart, value, &ms)
+}
+
+// put is Put, with the value's timestamp in milliseconds when ms is not
+// nil.
+func (s *windowStore[K, V]) put(key K, windowStart time.Time, value V, ms *int64) error {
 	if err := s.clock.advance(s.name); err != nil {
 		return err
 	}
@@ -226,33 +244,43 @@ func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
 	if vb == nil {
 		vb = []byte{} // a nil value would delete the window
 	}
-	if err := s.w.Put(kb, windowStart, vb); err != nil {
+	if ms != nil {
+		err = s.w.PutStamped(kb, windowStart, vb, *ms)
+	} else {
+		err = s.w.Put(kb, windowStart, vb)
+	}
+	if err != nil {
 		return fmt.Errorf("store %s: %w", s.name, err)
 	}
 	return nil
 }
 
 func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error) {
+	v, _, found, err := s.FetchStamped(key, windowStart)
+	return v, found, err
+}
+
+func (s *windowStore[K, V]) FetchStamped(key K, windowStart time.Time) (V, time.Time, bool, error) {
 	var zero V
 	if err := s.clock.advance(s.name); err != nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
 	kb, err := s.key(key)
 	if err != nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
 	if s.nulls.miss(kb) {
-		return zero, false, nil
+		return zero, time.Time{}, false, nil
 	}
-	vb, err := s.w.Fetch(kb, windowStart)
+	vb, ms, stamped, err := s.w.FetchStamped(kb, windowStart)
 	if err != nil || vb == nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
 	v, err := s.decodeValue(vb)
 	if err != nil {
-		return zero, false, err
+		return zero, time.Time{}, false, err
 	}
-	return v, true, nil
+	return v, stampTime(ms, stamped), true, nil
 }
 
 func (s *windowStore[K, V]) FetchRange(key K, from, to time.Time) iter.Seq2[time.Time, V] {

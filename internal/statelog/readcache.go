@@ -44,7 +44,7 @@ const cacheStripes = 256
 
 type cacheEntry struct {
 	key    string
-	local         // val, ts and stamped
+	local       // val, ts and stamped
 	absent bool // the key has no value
 }
 
