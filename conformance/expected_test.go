@@ -19,13 +19,7 @@ const (
 // comparison.
 var pending = map[string][]string{
 	"count-sliding":         {slidingOrder, resultTimestamps},
-	"table-groupby-reduce":  {resultTimestamps},
 	"table-filter":          {tableFilter},
-	"table-join":            {resultTimestamps},
-	"table-left-join":       {resultTimestamps},
-	"table-outer-join":      {resultTimestamps},
-	"fk-join":               {resultTimestamps},
-	"fk-left-join":          {resultTimestamps},
 	"join-left":             {nullKeyJoins},
 	"join-outer":            {nullKeyJoins},
 }

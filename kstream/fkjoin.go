@@ -48,7 +48,7 @@ func (t *Table[K, V]) JoinOnForeignKey[KO, VO, VR any](name string, other *Table
 			return zero, false
 		}
 		return joiner(v, r), true
-	}, results)
+	}, results, false)
 }
 
 // LeftJoinOnForeignKey is [Table.JoinOnForeignKey] keeping every row of t:
@@ -59,7 +59,7 @@ func (t *Table[K, V]) LeftJoinOnForeignKey[KO, VO, VR any](name string, other *T
 	if joiner == nil {
 		t.b.fail("LeftJoinOnForeignKey %q of %q: nil joiner", name, t.name)
 	}
-	return fkJoin(t, name, other, fk, func(v V, r VO, found bool) (VR, bool) { return joiner(v, r, found), true }, results)
+	return fkJoin(t, name, other, fk, func(v V, r VO, found bool) (VR, bool) { return joiner(v, r, found), true }, results, true)
 }
 
 // What a subscription asks of the foreign key's side.
@@ -117,7 +117,9 @@ type response[VO any] struct {
 	found   bool
 }
 
-func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, VO], fk func(V) KO, join func(V, VO, bool) (VR, bool), results serde.Serde[VR]) *Table[K, VR] {
+// fkJoin adds the nodes of a foreign-key join; leftJoin says it keeps
+// every row of t.
+func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, VO], fk func(V) KO, join func(V, VO, bool) (VR, bool), results serde.Serde[VR], leftJoin bool) *Table[K, VR] {
 	b := t.b
 	switch {
 	case other == nil || other.b != b:
@@ -184,7 +186,7 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 	sspec := processor.KeyValue(name+"-subscriptions", serde.Serde[subKey[KO, K]](subKeySerde[KO, K]{okeys, keys}), serde.Serde[[16]byte](hashSerde{}))
 	ol := other.lookup
 	answer := b.t.AddProcessor(name+"-answer", func() processor.Processor[KO, subscription[K], K, response[VO]] {
-		return &fkAnswerer[K, KO, VO]{spec: sspec, lookup: ol}
+		return &fkAnswerer[K, KO, VO]{spec: sspec, lookup: ol, leftJoin: leftJoin}
 	}, subs)
 	rowChange := b.t.AddProcessor(name+"-row-change", func() processor.Processor[KO, change[VO], K, response[VO]] {
 		return &fkRowChange[K, KO, VO]{spec: sspec}
@@ -216,7 +218,10 @@ type fkAnswerer[K, KO, VO any] struct {
 	spec   *processor.KeyValueSpec[subKey[KO, K], [16]byte]
 	lookup *lookup[KO, VO]
 	subs   processor.KeyValueStore[subKey[KO, K], [16]byte]
-	get    func(KO) (VO, bool, error)
+	get    getter[KO, VO]
+	// leftJoin: the answer to a deleted row carries the deletion's
+	// timestamp alone (Kafka Streams' left join asks no foreign key then).
+	leftJoin bool
 }
 
 func (p *fkAnswerer[K, KO, VO]) Init(ctx processor.Context[K, response[VO]]) (err error) {
@@ -243,13 +248,21 @@ func (p *fkAnswerer[K, KO, VO]) Process(ctx processor.Context[K, response[VO]], 
 		return nil
 	}
 	out := response[VO]{hash: s.hash, deleted: s.deleted}
-	var err error
-	if !s.deleted {
-		if out.row, out.found, err = p.get(rec.Key); err != nil {
+	ts := rec.Timestamp
+	if !s.deleted || !p.leftJoin {
+		row, rowTS, found, err := p.get(rec.Key)
+		if err != nil {
 			return err
 		}
+		if !s.deleted {
+			out.row, out.found = row, found
+		}
+		// The answer carries the later of the subscribing update's
+		// timestamp and the foreign key's row's, also for a row of an
+		// inner join that was deleted, as Kafka Streams' does.
+		ts = latest(ts, rowTS)
 	}
-	return ctx.Forward(processor.Record[K, response[VO]]{Key: s.key, Value: out, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	return ctx.Forward(processor.Record[K, response[VO]]{Key: s.key, Value: out, Timestamp: ts, Headers: rec.Headers})
 }
 
 // fkRowChange answers every subscription of a foreign key again when its
@@ -280,6 +293,8 @@ func (p *fkRowChange[K, KO, VO]) Process(ctx processor.Context[K, response[VO]],
 	}
 	hs := withNullIfAbsent(rec.Headers)
 	for _, a := range answers {
+		// The answers carry the row change's timestamp, as Kafka
+		// Streams' do (not the later of it and the subscriber's).
 		out := response[VO]{hash: a.hash, row: rec.Value.new, found: rec.Value.hasNew}
 		if err := ctx.Forward(processor.Record[K, response[VO]]{Key: a.key, Value: out, Timestamp: rec.Timestamp, Headers: hs}); err != nil {
 			return err
@@ -297,7 +312,7 @@ type fkResolver[K, V, VO, VR any] struct {
 	hashOf  func(V) ([16]byte, error)
 	join    func(V, VO, bool) (VR, bool)
 	results processor.KeyValueStore[K, VR]
-	get     func(K) (V, bool, error)
+	get     getter[K, V]
 }
 
 func (p *fkResolver[K, V, VO, VR]) Init(ctx processor.Context[K, change[VR]]) (err error) {
@@ -313,7 +328,7 @@ func (p *fkResolver[K, V, VO, VR]) Close() error { return nil }
 func (p *fkResolver[K, V, VO, VR]) Process(ctx processor.Context[K, change[VR]], rec processor.Record[K, response[VO]]) error {
 	r := rec.Value
 	headers, nullIfAbsent := takeNullIfAbsent(rec.Headers)
-	v, found, err := p.get(rec.Key)
+	v, _, found, err := p.get(rec.Key)
 	if err != nil {
 		return err
 	}
@@ -339,7 +354,7 @@ func (p *fkResolver[K, V, VO, VR]) Process(ctx processor.Context[K, change[VR]],
 	}
 	switch {
 	case c.hasNew:
-		err = p.results.Put(rec.Key, c.new)
+		err = p.results.PutStamped(rec.Key, c.new, rec.Timestamp)
 	case c.hasOld:
 		err = p.results.Delete(rec.Key)
 	case !r.deleted && !nullIfAbsent:

@@ -95,7 +95,10 @@ func (j *tableJoiner[K, V, KT, VT, VR]) Init(ctx processor.Context[K, VR]) error
 		return err
 	}
 	get, err := j.lookup.open(ctx)
-	j.get = func(k KT, _ time.Time) (VT, bool, error) { return get(k) }
+	j.get = func(k KT, _ time.Time) (VT, bool, error) {
+		v, _, found, err := get(k)
+		return v, found, err
+	}
 	return err
 }
 

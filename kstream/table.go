@@ -36,11 +36,15 @@ type Table[K, V any] struct {
 // KTableValueGetter).
 type lookup[K, V any] struct {
 	stores []string // the stores to connect to the processor
-	open   func(ctx processor.StoreContext) (func(key K) (V, bool, error), error)
+	open   func(ctx processor.StoreContext) (getter[K, V], error)
 	// asOf, for a versioned table, reads the value a key had at a time: a
 	// stream-table join looks it up as of the stream record's timestamp.
 	asOf func(ctx processor.StoreContext) (func(key K, at time.Time) (V, bool, error), error)
 }
+
+// getter reads a table's row of a key: its value, its timestamp (the
+// zero time for a row stored without one) and whether it exists.
+type getter[K, V any] func(key K) (value V, ts time.Time, found bool, err error)
 
 // Name returns the table's name: its store's name for a materialized
 // table, otherwise the name of the node that produces it.
@@ -99,14 +103,14 @@ func (b *Builder) VersionedTable[K, V any](name, topic string, keys serde.Serde[
 	b.t.AddStore(spec, n)
 	b.t.KeyedByPartition(name)
 	l := &lookup[K, V]{stores: []string{name},
-		open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+		open: func(ctx processor.StoreContext) (getter[K, V], error) {
 			st, err := spec.Open(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return func(k K) (V, bool, error) {
-				v, _, found, err := st.Get(k)
-				return v, found, err
+			return func(k K) (V, time.Time, bool, error) {
+				// A version's timestamp is the time it became valid.
+				return st.Get(k)
 			}, nil
 		},
 		asOf: func(ctx processor.StoreContext) (func(K, time.Time) (V, bool, error), error) {
@@ -167,12 +171,12 @@ func (p *versionedSource[K, V]) Process(ctx processor.Context[K, change[V]], rec
 
 // storeLookup looks a key up in the store spec declares.
 func storeLookup[K, V any](spec *processor.KeyValueSpec[K, V]) *lookup[K, V] {
-	return &lookup[K, V]{stores: []string{spec.Name()}, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+	return &lookup[K, V]{stores: []string{spec.Name()}, open: func(ctx processor.StoreContext) (getter[K, V], error) {
 		st, err := spec.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return st.Get, nil
+		return st.GetStamped, nil
 	}}
 }
 
@@ -213,7 +217,9 @@ func (p *tableSource[K, V]) Process(ctx processor.Context[K, change[V]], rec pro
 			return err
 		}
 	} else {
-		if err := p.store.Put(rec.Key, rec.Value); err != nil {
+		// The row keeps its record's timestamp, which a join's result
+		// takes when it is the later side's (Kafka Streams' rule).
+		if err := p.store.PutStamped(rec.Key, rec.Value, rec.Timestamp); err != nil {
 			return err
 		}
 		if skip, err := droppedNullKey(p.store, p.keys, p.name, rec.Key); err != nil || skip {
@@ -322,18 +328,18 @@ func (t *Table[K, V]) filter(op string, pred func(K, V) bool, keep bool, opts []
 	}), t.node)
 	out := &Table[K, V]{b: t.b, node: n, name: name, keys: t.keys, values: t.values}
 	if l := t.lookup; l != nil {
-		out.lookup = &lookup[K, V]{stores: l.stores, open: func(ctx processor.StoreContext) (func(K) (V, bool, error), error) {
+		out.lookup = &lookup[K, V]{stores: l.stores, open: func(ctx processor.StoreContext) (getter[K, V], error) {
 			get, err := l.open(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return func(k K) (V, bool, error) {
-				v, ok, err := get(k)
+			return func(k K) (V, time.Time, bool, error) {
+				v, ts, ok, err := get(k)
 				if err != nil || !ok || pred(k, v) == keep {
-					return v, ok, err
+					return v, ts, ok, err
 				}
 				var zero V
-				return zero, false, nil
+				return zero, time.Time{}, false, nil
 			}, nil
 		}}
 	}
@@ -363,18 +369,18 @@ func (t *Table[K, V]) MapValues[V2 any](fn func(key K, value V) V2, opts ...Opti
 	}), t.node)
 	out := &Table[K, V2]{b: t.b, node: n, name: name, keys: t.keys}
 	if l := t.lookup; l != nil {
-		out.lookup = &lookup[K, V2]{stores: l.stores, open: func(ctx processor.StoreContext) (func(K) (V2, bool, error), error) {
+		out.lookup = &lookup[K, V2]{stores: l.stores, open: func(ctx processor.StoreContext) (getter[K, V2], error) {
 			get, err := l.open(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return func(k K) (V2, bool, error) {
-				v, ok, err := get(k)
+			return func(k K) (V2, time.Time, bool, error) {
+				v, ts, ok, err := get(k)
 				if err != nil || !ok {
 					var zero V2
-					return zero, false, err
+					return zero, time.Time{}, false, err
 				}
-				return fn(k, v), true, nil
+				return fn(k, v), ts, true, nil
 			}, nil
 		}}
 	}

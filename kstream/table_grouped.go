@@ -181,17 +181,20 @@ func (a *tableAggregator[K, V, A]) Process(ctx processor.Context[K, change[A]], 
 	if rec.Tombstone || (!rec.Value.hasNew && !rec.Value.hasOld) {
 		return nil
 	}
-	old, found, err := a.store.Get(rec.Key)
+	old, oldTS, found, err := a.store.GetStamped(rec.Key)
 	if err != nil {
 		return err
 	}
 	agg := a.step(rec.Key, rec.Value, old, found)
-	if err := a.store.Put(rec.Key, agg); err != nil {
+	// The group's update carries the largest timestamp of the changes
+	// that made it, as Kafka Streams' does.
+	ts := latest(rec.Timestamp, oldTS)
+	if err := a.store.PutStamped(rec.Key, agg, ts); err != nil {
 		return err
 	}
 	if skip, err := droppedNullKey(a.store, a.keys, a.name, rec.Key); err != nil || skip {
 		return err
 	}
 	return forwardChange(ctx, a.cache, processor.Record[K, change[A]]{Key: rec.Key,
-		Value: change[A]{new: agg, old: old, hasNew: true, hasOld: found}, Timestamp: rec.Timestamp, Headers: rec.Headers})
+		Value: change[A]{new: agg, old: old, hasNew: true, hasOld: found}, Timestamp: ts, Headers: rec.Headers})
 }

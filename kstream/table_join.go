@@ -1,6 +1,8 @@
 package kstream
 
 import (
+	"time"
+
 	"github.com/weirstream/weir/processor"
 )
 
@@ -11,8 +13,8 @@ import (
 // either side deletes the key from the result; so does, again, a
 // tombstone for a key one table does not hold while the other holds it
 // (see [Builder.Table]), as in Kafka Streams. Each result carries the
-// timestamp of the update that caused it (Kafka Streams uses the larger
-// of the two rows' timestamps; weir's stores keep no timestamps).
+// later of the update's timestamp and the other row's, as Kafka Streams'
+// does (the update's alone when the other side has no row).
 //
 // t and other must be materialized or read through filters and mappings
 // of materialized tables (not a Suppress), and co-partitioned: their
@@ -94,7 +96,7 @@ func tableJoin[K, V, VO, VR any](t *Table[K, V], other *Table[K, VO], op string,
 		return ctx.Forward(rec)
 	}), left, right)
 	out := &Table[K, VR]{b: t.b, node: n, name: name, keys: t.keys}
-	out.lookup = &lookup[K, VR]{stores: stores, open: func(ctx processor.StoreContext) (func(K) (VR, bool, error), error) {
+	out.lookup = &lookup[K, VR]{stores: stores, open: func(ctx processor.StoreContext) (getter[K, VR], error) {
 		lget, err := ll.open(ctx)
 		if err != nil {
 			return nil, err
@@ -103,19 +105,21 @@ func tableJoin[K, V, VO, VR any](t *Table[K, V], other *Table[K, VO], op string,
 		if err != nil {
 			return nil, err
 		}
-		return func(k K) (VR, bool, error) {
-			l, lok, err := lget(k)
+		return func(k K) (VR, time.Time, bool, error) {
+			var zero VR
+			l, lts, lok, err := lget(k)
 			if err != nil {
-				var zero VR
-				return zero, false, err
+				return zero, time.Time{}, false, err
 			}
-			r, rok, err := rget(k)
+			r, rts, rok, err := rget(k)
 			if err != nil {
-				var zero VR
-				return zero, false, err
+				return zero, time.Time{}, false, err
 			}
 			v, ok := combine(k, l, lok, r, rok)
-			return v, ok, nil
+			if !ok {
+				return zero, time.Time{}, false, nil
+			}
+			return v, latest(lts, rts), true, nil
 		}, nil
 	}}
 	return out
@@ -127,7 +131,7 @@ func tableJoin[K, V, VO, VR any](t *Table[K, V], other *Table[K, VO], op string,
 // current row, gives the result's new value and the value it replaces.
 type tableSideJoiner[K, C, O, VR any] struct {
 	other *lookup[K, O]
-	get   func(K) (O, bool, error)
+	get   getter[K, O]
 	// join combines this side's row (present or not) with the other's.
 	join func(K, C, bool, O, bool) (VR, bool)
 }
@@ -140,7 +144,7 @@ func (j *tableSideJoiner[K, C, O, VR]) Init(ctx processor.Context[K, change[VR]]
 func (j *tableSideJoiner[K, C, O, VR]) Close() error { return nil }
 
 func (j *tableSideJoiner[K, C, O, VR]) Process(ctx processor.Context[K, change[VR]], rec processor.Record[K, change[C]]) error {
-	o, ook, err := j.get(rec.Key)
+	o, ots, ook, err := j.get(rec.Key)
 	if err != nil {
 		return err
 	}
@@ -154,5 +158,8 @@ func (j *tableSideJoiner[K, C, O, VR]) Process(ctx processor.Context[K, change[V
 		// as a deletion of the result.
 		return nil
 	}
-	return ctx.Forward(processor.Record[K, change[VR]]{Key: rec.Key, Value: out, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	// The result carries the later of the update's timestamp and the
+	// other row's (the update's alone when the other side has no row),
+	// as Kafka Streams' does.
+	return ctx.Forward(processor.Record[K, change[VR]]{Key: rec.Key, Value: out, Timestamp: latest(rec.Timestamp, ots), Headers: rec.Headers})
 }
