@@ -99,6 +99,47 @@ var pinned = []pinnedCase{
 		in("a", p("k"), p("6"), 14000),
 		in("a", p("k"), p("7"), 12500),
 	}},
+	// Result timestamps (docs/semantics.md, "Result timestamps"): an
+	// aggregation's update carries the largest timestamp its key (window)
+	// has seen, so a late record's update is stamped 5 s, not 3 s.
+	{scenario: "count", label: "late-update-time", in: []record{
+		in("a", p("k"), p("1"), 5000),
+		in("a", p("k"), p("2"), 3000),
+	}},
+	{scenario: "count-tumbling", label: "late-update-time", in: []record{
+		in("a", p("k"), p("1"), 5000),
+		in("a", p("k"), p("2"), 3000),
+	}},
+	// A grouped table's update: the largest timestamp of the changes of
+	// its group ("g1" gets 1 at 5 s, then 4 at 2 s).
+	{scenario: "table-groupby-reduce", label: "late-update-time", in: []record{
+		in("a", p("x"), p("1"), 5000),
+		in("a", p("y"), p("4"), 2000),
+	}},
+	// A table-table join's result: the later of the two rows' times.
+	{scenario: "table-join", label: "later-row-time", in: []record{
+		in("b", p("k"), p("1"), 5000),
+		in("a", p("k"), p("2"), 3000),
+		in("a", p("k"), nil, 4000),
+	}},
+	{scenario: "table-outer-join", label: "later-row-time", in: []record{
+		in("a", p("k"), p("1"), 5000),
+		in("b", p("k"), p("2"), 3000),
+		in("b", p("k"), nil, 4000),
+	}},
+	// A foreign-key join: a row's answer carries the later of its time
+	// and the foreign row's; a change of the foreign row, its own time.
+	{scenario: "fk-join", label: "later-row-time", in: []record{
+		in("b", p("k1"), p("10"), 5000),
+		in("a", p("x"), p("1"), 3000), // k1
+		in("b", p("k1"), p("11"), 4000),
+		in("a", p("x"), nil, 2000),
+	}},
+	{scenario: "fk-left-join", label: "later-row-time", in: []record{
+		in("b", p("k1"), p("10"), 5000),
+		in("a", p("x"), p("1"), 3000), // k1
+		in("a", p("x"), nil, 2000),
+	}},
 	// A table filter writes a tombstone for every update it rejects in
 	// Kafka Streams, also of a row never in its result; weir writes none.
 	{scenario: "table-filter", label: "rejected-update", why: tableFilter, in: []record{

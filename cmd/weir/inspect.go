@@ -19,6 +19,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/schema"
 )
 
@@ -131,6 +132,9 @@ type raw struct {
 	offset     int64
 	ts         time.Time
 	key, value []byte
+	// stamped: the record carries statelog.TimeHeader, its timestamp is
+	// the value's (a copy must keep both).
+	stamped bool
 }
 
 // readStore reads every partition of changelog (read_committed) and keeps
@@ -169,7 +173,7 @@ func readStore(ctx context.Context, cl *cluster, changelog, only string, sorted 
 				delete(latest, at)
 				return nil
 			}
-			latest[at] = raw{partition: p, offset: m.Offset, ts: m.Timestamp, key: m.Key, value: m.Value}
+			latest[at] = raw{partition: p, offset: m.Offset, ts: m.Timestamp, key: m.Key, value: m.Value, stamped: stampedRecord(m)}
 			return nil
 		}); err != nil {
 			return nil, err
@@ -245,4 +249,15 @@ func (d *decoder) decode(format string, b []byte) (any, error) {
 		return string(b), nil
 	}
 	return "hex:" + hex.EncodeToString(b), nil
+}
+
+// stampedRecord reports whether a changelog record's timestamp is its
+// value's (statelog.TimeHeader).
+func stampedRecord(m *sarama.ConsumerMessage) bool {
+	for _, h := range m.Headers {
+		if h != nil && string(h.Key) == statelog.TimeHeader {
+			return true
+		}
+	}
+	return false
 }

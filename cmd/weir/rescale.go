@@ -456,7 +456,12 @@ func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.Store
 				return fmt.Errorf("store %q, %s/%d@%d: %w", s.Name, s.Changelog, e.partition, e.offset, err)
 			}
 		}
-		batch = append(batch, &sarama.ProducerMessage{Topic: target, Partition: part, Key: sarama.ByteEncoder(e.key), Value: sarama.ByteEncoder(e.value), Timestamp: e.ts})
+		m := &sarama.ProducerMessage{Topic: target, Partition: part, Key: sarama.ByteEncoder(e.key), Value: sarama.ByteEncoder(e.value), Timestamp: e.ts}
+		if e.stamped {
+			// The value's own timestamp: the copy's restore must know it.
+			m.Headers = []sarama.RecordHeader{{Key: []byte(statelog.TimeHeader), Value: []byte{}}}
+		}
+		batch = append(batch, m)
 		if len(batch) == cap(batch) {
 			if err := flush(); err != nil {
 				return err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/kstream"
 	"github.com/weirstream/weir/serde"
 	"github.com/weirstream/weir/weirtest/kafka"
@@ -196,6 +198,13 @@ func TestRescaleCountContinuesExactly(t *testing.T) {
 		t.Fatalf("rescale = %d: %s%s", code, done, errOut)
 	}
 	t.Log(done)
+	// The count's values keep their timestamps: every record of the
+	// copy carries the header that says its timestamp is its value's.
+	for _, m := range kafka.ReadAll(t, c, to+"-counts-changelog", sarama.ReadCommitted, func(got []*sarama.ConsumerMessage) bool { return len(got) == len(ks) }) {
+		if !slices.ContainsFunc(m.Headers, func(h *sarama.RecordHeader) bool { return string(h.Key) == statelog.TimeHeader }) {
+			t.Fatalf("the rescaled changelog's record %s/%d@%d lacks %s: the restore would lose its value's timestamp", m.Topic, m.Partition, m.Offset, statelog.TimeHeader)
+		}
+	}
 
 	// The rest of the input, in rounds, each key once per round: Kafka's
 	// partitioner now spreads the keys over 6 partitions.
