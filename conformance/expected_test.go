@@ -5,21 +5,17 @@ package conformance
 // where the finding is described with a minimal input, unless it says it
 // is deliberate and names the section that gives the reason.
 const (
-	resultTimestamps = "result timestamps: an aggregation's update carries the record's timestamp, Kafka Streams' the key's (window's) largest; a table-table join's the triggering side's, Kafka Streams' max(left, right)"
-	slidingOrder     = "sliding windows: in some inputs the order of one record's updates of several windows differs, and Kafka Streams creates a window weir does not (seen in 4 of 10 seeds of 500 records)"
-	tableFilter      = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
-	nullKeyJoins     = "left and outer stream-stream joins: Kafka Streams joins a record with a null key as unmatched (KIP-962), weir drops it; and the emission time of unmatched records (deliberate, see \"Left and outer stream-stream joins\")"
+	slidingOrder = "sliding windows: in some inputs the order of one record's updates of several windows differs, and Kafka Streams creates a window weir does not (seen in 4 of 10 seeds of 500 records)"
+	tableFilter  = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
+	nullKeyJoins = "left and outer stream-stream joins: Kafka Streams joins a record with a null key as unmatched (KIP-962), weir drops it; and the emission time of unmatched records (deliberate, see \"Left and outer stream-stream joins\")"
 )
 
 // pending lists the scenarios whose output differs from Kafka Streams'
 // for reasons not fixed yet, or deliberate. TestConformance requires each
-// to differ still, so that a fix takes its scenario off the list; a
-// scenario whose only reason is resultTimestamps must give Kafka Streams'
-// keys and values, in its order, with the timestamps left out of the
-// comparison.
+// to differ still, so that a fix takes its scenario off the list.
 var pending = map[string][]string{
-	"count-sliding":         {slidingOrder, resultTimestamps},
-	"table-filter":          {tableFilter},
-	"join-left":             {nullKeyJoins},
-	"join-outer":            {nullKeyJoins},
+	"count-sliding": {slidingOrder},
+	"table-filter":  {tableFilter},
+	"join-left":     {nullKeyJoins},
+	"join-outer":    {nullKeyJoins},
 }

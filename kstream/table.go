@@ -268,8 +268,8 @@ func droppedNullKey[K, V any](store processor.KeyValueStore[K, V], keys serde.Se
 }
 
 // ToStream returns the stream of the table's updates: one record per
-// update, with the key, the new value, and the timestamp and headers of
-// the input record that caused it, plus the update's version in the
+// update, with the key, the new value, the update's timestamp and the
+// headers of the input record that caused it, plus the update's version in the
 // header processor.VersionHeader (a key's versions increase, so that a
 // sink can apply an update only if it is newer: see VersionHeader). A
 // deletion is a tombstone (processor.Record.Tombstone, the zero value),
@@ -277,6 +277,15 @@ func droppedNullKey[K, V any](store processor.KeyValueStore[K, V], keys serde.Se
 // a key's updates between two commits one record, the latest. The stream
 // is named as the table and is partitioned by its key. Kafka Streams'
 // KTable.toStream.
+//
+// An update's timestamp is Kafka Streams': a row read from a topic has
+// its record's; an aggregation's update the largest timestamp among the
+// records (changes) of its key so far; a table-table join's result the
+// later of the two rows' (the update's alone when the other side has
+// none); a foreign-key join's result the later of the row's and the
+// foreign row's, or the foreign row change's own. Tables keep these
+// timestamps with their values, in their changelogs too (see
+// docs/semantics.md, "Result timestamps").
 func (t *Table[K, V]) ToStream() *Stream[K, V] {
 	if t.stream != nil {
 		return t.stream

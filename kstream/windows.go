@@ -220,9 +220,9 @@ func (t *WindowedTable[K, V]) Windows() TimeWindows { return t.windows }
 
 // ToStream returns the stream of the table's updates: one record per
 // update of a window, keyed by key(window, aggregate), with the new
-// aggregate and the timestamp and headers of the input record that
-// caused it (Kafka Streams stamps the largest timestamp in the window
-// instead), plus the update's version in the header
+// aggregate, the largest timestamp among the window's records (as Kafka
+// Streams stamps it) and the headers of the input record that caused it,
+// plus the update's version in the header
 // processor.VersionHeader, as [Table.ToStream] does. Every update is emitted; a table from
 // [WindowedTable.Suppress] has one update per window, its final result,
 // stamped as Suppress says. Pass [WindowedKey] to keep the

@@ -39,10 +39,10 @@ func (r Record) String() string {
 }
 
 // Equal compares keys, values and timestamps.
-func Equal(a, b Record) bool { return EqualKeyValue(a, b) && a.TS == b.TS }
+func Equal(a, b Record) bool { return equalKeyValue(a, b) && a.TS == b.TS }
 
-// EqualKeyValue compares keys and values only.
-func EqualKeyValue(a, b Record) bool {
+// equalKeyValue compares keys and values only.
+func equalKeyValue(a, b Record) bool {
 	same := func(x, y *string) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
 	return same(a.Key, b.Key) && same(a.Value, b.Value)
 }
