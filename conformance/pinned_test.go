@@ -52,6 +52,27 @@ var pinned = []pinnedCase{
 		in("a", nil, p("2"), 30000),
 		in("b", p("k"), p("3"), 3000),
 	}},
+	// A left (for an outer join, either side's) record with a null key
+	// and a value is emitted at once as unmatched, with its null key and
+	// time (KIP-962); it moves no time: k's record at 1 s waits until k
+	// at 40 s closes its window, not the null-key record at 30 s.
+	{scenario: "join-left", label: "null-key-unmatched", in: []record{
+		in("a", nil, p("1"), 1000),
+		in("a", p("k"), p("2"), 2000),
+		in("b", nil, p("3"), 2500),
+		in("b", p("k"), p("4"), 3000),
+		in("a", p("j"), p("5"), 4000),
+		in("a", nil, p("6"), 30000),
+		in("a", nil, nil, 30000),
+		in("a", p("k"), p("7"), 40000),
+	}},
+	{scenario: "join-outer", label: "null-key-unmatched", in: []record{
+		in("a", nil, p("1"), 1000),
+		in("b", nil, p("3"), 2500),
+		in("b", p("k"), p("4"), 3000),
+		in("a", p("k"), p("2"), 3000),
+		in("b", nil, nil, 30000),
+	}},
 	// A tombstone for a key the table does not hold is passed on.
 	{scenario: "table", label: "absent-tombstone", in: []record{
 		in("a", p("k"), nil, 1000),

@@ -68,8 +68,11 @@ func (w JoinWindows) problems() []string {
 // records never expire the other's. A record too old for its own side's
 // store is still joined with what the other store holds, but is not kept
 // for later records and is counted in weir_records_late_total. Records
-// with a null key are skipped, and so are tombstones, which still move
-// the join's stream time (the largest timestamp that reached either
+// with a null key join nothing and move no time: an inner join drops
+// them, a left join emits a left one at once as unmatched (joiner gets
+// the zero K), an outer join a record of either side, as Kafka Streams
+// does (KIP-962). Tombstones are skipped, but still move the join's
+// stream time (the largest timestamp that reached either
 // side, by which left and outer joins emit unmatched records). s and
 // other must be partitioned by the key alike: neither may have been
 // re-keyed since it was last partitioned by key (Build fails and names
@@ -308,12 +311,20 @@ func (j *streamJoiner[K, T, O, L, R, Out]) Close() error {
 
 func (j *streamJoiner[K, T, O, L, R, Out]) Process(ctx processor.Context[K, Out], rec processor.Record[K, T]) error {
 	if null, err := nullInputKey(ctx, j.keys, j.this.Name(), rec.Key); err != nil || null {
-		// A record with a null key joins nothing and moves no time: Kafka
-		// Streams drops it before its join. The runtime drops its write,
-		// and counts and logs the record.
 		if err != nil {
 			return err
 		}
+		if j.unmatched != nil && !rec.Tombstone {
+			// A record with a null key and a value on a side whose
+			// unmatched records a left or outer join emits joins nothing,
+			// and is emitted at once as unmatched, with its null key and
+			// its timestamp (Kafka Streams' KIP-962). It is not kept and
+			// moves no time.
+			return ctx.Forward(processor.Record[K, Out]{Key: rec.Key, Value: j.unmatched(rec.Key, rec.Value), Timestamp: rec.Timestamp, Headers: rec.Headers})
+		}
+		// Otherwise it joins nothing and moves no time: Kafka Streams
+		// drops it before its join. The runtime drops its write, and
+		// counts and logs the record.
 		return j.keep(ctx, rec.Key, rec.Timestamp, rec.Value)
 	}
 	ts := rec.Timestamp.UnixMilli()
