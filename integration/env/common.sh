@@ -113,6 +113,20 @@ port_open() {
 # Per broker N (1..BROKERS): its files and ports. The single broker keeps
 # the names it always had (broker.pid, broker.log, server.properties,
 # kafka-data), which tools outside this directory read.
+# new_cluster_id prints a random KRaft cluster id: 16 random bytes in
+# URL-safe base64 without padding (22 characters), as Kafka writes one.
+# An id that starts with '-' is drawn again: the storage tool would read
+# it as an option (-t -x... fails with "expected one argument"), which
+# happened once in 64 starts.
+new_cluster_id() {
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+    case $id in -*) ;; *) break ;; esac
+  done
+  printf '%s\n' "$id"
+}
+
 broker_file() { # broker_file N NAME EXT: $RUN_DIR/NAME.EXT, or NAME-N.EXT
   if [ "$BROKERS" = 1 ]; then echo "$RUN_DIR/$2$3"; else echo "$RUN_DIR/$2-$1$3"; fi
 }

@@ -165,7 +165,7 @@ log.initial.task.delay.ms=1000
 delete.topic.enable=true
 EOF
   local cluster_id
-  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  cluster_id=$(new_cluster_id)
   java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" \
     kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" \
     --add-scram "SCRAM-SHA-256=[name=$SCRAM_USER,password=$SCRAM_PASSWORD]" \
@@ -198,7 +198,7 @@ start_replicated() {
     voters="$voters${voters:+,}$n@127.0.0.1:$(controller_port "$n")"
   done
   fetch_kafka
-  cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+  cluster_id=$(new_cluster_id)
   for n in 1 2 3; do
     rm -rf "$(broker_data "$n")" "$(broker_meta "$n")"
     cat >"$(broker_conf "$n")" <<EOF
