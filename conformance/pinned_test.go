@@ -161,6 +161,22 @@ var pinned = []pinnedCase{
 		in("a", p("x"), p("1"), 3000), // k1
 		in("a", p("x"), nil, 2000),
 	}},
+	// An early record (before the time difference, 5 s) updates the
+	// windows that hold it earliest first, as Kafka Streams' forward scan
+	// of early records does: 3.7 s updates [2.088 s, 7.088 s] before
+	// [2.256 s, 7.256 s].
+	{scenario: "count-sliding", label: "early-updates-in-order", in: []record{
+		in("a", p("k"), p("1"), 2255),
+		in("a", p("k"), p("2"), 7088),
+		in("a", p("k"), p("3"), 3723),
+	}},
+	// An early record earlier than [0, 5 s]'s records gets the window
+	// right after it, holding them: 4.1 s makes [4.101 s, 9.101 s] with
+	// the record at 4.896 s.
+	{scenario: "count-sliding", label: "early-right-window", in: []record{
+		in("a", p("k"), p("1"), 4896),
+		in("a", p("k"), p("2"), 4100),
+	}},
 	// A table filter writes a tombstone for every update it rejects in
 	// Kafka Streams, also of a row never in its result; weir writes none.
 	{scenario: "table-filter", label: "rejected-update", why: tableFilter, in: []record{

@@ -360,8 +360,13 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 			rightDone = true
 		}
 	}
-	// Latest first, as Kafka Streams scans them.
-	for _, w := range slices.Backward(holding) {
+	// Latest first, as Kafka Streams scans them; for an early record,
+	// earliest first (its processEarly scans forward).
+	order := slices.Backward(holding)
+	if early {
+		order = slices.All(holding)
+	}
+	for _, w := range order {
 		if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
 			return err
 		}
@@ -400,6 +405,15 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		if err := left(); err != nil {
 			return err
 		}
+	}
+	// For an early record, without a window after it that holds it, the
+	// records of [0, d] later than it are the ones after it: the combined
+	// window gives the window starting right after it, as in Kafka
+	// Streams' processEarly (a record of [0, d] earlier than this one
+	// would have made a window after it, found above).
+	if early && rightAgg == nil && combined != nil && combined.ts > t {
+		v := *combined
+		rightAgg = &v
 	}
 	// The window starting right after this record, holding the records
 	// after it (they were in the window rightAgg came from).
