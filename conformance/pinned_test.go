@@ -73,6 +73,28 @@ var pinned = []pinnedCase{
 		in("a", p("k"), p("2"), 3000),
 		in("b", nil, nil, 30000),
 	}},
+	// A global table skips a record with a null key: the stream record
+	// with a null key finds no row (its key maps to the empty id).
+	{scenario: "global-left-join", label: "null-key-row", in: []record{
+		in("b", nil, p("7"), 1000),
+		in("a", nil, p("1"), 2000),
+		in("a", p("k"), p("2"), 3000),
+	}},
+	// A versioned table's history (10 s) reaches back from the largest
+	// time the table read (20 s), not the task's (the stream's 31 s):
+	// a at 12 s finds v1. A table record from before the history (5 s)
+	// is dropped; a lookup before it finds only a latest version valid
+	// then.
+	{scenario: "versioned-join", label: "history", in: []record{
+		in("b", p("k"), p("v0"), 8000),
+		in("b", p("k"), p("v1"), 11000),
+		in("b", p("j"), p("w"), 20000),
+		in("a", p("x"), p("0"), 31000),
+		in("a", p("k"), p("1"), 12000),
+		in("b", p("k"), p("v2"), 5000),
+		in("a", p("k"), p("2"), 6000),
+		in("a", p("j"), p("3"), 6000),
+	}},
 	// A tombstone for a key the table does not hold is passed on.
 	{scenario: "table", label: "absent-tombstone", in: []record{
 		in("a", p("k"), nil, 1000),

@@ -78,6 +78,18 @@ func outerJoined(_ string, l string, lf bool, r string, rf bool) string {
 	return s(l, lf) + "|" + s(r, rf)
 }
 
+// windowKeyOf is windowKey for a windowed table of A.
+func windowKeyOf[A any](w kstream.Windowed[string], _ A) string { return windowKey(w, 0) }
+
+// ownKey looks a global table up under the record's key.
+func ownKey(k, _ string) string { return k }
+
+// groupedByRest is table(a) grouped by "g" + int(v) % 3, the value kept.
+func groupedByRest(b *kstream.Builder) *kstream.GroupedTable[string, string] {
+	return b.Table("ta", "a", str, str).
+		GroupBy("by-rest", func(_ string, v string) (string, string) { return "g" + strconv.Itoa(num(v)%3), v }, str, str)
+}
+
 func fk(v string) string { return "k" + strconv.Itoa(num(v)%5) }
 
 var scenarios = []scenario{
@@ -159,6 +171,54 @@ var scenarios = []scenario{
 		b.Table("ta", "a", str, str).
 			GroupBy("by-rest", func(_ string, v string) (string, string) { return "g" + strconv.Itoa(num(v)%3), v }, str, str).
 			Reduce("sums", sum, diff, str, kstream.WithoutCache()).ToStream().To("out", str, str)
+	}},
+	{name: "table-groupby-count", build: func(b *kstream.Builder) {
+		groupedByRest(b).Count("counts", kstream.WithoutCache()).ToStream().MapValues(itoa).To("out", str, str)
+	}},
+	{name: "table-groupby-aggregate", build: func(b *kstream.Builder) {
+		groupedByRest(b).Aggregate("sums", func() string { return "0" },
+			func(_ string, v, agg string) string { return sum(agg, v) },
+			func(_ string, v, agg string) string { return diff(agg, v) }, str, kstream.WithoutCache()).
+			ToStream().To("out", str, str)
+	}},
+	{name: "reduce-tumbling", build: func(b *kstream.Builder) {
+		streamA(b).DropTombstones().GroupByKey().
+			WindowedBy(kstream.Tumbling(10*time.Second).Grace(5*time.Second)).Reduce("sums", sum, str).
+			ToStream(windowKeyOf[string]).To("out", str, str)
+	}},
+	{name: "aggregate-hopping", build: func(b *kstream.Builder) {
+		streamA(b).DropTombstones().GroupByKey().
+			WindowedBy(kstream.Hopping(10*time.Second, 5*time.Second).Grace(2*time.Second)).
+			Aggregate("concat", func() string { return "" }, func(_ string, v, agg string) string { return agg + v + ";" }, str).
+			ToStream(windowKeyOf[string]).To("out", str, str)
+	}},
+	{name: "aggregate-session", build: func(b *kstream.Builder) {
+		streamA(b).DropTombstones().GroupByKey().
+			SessionWindowedBy(kstream.Sessions(5*time.Second).Grace(2*time.Second)).
+			Aggregate("sums", func() string { return "0" }, func(_ string, v, agg string) string { return sum(agg, v) },
+				func(_ string, x, y string) string { return sum(x, y) }, str).
+			ToStream(windowKeyOf[string]).To("out", str, str)
+	}},
+	{name: "suppress-time-limit", build: func(b *kstream.Builder) {
+		countWindows(streamA(b).GroupByKey().
+			WindowedBy(kstream.Tumbling(10 * time.Second).Grace(5 * time.Second)).Count("counts").
+			Suppress("limited", kstream.UntilTimeLimit(3*time.Second, kstream.BufferLimit{MaxRecords: 1000}, kstream.EmitEarlyWhenFull)))
+	}},
+	{name: "global-join", twoInputs: true, build: func(b *kstream.Builder) {
+		streamA(b).JoinGlobal(b.GlobalTable("gb", "b", str, str), ownKey,
+			func(_ string, l, r string) string { return l + "|" + r }).To("out", str, str)
+	}},
+	{name: "global-left-join", twoInputs: true, build: func(b *kstream.Builder) {
+		streamA(b).LeftJoinGlobal(b.GlobalTable("gb", "b", str, str), ownKey, leftJoined).To("out", str, str)
+	}},
+	{name: "versioned-join", twoInputs: true, build: func(b *kstream.Builder) {
+		streamA(b).Join(b.VersionedTable("vt", "b", str, str, 10*time.Second), joined).To("out", str, str)
+	}},
+	{name: "split-merge", build: func(b *kstream.Builder) {
+		parts := streamA(b).DropTombstones().Split("s",
+			kstream.When("even", func(_ string, v string) bool { return num(v)%2 == 0 }))
+		parts.Branch("even").MapValues(func(v string) string { return "e" + v }).
+			Merge(parts.Default().MapValues(func(v string) string { return "o" + v })).To("out", str, str)
 	}},
 	{name: "rekey-count", build: func(b *kstream.Builder) {
 		streamA(b).DropTombstones().SelectKey(func(_, v string) string { return "r" + strconv.Itoa(num(v)%4) }).

@@ -1,9 +1,13 @@
 package kstream
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/weirstream/weir/changelog"
+	"github.com/weirstream/weir/internal/streamtime"
 	"github.com/weirstream/weir/processor"
 	"github.com/weirstream/weir/serde"
 )
@@ -93,18 +97,33 @@ func (b *Builder) Table[K, V any](name, topic string, keys serde.Serde[K], value
 // broker delivers the two topics (a temporal join). A table record older
 // than the key's latest version is kept in the history, for lookups of
 // its time, and is not passed on: the table's latest value did not
-// change. Kafka Streams' table materialized as a versioned store.
+// change. The history reaches back from the largest timestamp the table
+// has read (not the task's stream time), as in Kafka Streams: a record
+// from before it is dropped and counted as late, and a lookup of a time
+// before it finds only a latest version valid then. Kafka Streams' table
+// materialized as a versioned store.
 func (b *Builder) VersionedTable[K, V any](name, topic string, keys serde.Serde[K], values serde.Serde[V], history time.Duration) *Table[K, V] {
 	src := b.t.AddSource(name+"-source", topic, keys, values, processor.WithTombstones[K, V]())
 	spec := processor.Versioned(name, history, keys, values)
+	times := &perTask[streamtime.Observed]{}
 	n := b.t.AddProcessor(name, func() processor.Processor[K, V, K, change[V]] {
-		return &versionedSource[K, V]{spec: spec, keys: keys, name: name}
+		return &versionedSource[K, V]{spec: spec, keys: keys, name: name, times: times}
 	}, src)
 	b.t.AddStore(spec, n)
 	b.t.KeyedByPartition(name)
+	// The store's history follows the largest timestamp put into it, as
+	// Kafka Streams' versioned stores do, for its writer and its readers
+	// alike.
+	open := func(ctx processor.StoreContext) (processor.VersionedStore[K, V], error) {
+		task := ""
+		if c, ok := ctx.(interface{ TaskID() string }); ok { // a processor's Context
+			task = c.TaskID()
+		}
+		return spec.Open(observedStores{ctx, times.get(task)})
+	}
 	l := &lookup[K, V]{stores: []string{name},
 		open: func(ctx processor.StoreContext) (getter[K, V], error) {
-			st, err := spec.Open(ctx)
+			st, err := open(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -114,7 +133,7 @@ func (b *Builder) VersionedTable[K, V any](name, topic string, keys serde.Serde[
 			}, nil
 		},
 		asOf: func(ctx processor.StoreContext) (func(K, time.Time) (V, bool, error), error) {
-			st, err := spec.Open(ctx)
+			st, err := open(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -133,16 +152,30 @@ type versionedSource[K, V any] struct {
 	keys  serde.Serde[K]
 	name  string
 	store processor.VersionedStore[K, V]
+	// times holds, per task, the largest timestamp put into the store.
+	times *perTask[streamtime.Observed]
+	task  string
+	now   *streamtime.Observed
 }
 
 func (p *versionedSource[K, V]) Init(ctx processor.Context[K, change[V]]) (err error) {
-	p.store, err = p.spec.Open(ctx)
+	p.task = ctx.TaskID()
+	p.now = p.times.get(p.task)
+	p.store, err = p.spec.Open(observedStores{ctx, p.now})
 	return err
 }
 
-func (p *versionedSource[K, V]) Close() error { return nil }
+func (p *versionedSource[K, V]) Close() error {
+	p.times.drop(p.task)
+	return nil
+}
 
 func (p *versionedSource[K, V]) Process(ctx processor.Context[K, change[V]], rec processor.Record[K, V]) error {
+	if null, err := nullInputKey(ctx, p.keys, p.name, rec.Key); err != nil {
+		return err
+	} else if !null {
+		p.now.Observe(ctx, rec.Timestamp.UnixMilli())
+	}
 	old, from, found, err := p.store.Get(rec.Key)
 	if err != nil {
 		return err
@@ -152,6 +185,13 @@ func (p *versionedSource[K, V]) Process(ctx processor.Context[K, change[V]], rec
 		err = p.store.Delete(rec.Key, rec.Timestamp)
 	} else {
 		err = p.store.Put(rec.Key, rec.Value, rec.Timestamp)
+	}
+	if errors.Is(err, changelog.ErrExpired) {
+		// Older than the history: not kept and not passed on, as Kafka
+		// Streams' versioned table drops it; counted as late.
+		processor.CountLate(ctx)
+		ctx.Logger().Debug("versioned table: record older than the history dropped", "store", p.name)
+		return nil
 	}
 	if err != nil || !latest {
 		return err
@@ -394,4 +434,34 @@ func (t *Table[K, V]) MapValues[V2 any](fn func(key K, value V) V2, opts ...Opti
 		}}
 	}
 	return out
+}
+
+// perTask holds one T per task, for processors of a task that share it
+// (a versioned table's writer and its readers). Safe for concurrent use:
+// tasks of several threads share it.
+type perTask[T any] struct {
+	mu sync.Mutex
+	m  map[string]*T
+}
+
+// get returns task's T, made on first use.
+func (p *perTask[T]) get(task string) *T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]*T{}
+	}
+	t := p.m[task]
+	if t == nil {
+		t = new(T)
+		p.m[task] = t
+	}
+	return t
+}
+
+// drop forgets task's T: the task closed.
+func (p *perTask[T]) drop(task string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, task)
 }

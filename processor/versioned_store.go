@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
@@ -45,17 +46,22 @@ import (
 // reads of it miss (see "Records with a null key").
 type VersionedStore[K, V any] interface {
 	// Put records value as key's value from validFrom on. A version at
-	// the same validFrom is replaced.
+	// the same validFrom is replaced. A version from before the stream
+	// time minus the history is not kept, and the error wraps
+	// changelog.ErrExpired (Kafka Streams' versioned store does not put
+	// it either): the caller decides what that means.
 	Put(key K, value V, validFrom time.Time) error
-	// Delete records that key has no value from validFrom on.
+	// Delete records that key has no value from validFrom on; as Put, it
+	// refuses a time before the history with changelog.ErrExpired.
 	Delete(key K, validFrom time.Time) error
 	// Get returns key's latest value and since when it is valid; found
 	// is false when key has none or its latest version is a deletion.
 	Get(key K) (value V, validFrom time.Time, found bool, err error)
 	// GetAsOf returns the value key had at asOf: its newest version
-	// valid from asOf or earlier. found is false when there is none, when
-	// it is a deletion, or when asOf is before the task's stream time
-	// minus the history.
+	// valid from asOf or earlier. found is false when there is none or it
+	// is a deletion. Before the stream time minus the history only the
+	// latest version is known: it is returned when it is valid from asOf
+	// or earlier, and found is false otherwise (as in Kafka Streams).
 	GetAsOf(key K, asOf time.Time) (value V, validFrom time.Time, found bool, err error)
 }
 
@@ -147,6 +153,9 @@ func (s *versionedStore[K, V]) write(key K, v []byte, validFrom time.Time) error
 	if ms < 0 {
 		return fmt.Errorf("store %s: version at negative time %d ms", s.name, ms)
 	}
+	if cut := s.cutoff(); ms < cut {
+		return fmt.Errorf("store %s: %w: a version from %v is before the history's start %v", s.name, changelog.ErrExpired, time.UnixMilli(ms).UTC(), time.UnixMilli(cut).UTC())
+	}
 	kb, err := s.key(key)
 	if err != nil {
 		return err
@@ -194,7 +203,16 @@ func (s *versionedStore[K, V]) Get(key K) (V, time.Time, bool, error) {
 
 func (s *versionedStore[K, V]) GetAsOf(key K, asOf time.Time) (V, time.Time, bool, error) {
 	ms := asOf.UnixMilli()
-	if ms < s.cutoff() || ms < 0 {
+	if ms < 0 {
+		var zero V
+		return zero, time.Time{}, false, nil
+	}
+	if ms < s.cutoff() {
+		// Beyond the history only the latest version is certain.
+		v, from, found, err := s.find(key, 1<<62)
+		if err != nil || from.UnixMilli() <= ms {
+			return v, from, found, err
+		}
 		var zero V
 		return zero, time.Time{}, false, nil
 	}

@@ -1,9 +1,11 @@
 package processor
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/changelog"
 	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/serde"
 )
@@ -23,8 +25,9 @@ func at(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // TestVersionedStore follows one key's versions: lookups as of a time find
 // the version valid then, whatever order the versions were written in; a
 // deletion is a version; versions no lookup within the history can need
-// are deleted when the key is next written, and lookups before the
-// history find nothing.
+// are deleted when the key is next written, lookups before the history
+// find only a latest version valid then, and versions from before the
+// history are refused.
 func TestVersionedStore(t *testing.T) {
 	t.Parallel()
 	ctx := &memoryStoreContext{b: &statelog.Memory{}}
@@ -98,5 +101,20 @@ func TestVersionedStore(t *testing.T) {
 	}
 	if v, _, found, _ := st.GetAsOf("k2", at(60)); !found || v != "z" {
 		t.Errorf("k2 as of 60 = %q, %v; want z", v, found)
+	}
+	// Before the history only the latest version is known: k2's, from
+	// 15, answers as of 30; k's, from 150, does not (above).
+	if v, _, found, _ := st.GetAsOf("k2", at(30)); !found || v != "z" {
+		t.Errorf("k2 as of 30, before the history = %q, %v; want z, its latest version, valid since 15", v, found)
+	}
+	// A version from before the history is not kept.
+	if err := st.Put("k", "late", at(49)); !errors.Is(err, changelog.ErrExpired) {
+		t.Errorf("Put before the history = %v, want changelog.ErrExpired", err)
+	}
+	if err := st.Delete("k2", at(10)); !errors.Is(err, changelog.ErrExpired) {
+		t.Errorf("Delete before the history = %v, want changelog.ErrExpired", err)
+	}
+	if got := get(60); got != "-" {
+		t.Errorf("as of 60 after a refused version at 49: %s, want none (deleted at 40)", got)
 	}
 }

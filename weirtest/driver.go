@@ -201,7 +201,12 @@ func (d *Driver) pipe(m *sarama.ConsumerMessage) error {
 	}
 	if b := d.globals[m.Topic]; b != nil {
 		// A global store's topic: the record goes into the store as it
-		// is, at once, as an application's global updater writes it.
+		// is, at once, as an application's global updater writes it; one
+		// with a null key is skipped, as there.
+		if m.Key == nil {
+			d.log.Warn("weir: global store skips records with a null key", "topic", m.Topic, "offset", m.Offset)
+			return nil
+		}
 		if m.Value == nil {
 			return b.Delete(m.Key)
 		}

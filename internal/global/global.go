@@ -200,9 +200,22 @@ func (u *Updater) catchUp(ctx context.Context, s *store, pt *part) (int64, error
 	var n int64
 	data, ckpt := Space(u.db, s.name), u.db.Space(s.name, pt.p)
 	pos, err := pt.r.ReadTo(ctx, pt.pos, end, func(recs []statelog.Record, next int64) error {
-		entries := make([]statelog.Entry, len(recs))
-		for i, r := range recs {
-			entries[i] = statelog.Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil}
+		entries := make([]statelog.Entry, 0, len(recs))
+		var nullKeys, firstNull int64
+		for _, r := range recs {
+			if r.Key == nil {
+				// A record with a null key has no row to set: skipped, as
+				// Kafka Streams' global tables skip it.
+				if nullKeys++; nullKeys == 1 {
+					firstNull = r.Offset
+				}
+				continue
+			}
+			entries = append(entries, statelog.Entry{Key: r.Key, Value: r.Value, Deleted: r.Value == nil})
+		}
+		if nullKeys > 0 {
+			u.log.Warn("weir: global store skipped records with a null key", "store", s.name, "topic", s.topic,
+				"partition", pt.p, "records", nullKeys, "first_offset", firstNull)
 		}
 		c := u.db.NewCommit()
 		if err := c.Stage(data, entries); err != nil {

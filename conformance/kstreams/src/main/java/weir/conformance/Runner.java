@@ -36,7 +36,11 @@ import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.test.TestRecord;
 
 /**
@@ -132,7 +136,8 @@ public final class Runner {
 
     private static boolean usesB(String scenario) {
         return scenario.startsWith("join-") || scenario.startsWith("stream-table-") || scenario.startsWith("table-")
-                && !scenario.equals("table-groupby-reduce") || scenario.startsWith("fk-");
+                && !scenario.startsWith("table-groupby-") || scenario.startsWith("fk-") || scenario.startsWith("global-")
+                || scenario.equals("versioned-join");
     }
 
     /** A failed login of examples/fraud: "ok" is false. */
@@ -156,6 +161,10 @@ public final class Runner {
 
     private static void countWindows(KTable<Windowed<String>, Long> t) {
         t.toStream((w, v) -> windowKey(w)).mapValues(Runner::text).to("out", OUT);
+    }
+
+    private static KStream<String, String> values(StreamsBuilder b) {
+        return b.stream("a", IN).filter((k, v) -> v != null);
     }
 
     private static KGroupedStream<String, String> filteredByKey(StreamsBuilder b) {
@@ -216,6 +225,48 @@ public final class Runner {
                     .groupBy((k, v) -> KeyValue.pair("g" + (num(v) % 3), v), Grouped.with(Serdes.String(), Serdes.String()))
                     .reduce((x, y) -> String.valueOf(num(x) + num(y)), (x, y) -> String.valueOf(num(x) - num(y)))
                     .toStream().to("out", OUT);
+            case "table-groupby-count" -> b.table("a", IN)
+                    .groupBy((k, v) -> KeyValue.pair("g" + (num(v) % 3), v), Grouped.with(Serdes.String(), Serdes.String()))
+                    .count().toStream().mapValues(Runner::text).to("out", OUT);
+            case "table-groupby-aggregate" -> b.table("a", IN)
+                    .groupBy((k, v) -> KeyValue.pair("g" + (num(v) % 3), v), Grouped.with(Serdes.String(), Serdes.String()))
+                    .aggregate(() -> "0", (k, v, agg) -> String.valueOf(num(agg) + num(v)), (k, v, agg) -> String.valueOf(num(agg) - num(v)),
+                            Materialized.with(Serdes.String(), Serdes.String()))
+                    .toStream().to("out", OUT);
+            case "reduce-tumbling" -> values(b).groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)))
+                    .reduce((x, y) -> String.valueOf(num(x) + num(y)))
+                    .toStream((w, v) -> windowKey(w)).to("out", OUT);
+            case "aggregate-hopping" -> values(b).groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(2)).advanceBy(Duration.ofSeconds(5)))
+                    .aggregate(() -> "", (k, v, agg) -> agg + v + ";", Materialized.with(Serdes.String(), Serdes.String()))
+                    .toStream((w, v) -> windowKey(w)).to("out", OUT);
+            case "aggregate-session" -> values(b).groupByKey()
+                    .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(5), Duration.ofSeconds(2)))
+                    .aggregate(() -> "0", (k, v, agg) -> String.valueOf(num(agg) + num(v)),
+                            (k, x, y) -> String.valueOf(num(x) + num(y)), Materialized.with(Serdes.String(), Serdes.String()))
+                    .toStream((w, v) -> windowKey(w)).to("out", OUT);
+            case "suppress-time-limit" -> countWindows(b.stream("a", IN).groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5))).count()
+                    .suppress(Suppressed.untilTimeLimit(Duration.ofSeconds(3), Suppressed.BufferConfig.maxRecords(1000).emitEarlyWhenFull())));
+            case "global-join" -> {
+                GlobalKTable<String, String> g = b.globalTable("b", IN);
+                b.stream("a", IN).join(g, (k, v) -> k, (l, r) -> l + "|" + r).to("out", OUT);
+            }
+            case "global-left-join" -> {
+                GlobalKTable<String, String> g = b.globalTable("b", IN);
+                b.stream("a", IN).leftJoin(g, (k, v) -> k, (l, r) -> l + "|" + s(r)).to("out", OUT);
+            }
+            case "versioned-join" -> b.stream("a", IN)
+                    .join(b.table("b", IN, Materialized.as(Stores.persistentVersionedKeyValueStore("vt", Duration.ofSeconds(10)))),
+                            (l, r) -> l + "|" + r)
+                    .to("out", OUT);
+            case "split-merge" -> {
+                var branches = values(b).split(Named.as("s-"))
+                        .branch((k, v) -> num(v) % 2 == 0, Branched.withFunction(x -> x.mapValues(v -> "e" + v), "even"))
+                        .defaultBranch(Branched.withFunction(x -> x.mapValues(v -> "o" + v), "odd"));
+                branches.get("s-even").merge(branches.get("s-odd")).to("out", OUT);
+            }
             case "rekey-count" -> b.stream("a", IN).filter((k, v) -> v != null)
                     .selectKey((k, v) -> "r" + (num(v) % 4)).groupByKey().count().toStream().mapValues(Runner::text).to("out", OUT);
             // examples/fraud: one alert per user and minute with five failed
