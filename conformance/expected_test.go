@@ -6,6 +6,7 @@ package conformance
 // is deliberate and names the section that gives the reason.
 const (
 	tableFilter    = "deliberate (\"Tables and tombstones\"): weir's table filter passes nothing for a row that was not in its result; Kafka Streams writes a tombstone for every update it rejects"
+	sessionCache   = "deliberate (\"Record caches\"): with caching on, Kafka Streams merges a record into a session past the store's retention that its cache still holds, which it does not find with caching off; weir finds the same sessions either way"
 	unmatchedLater = "deliberate (\"Left and outer stream-stream joins\"): weir emits every unmatched record once, when its window closes; Kafka Streams emits some later, in another order, or never"
 )
 
@@ -14,6 +15,13 @@ const (
 // to differ still, so that a fix takes its scenario off the list.
 var pending = map[string][]string{
 	"table-filter": {tableFilter},
+}
+
+// pendingCached is pending for the pass with the record caches on (see
+// sameUnderCaching).
+var pendingCached = map[string][]string{
+	"count-session":     {sessionCache},
+	"aggregate-session": {sessionCache},
 }
 
 // relaxed lists the scenarios compared with a rule of their own, for a

@@ -226,7 +226,7 @@ func TestPinnedCases(t *testing.T) {
 			t.Errorf("%s: Kafka Streams failed: %s", name, ksFailed[name])
 			continue
 		}
-		got, err := runWeir(byName[c.scenario], c.in)
+		got, err := runWeir(byName[c.scenario], c.in, false)
 		if err != nil {
 			t.Errorf("%s: weir failed: %v", name, err)
 			continue

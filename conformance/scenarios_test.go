@@ -94,14 +94,14 @@ func fk(v string) string { return "k" + strconv.Itoa(num(v)%5) }
 
 var scenarios = []scenario{
 	{name: "count", build: func(b *kstream.Builder) {
-		streamA(b).GroupByKey().Count("counts", kstream.WithoutCache()).ToStream().MapValues(itoa).To("out", str, str)
+		streamA(b).GroupByKey().Count("counts").ToStream().MapValues(itoa).To("out", str, str)
 	}},
 	{name: "reduce-sum", build: func(b *kstream.Builder) {
-		streamA(b).GroupByKey().Reduce("sums", sum, str, kstream.WithoutCache()).ToStream().To("out", str, str)
+		streamA(b).GroupByKey().Reduce("sums", sum, str).ToStream().To("out", str, str)
 	}},
 	{name: "aggregate-concat", build: func(b *kstream.Builder) {
 		streamA(b).DropTombstones().GroupByKey().Aggregate("concat", func() string { return "" },
-			func(_ string, v, agg string) string { return agg + v + ";" }, str, kstream.WithoutCache()).
+			func(_ string, v, agg string) string { return agg + v + ";" }, str).
 			ToStream().To("out", str, str)
 	}},
 	{name: "count-tumbling", build: func(b *kstream.Builder) {
@@ -120,7 +120,7 @@ var scenarios = []scenario{
 	}},
 	{name: "count-sliding", build: func(b *kstream.Builder) {
 		countWindows(streamA(b).GroupByKey().
-			SlidingWindowedBy(kstream.Sliding(5*time.Second).Grace(2*time.Second)).Count("counts", kstream.WithoutCache()))
+			SlidingWindowedBy(kstream.Sliding(5 * time.Second).Grace(2 * time.Second)).Count("counts"))
 	}},
 	{name: "count-session", build: func(b *kstream.Builder) {
 		countWindows(streamA(b).GroupByKey().
@@ -170,15 +170,15 @@ var scenarios = []scenario{
 	{name: "table-groupby-reduce", build: func(b *kstream.Builder) {
 		b.Table("ta", "a", str, str).
 			GroupBy("by-rest", func(_ string, v string) (string, string) { return "g" + strconv.Itoa(num(v)%3), v }, str, str).
-			Reduce("sums", sum, diff, str, kstream.WithoutCache()).ToStream().To("out", str, str)
+			Reduce("sums", sum, diff, str).ToStream().To("out", str, str)
 	}},
 	{name: "table-groupby-count", build: func(b *kstream.Builder) {
-		groupedByRest(b).Count("counts", kstream.WithoutCache()).ToStream().MapValues(itoa).To("out", str, str)
+		groupedByRest(b).Count("counts").ToStream().MapValues(itoa).To("out", str, str)
 	}},
 	{name: "table-groupby-aggregate", build: func(b *kstream.Builder) {
 		groupedByRest(b).Aggregate("sums", func() string { return "0" },
 			func(_ string, v, agg string) string { return sum(agg, v) },
-			func(_ string, v, agg string) string { return diff(agg, v) }, str, kstream.WithoutCache()).
+			func(_ string, v, agg string) string { return diff(agg, v) }, str).
 			ToStream().To("out", str, str)
 	}},
 	{name: "reduce-tumbling", build: func(b *kstream.Builder) {
@@ -201,7 +201,7 @@ var scenarios = []scenario{
 	}},
 	{name: "suppress-time-limit", build: func(b *kstream.Builder) {
 		countWindows(streamA(b).GroupByKey().
-			WindowedBy(kstream.Tumbling(10 * time.Second).Grace(5 * time.Second)).Count("counts").
+			WindowedBy(kstream.Tumbling(10*time.Second).Grace(5*time.Second)).Count("counts").
 			Suppress("limited", kstream.UntilTimeLimit(3*time.Second, kstream.BufferLimit{MaxRecords: 1000}, kstream.EmitEarlyWhenFull)))
 	}},
 	{name: "global-join", twoInputs: true, build: func(b *kstream.Builder) {
@@ -222,6 +222,6 @@ var scenarios = []scenario{
 	}},
 	{name: "rekey-count", build: func(b *kstream.Builder) {
 		streamA(b).DropTombstones().SelectKey(func(_, v string) string { return "r" + strconv.Itoa(num(v)%4) }).
-			Repartition("rekey", str, str).GroupByKey().Count("counts", kstream.WithoutCache()).ToStream().MapValues(itoa).To("out", str, str)
+			Repartition("rekey", str, str).GroupByKey().Count("counts").ToStream().MapValues(itoa).To("out", str, str)
 	}},
 }

@@ -29,7 +29,7 @@ const cacheEntryOverhead = 96
 // default). Every cache of an instance shares that budget; past it, a
 // cache that takes a record forwards its least recently updated ones
 // until the instance is within the budget again. With caching off
-// (Config.CacheMaxBytes 0, and in weirtest's driver) Forward forwards at
+// (Config.CacheMaxBytes 0, also weirtest.Config's) Forward forwards at
 // once.
 //
 // Downstream nodes receive a held record at the commit, after records the

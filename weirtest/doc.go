@@ -20,7 +20,8 @@
 // task, then every record that sends to a repartition topic through the
 // task reading that topic, in the order they were sent (breadth first),
 // each as an input record of its own. Each record is committed (its
-// state changes become the stores' state) before the next. A failure
+// state changes become the stores' state, and, with Config.CacheMaxBytes,
+// what the record caches hold is forwarded) before the next. A failure
 // stops the driver, as it would stop an application: the failing call and
 // every later one return it.
 //

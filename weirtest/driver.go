@@ -45,6 +45,13 @@ type Config struct {
 	// record.
 	DeserializationErrors, TimestampErrors, ProcessingErrors weir.ErrorPolicy
 	TopicErrors                                              map[string]weir.ErrorPolicies
+	// CacheMaxBytes turns the record caches on, as weir.Config's does,
+	// bounded by it (bytes); 0, the default, turns them off. The driver
+	// commits after every input record (and every AdvanceWallClock), so
+	// the caches are flushed then: an input record whose processing
+	// updates a key several times (a FlatMap before a Count) gives one
+	// update of it, as Kafka Streams' TopologyTestDriver with caching on.
+	CacheMaxBytes int64
 }
 
 // Driver runs a topology in memory. It is not safe for concurrent use.
@@ -126,6 +133,9 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 		Graph:   g,
 		Metrics: m,
 		Globals: globals,
+	}
+	if cfg.CacheMaxBytes > 0 {
+		sh.Cache = graph.NewCacheBudget(cfg.CacheMaxBytes)
 	}
 	for _, sub := range g.Subtopologies() {
 		tk, err := task.NewInMemory(ctx, sh, host{d}, d.log, sub, 0)
@@ -247,11 +257,21 @@ func (d *Driver) drain() error {
 		if err := in.task.Process(p); err != nil {
 			return d.fail(err)
 		}
-		if err := in.task.FlushInMemory(); err != nil {
+		if err := d.commit(in.task); err != nil {
 			return d.fail(err)
 		}
 	}
 	return nil
+}
+
+// commit commits a task as an application's thread does: what its record
+// caches hold is forwarded (its records to repartition topics are then
+// processed by drain), then its state changes are flushed.
+func (d *Driver) commit(tk *task.Task) error {
+	if err := tk.Flush(); err != nil {
+		return err
+	}
+	return tk.FlushInMemory()
 }
 
 // fail makes err the driver's sticky error: a failed record is not
@@ -293,7 +313,7 @@ func (d *Driver) AdvanceWallClock(by time.Duration) error {
 		if err := tk.Punctuate(graph.WallClockTime, d.now); err != nil {
 			return d.fail(err)
 		}
-		if err := tk.FlushInMemory(); err != nil {
+		if err := d.commit(tk); err != nil {
 			return d.fail(err)
 		}
 		if err := d.drain(); err != nil {

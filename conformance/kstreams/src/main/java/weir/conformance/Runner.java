@@ -102,7 +102,10 @@ public final class Runner {
             Properties props = new Properties();
             props.put(StreamsConfig.APPLICATION_ID_CONFIG, "conformance");
             props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "dummy:1234");
-            props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+            // A case named <scenario>.cached-<seed> runs with the record
+            // caches on (Kafka Streams' default size), every other with
+            // them off.
+            props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, kase.contains(".cached-") ? 10L << 20 : 0L);
             // A state directory of this run's own: two runs on one machine
             // (a developer's and CI's) must not share /tmp/kafka-streams.
             props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
