@@ -95,6 +95,25 @@ var pinned = []pinnedCase{
 		in("a", p("k"), p("2"), 6000),
 		in("a", p("j"), p("3"), 6000),
 	}},
+	// A windowed count closes its windows by the stream time it observed:
+	// a record its filter drops (3 at 50 s), a tombstone the filter drops
+	// and a record with a null key (at 60 s) move nothing, so 2 s and 4 s
+	// still count in [0 s, 10 s) (grace 5 s).
+	{scenario: "filter-count-tumbling", label: "dropped-records-close-nothing", in: []record{
+		in("a", p("k"), p("1"), 1000),
+		in("a", p("k"), p("3"), 50000),
+		in("a", p("k"), nil, 55000),
+		in("a", p("k"), p("2"), 2000),
+		in("a", nil, p("1"), 60000),
+		in("a", p("k"), p("4"), 4000),
+	}},
+	{scenario: "filter-count-suppress", label: "dropped-records-close-nothing", in: []record{
+		in("a", p("k"), p("1"), 1000),
+		in("a", p("k"), p("3"), 50000),
+		in("a", p("k"), p("2"), 2000),
+		in("a", p("j"), p("1"), 16000),
+		in("a", p("k"), p("4"), 4000),
+	}},
 	// A tombstone for a key the table does not hold is passed on.
 	{scenario: "table", label: "absent-tombstone", in: []record{
 		in("a", p("k"), nil, 1000),
