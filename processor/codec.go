@@ -33,6 +33,15 @@ func (c *codec[K, V]) value(v V) ([]byte, error) {
 	return b, nil
 }
 
+// entry serializes a key and its value.
+func (c *codec[K, V]) entry(k K, v V) (kb, vb []byte, err error) {
+	if kb, err = c.key(k); err != nil {
+		return nil, nil, err
+	}
+	vb, err = c.value(v)
+	return kb, vb, err
+}
+
 func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
 	k, err := serde.Decode(c.keys, c.name, b)
 	if err != nil {

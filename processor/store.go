@@ -381,11 +381,7 @@ func stampTime(ms int64, stamped bool) time.Time {
 }
 
 func (s *kvStore[K, V]) Put(key K, value V) error {
-	kb, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	vb, err := s.value(value)
+	kb, vb, err := s.entry(key, value)
 	if err != nil {
 		return err
 	}
@@ -393,11 +389,7 @@ func (s *kvStore[K, V]) Put(key K, value V) error {
 }
 
 func (s *kvStore[K, V]) PutStamped(key K, value V, ts time.Time) error {
-	kb, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	vb, err := s.value(value)
+	kb, vb, err := s.entry(key, value)
 	if err != nil {
 		return err
 	}

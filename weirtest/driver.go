@@ -36,15 +36,18 @@ type Config struct {
 	// ApplicationID (for example weir_records_dropped_total). Default: a
 	// registry of the Driver's own.
 	Metrics prometheus.Registerer
-	// DeserializationErrors, TimestampErrors, ProcessingErrors and
-	// TopicErrors are the error policies, as in weir.Config (default
-	// weir.Fail). A dead-letter record appears in Output of its topic.
-	// The driver runs at least once: a record a processor fails on keeps
-	// what it did before the error. weir.Config's ProductionErrors has no
-	// counterpart: the driver knows no topic's limits, and refuses no
-	// record.
-	DeserializationErrors, TimestampErrors, ProcessingErrors weir.ErrorPolicy
-	TopicErrors                                              map[string]weir.ErrorPolicies
+	// DeserializationErrors, TimestampErrors, ProcessingErrors,
+	// ProductionErrors and TopicErrors are the error policies, as in
+	// weir.Config (default weir.Fail). A dead-letter record appears in
+	// Output of its topic. The driver runs at least once: a record a
+	// processor fails on keeps what it did before the error.
+	// ProductionErrors applies to the records an output topic refuses by
+	// its Topics limits, as the broker would.
+	DeserializationErrors, TimestampErrors, ProcessingErrors, ProductionErrors weir.ErrorPolicy
+	TopicErrors                                                                map[string]weir.ErrorPolicies
+	// Topics gives output topics the limits the broker would hold them
+	// to, by topic name; a topic not named has none.
+	Topics map[string]TopicLimits
 	// CacheMaxBytes turns the record caches on, as weir.Config's does,
 	// bounded by it (bytes); 0, the default, turns them off. The driver
 	// commits after every input record (and every AdvanceWallClock), so
@@ -67,6 +70,9 @@ type Driver struct {
 	offsets  map[string]int64
 	outputs  map[string][]*sarama.ConsumerMessage
 	globals  map[string]statelog.Bytes // global store topic -> its bytes
+	limits   map[string]TopicLimits    // Config.Topics
+	refused  error                     // a record refused under ProductionErrors Fail
+	sh       *task.Shared
 	now      time.Time
 	err      error // sticky: the first failure
 	closed   bool
@@ -114,7 +120,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	d := &Driver{
 		app: cfg.ApplicationID, log: cfg.Logger, ctx: ctx, cancel: cancel, now: cfg.WallClock,
 		inputs: map[string]*input{}, internal: map[string]bool{}, offsets: map[string]int64{}, outputs: map[string][]*sarama.ConsumerMessage{},
-		globals: map[string]statelog.Bytes{},
+		globals: map[string]statelog.Bytes{}, limits: maps.Clone(cfg.Topics),
 	}
 	for _, r := range g.Repartitions {
 		d.internal[graph.InternalTopic(d.app, r.Name)] = true
@@ -128,8 +134,8 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	sh := &task.Shared{
 		Config: task.Config{ApplicationID: d.app, Clock: func() time.Time { return d.now },
 			DeserializationErrors: cfg.DeserializationErrors, TimestampErrors: cfg.TimestampErrors,
-			ProcessingErrors: cfg.ProcessingErrors,
-			TopicErrors:      maps.Clone(cfg.TopicErrors)},
+			ProcessingErrors: cfg.ProcessingErrors, ProductionErrors: cfg.ProductionErrors,
+			TopicErrors: maps.Clone(cfg.TopicErrors)},
 		Graph:   g,
 		Metrics: m,
 		Globals: globals,
@@ -137,6 +143,7 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 	if cfg.CacheMaxBytes > 0 {
 		sh.Cache = graph.NewCacheBudget(cfg.CacheMaxBytes)
 	}
+	d.sh = sh
 	for _, sub := range g.Subtopologies() {
 		tk, err := task.NewInMemory(ctx, sh, host{d}, d.log, sub, 0)
 		if err != nil {
@@ -160,6 +167,9 @@ func New(top weir.Topology, cfg Config) (*Driver, error) {
 type host struct{ d *Driver }
 
 func (h host) Send(m *sarama.ProducerMessage) error {
+	if refused, err := h.d.refuse(m); refused || err != nil {
+		return err
+	}
 	c := &sarama.ConsumerMessage{Topic: m.Topic, Timestamp: m.Timestamp}
 	var err error
 	if m.Key != nil {
@@ -268,8 +278,13 @@ func (d *Driver) drain() error {
 // caches hold is forwarded (its records to repartition topics are then
 // processed by drain), then its state changes are flushed.
 func (d *Driver) commit(tk *task.Task) error {
-	if err := tk.Flush(); err != nil {
-		return err
+	if d.refused == nil {
+		if err := tk.Flush(); err != nil {
+			return err
+		}
+	}
+	if d.refused != nil {
+		return d.refused // the record is not committed
 	}
 	return tk.FlushInMemory()
 }

@@ -48,9 +48,9 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	}
 	switch {
 	case size > limit:
-		return th.refuse(o, newProductionError(o, m, size, limit, task.ErrRecordTooLarge))
+		return th.refuse(o, task.NewProductionError(o, m, size, limit, task.ErrRecordTooLarge))
 	case lim.Compacted && m.Key == nil:
-		return th.refuse(o, newProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
+		return th.refuse(o, task.NewProductionError(o, m, size, 0, task.ErrNullKeyOnCompactedTopic))
 	}
 	if err := th.producer.Send(m); err != nil {
 		return err
@@ -108,14 +108,6 @@ func (th *Thread) deadLetterRefused(o *client.Origin, pe *task.ProductionError) 
 		Kind: task.KindProduction, Node: pe.Punctuator, Sink: pe.Sink, Err: pe.Err})
 	th.in.Metrics.DeadLettered.WithLabelValues(strconv.Itoa(th.idx), pe.Task).Inc()
 	return th.Send(m)
-}
-
-func newProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *task.ProductionError {
-	pe := &task.ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
-	if o != nil {
-		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.Task, o.Topic, o.Partition, o.Offset, o.Node, o.Store
-	}
-	return pe
 }
 
 // Keep implements task.Host: a task keeps a processed record until the

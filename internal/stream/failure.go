@@ -194,7 +194,7 @@ func (th *Thread) settle(err error) (outcome, error) {
 		origins := make([]*client.Origin, len(refused))
 		for i, r := range refused {
 			origins[i], _ = r.Msg.Metadata.(*client.Origin)
-			errs[i] = newProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
+			errs[i] = task.NewProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
 			if th.mustFail(origins[i], errs[i]) {
 				return aborted, errs[i]
 			}

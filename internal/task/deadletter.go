@@ -101,3 +101,14 @@ func DeadLetterRecord(topic string, in *sarama.ConsumerMessage, f Failure) *sara
 	m.Metadata = o
 	return m
 }
+
+// NewProductionError describes output record m, refused before it was
+// sent (size bytes over limit, or cause alone), with what its origin o
+// (nil when unknown) says of the input record or punctuator behind it.
+func NewProductionError(o *client.Origin, m *sarama.ProducerMessage, size, limit int, cause error) *ProductionError {
+	pe := &ProductionError{Sink: m.Topic, Size: size, Limit: limit, Err: cause, Offset: -1}
+	if o != nil {
+		pe.Task, pe.Topic, pe.Partition, pe.Offset, pe.Punctuator, pe.Store = o.Task, o.Topic, o.Partition, o.Offset, o.Node, o.Store
+	}
+	return pe
+}
