@@ -224,7 +224,7 @@ func TestConformance(t *testing.T) {
 			if msg == "" {
 				continue
 			}
-			t.Logf("%s (seed %d, pending: %s): %s", c.sc.name, c.seed, strings.Join(why, "; "), firstLine(msg))
+			t.Logf("%s (pending: %s): %s", name, strings.Join(why, "; "), firstLine(msg))
 			continue
 		}
 		if msg != "" {
