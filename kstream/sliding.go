@@ -248,10 +248,11 @@ func (s stampedSerde[A]) Deserialize(topic string, data []byte) (stamped[A], err
 }
 
 // slidingAggregator is Kafka Streams' KStreamSlidingWindowAggregate
-// (its in-order path): for a record at t it updates the windows that
-// hold t, creates the window ending at t and the window starting at t+1
-// when records after t exist, and the window starting just after the
-// previous record when this record is the first after it.
+// (its backward scan, and its forward one for early records): for a
+// record at t it updates the windows that hold t, creates the window
+// ending at t and the window starting at t+1 when records after t exist,
+// and the window starting just after the previous record when this record
+// is the first after it.
 type slidingAggregator[K, V, A, O any] struct {
 	spec    *processor.WindowSpec[K, stamped[A]]
 	keys    serde.Serde[K]
@@ -306,65 +307,17 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		a.late(ctx, t, now)
 		return nil
 	}
-	type window struct {
-		start int64
-		v     stamped[A]
-	}
-	var found []window
-	for start, v := range a.store.FetchRange(rec.Key, time.UnixMilli(t-2*d), time.UnixMilli(t+1)) {
-		found = append(found, window{start.UnixMilli(), v})
-	}
-	if err := a.store.Err(); err != nil {
+	sc, err := a.scan(rec.Key, t)
+	if err != nil {
 		return err
 	}
-	starts := map[int64]bool{}
-	var leftAgg, rightAgg *stamped[A]
-	var prev *int64 // the latest record timestamp before t that the windows show
-	leftDone, rightDone := false, false
 	missed := false // a window of the record was closed
-	// A record earlier than d has no window ending at it that starts at 0
-	// or later: its left window is [0, d], which gathers every such early
-	// record (Kafka Streams' processEarly).
-	early := 0 <= t && t < d
-	var combined *stamped[A] // [0, d], when early and it exists
-	var holding []window     // the existing windows that hold t
-	for _, w := range found {
-		starts[w.start] = true
-		end := w.start + d
-		switch {
-		case early && w.start == 0:
-			// Updated after the previous record's right window is made,
-			// in Kafka Streams' order.
-			leftDone = true
-			v := w.v
-			combined = &v
-			if w.v.ts < t {
-				ts := w.v.ts
-				prev = &ts
-			}
-		case end < t:
-			v := w.v
-			leftAgg, prev = &v, &v.ts
-		case end == t:
-			leftDone = true
-			if w.v.ts < t {
-				ts := w.v.ts
-				prev = &ts
-			}
-			holding = append(holding, w)
-		case w.start <= t: // end > t: the window holds t
-			v := w.v
-			rightAgg = &v
-			holding = append(holding, w)
-		case w.start == t+1:
-			rightDone = true
-		}
-	}
+	early := sc.early
 	// Latest first, as Kafka Streams scans them; for an early record,
 	// earliest first (its processEarly scans forward).
-	order := slices.Backward(holding)
+	order := slices.Backward(sc.holding)
 	if early {
-		order = slices.All(holding)
+		order = slices.All(sc.holding)
 	}
 	for _, w := range order {
 		if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
@@ -372,37 +325,17 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		}
 	}
 	// The window right after the previous record, if it does not exist
-	// and now holds this record.
-	if prev != nil {
-		start := *prev + 1
-		if !starts[start] && start+d >= t {
-			agg := stamped[A]{agg: a.fn(rec.Key, rec.Value, a.init()), ts: t}
-			if err := a.put(start, agg, rec, closeAt, &missed); err != nil {
-				return err
-			}
+	// and now holds this record: this record alone.
+	if sc.prev != nil && !sc.starts[*sc.prev+1] && *sc.prev+1+d >= t {
+		agg := stamped[A]{agg: a.fn(rec.Key, rec.Value, a.init()), ts: t}
+		if err := a.put(*sc.prev+1, agg, rec, closeAt, &missed); err != nil {
+			return err
 		}
 	}
-	// The window ending at this record, which an early record updates
-	// last ([0, d]), in Kafka Streams' order.
-	left := func() error {
-		if early {
-			base := stamped[A]{agg: a.init(), ts: t}
-			if combined != nil {
-				base = *combined
-			}
-			return a.update(0, base, rec, closeAt, &missed)
-		}
-		if leftDone {
-			return nil
-		}
-		base := stamped[A]{agg: a.init(), ts: t}
-		if prev != nil && t-d <= *prev && leftAgg != nil {
-			base = stamped[A]{agg: leftAgg.agg, ts: t}
-		}
-		return a.update(t-d, base, rec, closeAt, &missed)
-	}
+	// The window ending at this record; an early record updates its
+	// ([0, d]) last, in Kafka Streams' order.
 	if !early {
-		if err := left(); err != nil {
+		if err := a.left(sc, rec, closeAt, &missed); err != nil {
 			return err
 		}
 	}
@@ -411,19 +344,19 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	// window gives the window starting right after it, as in Kafka
 	// Streams' processEarly (a record of [0, d] earlier than this one
 	// would have made a window after it, found above).
-	if early && rightAgg == nil && combined != nil && combined.ts > t {
-		v := *combined
-		rightAgg = &v
+	if early && sc.rightAgg == nil && sc.combined != nil && sc.combined.ts > t {
+		v := *sc.combined
+		sc.rightAgg = &v
 	}
 	// The window starting right after this record, holding the records
 	// after it (they were in the window rightAgg came from).
-	if !rightDone && rightAgg != nil && rightAgg.ts > t {
-		if err := a.put(t+1, *rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &missed); err != nil {
+	if !sc.rightDone && sc.rightAgg != nil && sc.rightAgg.ts > t {
+		if err := a.put(t+1, *sc.rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &missed); err != nil {
 			return err
 		}
 	}
 	if early {
-		if err := left(); err != nil {
+		if err := a.left(sc, rec, closeAt, &missed); err != nil {
 			return err
 		}
 	}
@@ -431,6 +364,99 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 		a.late(ctx, t, now)
 	}
 	return nil
+}
+
+// left adds rec to the window ending at its time t, made from the window
+// before it when that holds records within the time difference ([0, d]
+// for an early record, from the combined window), unless it existed and
+// was updated with the windows holding t.
+func (a *slidingAggregator[K, V, A, O]) left(sc slidingScan[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
+	t, d := rec.Timestamp.UnixMilli(), a.windows.diff.Milliseconds()
+	base := stamped[A]{agg: a.init(), ts: t}
+	if sc.early {
+		if sc.combined != nil {
+			base = *sc.combined
+		}
+		return a.update(0, base, rec, closeAt, missed)
+	}
+	if sc.leftDone {
+		return nil
+	}
+	if sc.prev != nil && t-d <= *sc.prev && sc.leftAgg != nil {
+		base = stamped[A]{agg: sc.leftAgg.agg, ts: t}
+	}
+	return a.update(t-d, base, rec, closeAt, missed)
+}
+
+// slidingWindow is a window of the store: its start and aggregate.
+type slidingWindow[A any] struct {
+	start int64
+	v     stamped[A]
+}
+
+// slidingScan is what the windows near a record at t say (Kafka Streams'
+// scan of them before it creates any).
+type slidingScan[A any] struct {
+	starts map[int64]bool // the starts of the windows found
+	// leftAgg is the latest window ending before t; rightAgg the latest
+	// holding t and ending after it.
+	leftAgg, rightAgg *stamped[A]
+	prev              *int64 // the latest record timestamp before t that the windows show
+	// leftDone: the window ending at t exists; rightDone: the window
+	// starting at t+1 does.
+	leftDone, rightDone bool
+	// early: t is before the time difference, so its left window is
+	// [0, d], which gathers every such early record (Kafka Streams'
+	// processEarly); combined is that window, when it exists.
+	early    bool
+	combined *stamped[A]
+	holding  []slidingWindow[A] // the existing windows that hold t, by start
+}
+
+// scan reads the windows of key from t-2d to t+1 and classifies them.
+func (a *slidingAggregator[K, V, A, O]) scan(key K, t int64) (slidingScan[A], error) {
+	d := a.windows.diff.Milliseconds()
+	sc := slidingScan[A]{starts: map[int64]bool{}, early: 0 <= t && t < d}
+	var found []slidingWindow[A]
+	for start, v := range a.store.FetchRange(key, time.UnixMilli(t-2*d), time.UnixMilli(t+1)) {
+		found = append(found, slidingWindow[A]{start.UnixMilli(), v})
+	}
+	if err := a.store.Err(); err != nil {
+		return sc, err
+	}
+	for _, w := range found {
+		sc.starts[w.start] = true
+		end := w.start + d
+		switch {
+		case sc.early && w.start == 0:
+			// Updated after the previous record's right window is made,
+			// in Kafka Streams' order.
+			sc.leftDone = true
+			v := w.v
+			sc.combined = &v
+			if w.v.ts < t {
+				ts := w.v.ts
+				sc.prev = &ts
+			}
+		case end < t:
+			v := w.v
+			sc.leftAgg, sc.prev = &v, &v.ts
+		case end == t:
+			sc.leftDone = true
+			if w.v.ts < t {
+				ts := w.v.ts
+				sc.prev = &ts
+			}
+			sc.holding = append(sc.holding, w)
+		case w.start <= t: // end > t: the window holds t
+			v := w.v
+			sc.rightAgg = &v
+			sc.holding = append(sc.holding, w)
+		case w.start == t+1:
+			sc.rightDone = true
+		}
+	}
+	return sc, nil
 }
 
 // update adds rec to the window starting at start, whose aggregate was
