@@ -135,7 +135,7 @@ func (r *Reader) collect(block *sarama.FetchResponseBlock, pos int64) (next int6
 		for _, rec := range b.Records {
 			if off := b.FirstOffset + rec.OffsetDelta; off >= pos {
 				r.recs = append(r.recs, Record{Key: rec.Key, Value: rec.Value, Offset: off,
-					Time: b.FirstTimestamp.Add(rec.TimestampDelta).UnixMilli(), Stamped: hasTimeHeader(rec.Headers)})
+					Time: recordTime(b, rec), Stamped: hasTimeHeader(rec.Headers)})
 			}
 		}
 	}
@@ -254,6 +254,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// recordTime is a record's timestamp in milliseconds: the broker's
+// append time, the batch's largest, for a topic that keeps that
+// (message.timestamp.type=LogAppendTime), else the producer's.
+func recordTime(b *sarama.RecordBatch, rec *sarama.Record) int64 {
+	if b.LogAppendTime {
+		return b.MaxTimestamp.UnixMilli()
+	}
+	return b.FirstTimestamp.Add(rec.TimestampDelta).UnixMilli()
 }
 
 // hasTimeHeader reports whether a changelog record carries TimeHeader.

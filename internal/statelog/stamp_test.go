@@ -104,3 +104,22 @@ func TestTimestampsTravelWithValues(t *testing.T) {
 		}
 	}
 }
+
+// A fetched record's time is its producer's timestamp, or the broker's
+// append time for a topic that keeps that; TimeHeader marks a stamped one.
+func TestRecordTimeAndTimeHeader(t *testing.T) {
+	t.Parallel()
+	first := time.UnixMilli(1_700_000_000_000)
+	b := &sarama.RecordBatch{FirstTimestamp: first, MaxTimestamp: first.Add(9 * time.Second)}
+	r := &sarama.Record{TimestampDelta: 2 * time.Second, Headers: []*sarama.RecordHeader{{Key: []byte("other")}, {Key: []byte(TimeHeader)}}}
+	if got := recordTime(b, r); got != first.Add(2*time.Second).UnixMilli() {
+		t.Errorf("CreateTime record: %d, want the first timestamp plus the delta", got)
+	}
+	b.LogAppendTime = true
+	if got := recordTime(b, r); got != b.MaxTimestamp.UnixMilli() {
+		t.Errorf("LogAppendTime record: %d, want the batch's append time", got)
+	}
+	if !hasTimeHeader(r.Headers) || hasTimeHeader(r.Headers[:1]) || hasTimeHeader(nil) {
+		t.Error("hasTimeHeader does not find exactly the weir.time header")
+	}
+}
