@@ -165,18 +165,25 @@ func TestExactlyOnceUnderKill9OnThreeBrokers(t *testing.T) {
 // transaction log (__transaction_state, so the transaction coordinators
 // move), and kills an instance with SIGKILL. The read_committed output
 // must hold every input record exactly once and every aggregate right.
-// Every round kills: with a kill every other round, three kills that each
-// found the killed instance between transactions (its partitions caught
-// up) once left no aborted record, and the run proved nothing.
+// Every round kills, before it moves the leaders, so that the kill finds
+// the instance writing (a kill right after the moves found the producers
+// waiting for the new leaders, with nothing of their transactions on the
+// brokers: six such kills once left no aborted record, and the run proved
+// nothing), and the restarted instance ends the dead one's transactions
+// while the leaders move.
 func TestExactlyOnceAcrossLeaderMoves(t *testing.T) {
 	rc := replicated(t)
 	admin := rc.Admin(t)
 	total := 0
 	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
 		topics := []string{cl.base.In, cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog", "__consumer_offsets", "__transaction_state"}
+		slot := rng.IntN(len(cl.children))
+		killed := time.Now()
+		cl.kill(slot)
 		moved := moveLeaders(t, admin, topics...)
 		total += moved
-		return fmt.Sprintf("moved %d leaders; %s", moved, killRandom(cl, rng))
+		cl.waitTasks(slot, 60*time.Second)
+		return fmt.Sprintf("killed instance %d; moved %d leaders; restarted, tasks again after %v", slot, moved, time.Since(killed).Round(time.Millisecond))
 	}})
 	if total == 0 {
 		t.Error("no leader moved: the test proved nothing")
