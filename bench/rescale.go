@@ -207,7 +207,13 @@ func runRescaleCLI(ctx context.Context, o *options, cli, from, to string, n int3
 	cmd := exec.CommandContext(ctx, cli, "rescale", "-brokers", strings.Join(o.brokers, ","), "-from", from, "-to", to, "-partitions", fmt.Sprint(n))
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	var hwm int64
+	if err == nil {
+		stop := hwmWatch(cmd.Process.Pid)
+		err = cmd.Wait()
+		hwm = stop()
+	}
 	took := time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("weir rescale -from %s -to %s: %w\n%s", from, to, err, out.String())
@@ -216,6 +222,10 @@ func runRescaleCLI(ctx context.Context, o *options, cli, from, to string, n int3
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
 		res.PeakRSSMB = float64(peakRSS(ps)) / 1e6
+	}
+	if hwm > 0 {
+		// /proc's figure is the command's own (see hwmWatch).
+		res.PeakRSSMB = float64(hwm) / 1e6
 	}
 	m := doneIn.FindStringSubmatch(out.String())
 	if m == nil {

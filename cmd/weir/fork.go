@@ -344,70 +344,108 @@ type digest struct {
 // each record to each when it is not nil, and returns their digest.
 func readRange(ctx context.Context, cl *cluster, topic string, p int32, start, end int64, each func(*sarama.ConsumerMessage) error) (digest, error) {
 	var d digest
+	h := fnv.New64a()
+	err := scanRange(ctx, cl, topic, p, start, end, func(m *sarama.ConsumerMessage) error {
+		d.records++
+		fmt.Fprintf(h, "%d:%d:", len(m.Key), len(m.Value))
+		h.Write(m.Key)
+		h.Write(m.Value)
+		if each != nil {
+			if err := each(m); err != nil {
+				return fmt.Errorf("copying %s/%d@%d: %w", topic, p, m.Offset, err)
+			}
+		}
+		return nil
+	})
+	// A range of no record sums to 0, whether empty or of markers only,
+	// as an empty copy does.
+	if d.records > 0 {
+		d.sum = h.Sum64()
+	}
+	return d, err
+}
+
+// scanRange reads [start, end) of a partition (read_committed), passing
+// each record to each, in offset order, and returns the first error each
+// returns, as it is. It keeps no record itself.
+func scanRange(ctx context.Context, cl *cluster, topic string, p int32, start, end int64, each func(*sarama.ConsumerMessage) error) error {
 	if start >= end {
-		return d, nil
+		return nil
 	}
 	consumer, err := sarama.NewConsumerFromClient(cl.client)
 	if err != nil {
-		return d, err
+		return err
 	}
 	defer consumer.Close()
 	pc, err := consumer.ConsumePartition(topic, p, start)
 	if err != nil {
-		return d, fmt.Errorf("reading %s/%d@%d: %w", topic, p, start, err)
+		return fmt.Errorf("reading %s/%d@%d: %w", topic, p, start, err)
 	}
 	defer pc.Close()
-	h := fnv.New64a()
-	// A range of no record sums to 0, whether empty or of markers only,
-	// as an empty copy does.
-	sum := func() digest {
-		if d.records > 0 {
-			d.sum = h.Sum64()
-		}
-		return d
-	}
 	// Under read_committed a partition's last offsets before end may be
 	// transaction markers or aborted records, which are never delivered:
 	// when nothing came for idleEnd, the log after the last record
 	// delivered is looked at, and the partition is read when it holds no
-	// committed record before end (onlyMarkersLeft).
+	// committed record before end (onlyMarkersLeft). The timer is not
+	// reset for every record (a timer operation per record): a period in
+	// which records came starts another, so the wait is idleEnd to twice
+	// that.
 	idle := time.NewTimer(idleEnd)
 	defer idle.Stop()
 	next := start // the offset after the last record delivered
-	for {
+	came := false // a record came since the timer was last set
+	msgs := pc.Messages()
+	record := func(m *sarama.ConsumerMessage) (bool, error) {
+		if m.Offset >= end {
+			return true, nil
+		}
+		if err := each(m); err != nil {
+			return true, err
+		}
+		next, came = m.Offset+1, true
+		return m.Offset == end-1, nil
+	}
+	for n := 0; ; n++ {
+		// The records the consumer holds already are taken without a
+		// select of every case (a lock of each channel per record); the
+		// context is looked at every 1024 of them.
 		select {
-		case m := <-pc.Messages():
-			if m.Offset >= end {
-				return sum(), nil
+		case m := <-msgs:
+			if done, err := record(m); done || err != nil {
+				return err
 			}
-			d.records++
-			fmt.Fprintf(h, "%d:%d:", len(m.Key), len(m.Value))
-			h.Write(m.Key)
-			h.Write(m.Value)
-			if each != nil {
-				if err := each(m); err != nil {
-					return d, fmt.Errorf("copying %s/%d@%d: %w", topic, p, m.Offset, err)
+			if n%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
 				}
 			}
-			if m.Offset == end-1 {
-				return sum(), nil
+			continue
+		default:
+		}
+		select {
+		case m := <-msgs:
+			if done, err := record(m); done || err != nil {
+				return err
 			}
-			next = m.Offset + 1
-			idle.Reset(idleEnd)
 		case err := <-pc.Errors():
-			return d, fmt.Errorf("reading %s/%d: %w", topic, p, err.Err)
+			return fmt.Errorf("reading %s/%d: %w", topic, p, err.Err)
 		case <-idle.C:
+			if came {
+				came = false
+				idle.Reset(idleEnd)
+				continue
+			}
 			done, err := onlyMarkersLeft(cl, topic, p, next, end)
 			if err != nil {
-				return d, err
+				return err
 			}
 			if done {
-				return sum(), nil
+				return nil
 			}
 			// A committed record is still to come: a slow fetch.
 			idle.Reset(idleEnd)
 		case <-ctx.Done():
-			return d, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

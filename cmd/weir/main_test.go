@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(rescaleChildEnv) != "" {
 		os.Exit(rescaleChild())
 	}
+	if os.Getenv(cliChildEnv) != "" {
+		os.Exit(cliChild())
+	}
 	kafka.Main(m)
 }
 

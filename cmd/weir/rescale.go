@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/statelog"
 	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/internal/topics"
 )
 
 // rescaleProcedure is the procedure -h prints after the flags.
@@ -44,8 +43,11 @@ an input topic; repartition topics with records ID has not consumed; and,
 without -allow-unread, input records ID has not consumed: a record written to
 an old partition before the partitions were added belongs to the old
 partitioning. Input producers must partition by murmur2 of the key (Kafka's
-Java default; sarama's NewMurmur2Partitioner). A store's entries are held in
-memory while it is copied.`
+Java default; sarama's NewMurmur2Partitioner). A store is copied one old
+partition at a time, read twice: what is held is that partition's key hashes,
+35 to 56 bytes a key, not the values. A rescale stopped before its end (killed,
+or failed) is resumed by running the same command again: it writes the new
+changelogs it finds again.`
 
 // rescaleKinds are the store types whose changelog keys rescale can
 // decode (see partitionKey).
@@ -113,11 +115,11 @@ func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := checkFresh(cl, *to); err != nil {
-		return err
-	}
 	p, err := planRescale(cl, d, *to, int32(*n), *allowUnread, *check)
 	if err != nil {
+		return err
+	}
+	if err := checkRescaleTarget(cl, p); err != nil {
 		return err
 	}
 	next := rescaled(d, p)
@@ -141,17 +143,60 @@ func rescaleCmd(ctx context.Context, args []string, out, errOut io.Writer) error
 		if err := rescaleStore(ctx, cl, p, s, out); err != nil {
 			return err
 		}
+		rescaleStep("store " + s.Name)
 	}
 	if err := growInput(cl, p, out); err != nil {
 		return err
 	}
+	rescaleStep("grown")
 	if err := commitOffsetsWith(cl, p.to, p.offsets, func(string, int32) string { return p.meta }); err != nil {
 		return err
 	}
+	rescaleStep("committed")
 	if err := cl.writeDescriptor(next); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "done in %v: every store verified (keys, checksum and partition of every key); start %s on the %d partitions\n", time.Since(start).Round(time.Millisecond), p.to, p.n)
+	return nil
+}
+
+// rescaleStep is called after each step of a rescale that changes the
+// cluster ("store NAME", "grown", "committed"); the tests stop the command
+// there with SIGKILL, to check that running it again completes it.
+var rescaleStep = func(step string) {}
+
+// checkRescaleTarget refuses a new id that has run, as checkFresh does,
+// except for what a rescale of the same plan that was stopped before its
+// end leaves: a topology topic without a descriptor (writeDescriptor
+// creates the topic, then writes it), and committed offsets that are the
+// plan's (committed just before the descriptor). Running the same rescale
+// again then completes it; rescaleStore writes the changelogs it finds
+// again (createCopyChangelog).
+func checkRescaleTarget(cl *cluster, p *rescalePlan) error {
+	existing, err := cl.admin.ListTopics()
+	if err != nil {
+		return fmt.Errorf("listing topics: %w", err)
+	}
+	if _, ok := existing[topics.DescriptorTopic(p.to)]; ok {
+		d, err := readDescriptor(cl, p.to)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			return refused("%s already has a topology topic (%s): fork only to an application id that never ran", p.to, topics.DescriptorTopic(p.to))
+		}
+	}
+	committed, err := cl.committed(p.to)
+	if err != nil {
+		return err
+	}
+	for topic, ps := range committed {
+		for part, off := range ps {
+			if want, ok := p.offsets[topic][part]; !ok || off != want {
+				return refused("group %s already has committed offsets: fork only to an application id that never ran", p.to)
+			}
+		}
+	}
 	return nil
 }
 
@@ -398,21 +443,20 @@ func printRescalePlan(out io.Writer, p *rescalePlan, dryRun bool) {
 }
 
 // rescaleStore copies store s of p.from into its changelog of p.to, each
-// entry in the partition of its key, and verifies the copy.
+// entry in the partition of its key, and verifies the copy. It streams
+// (see storeCopy.copyPartition): what it holds is one source partition's
+// key hashes.
 func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.StoreDescriptor, out io.Writer) error {
 	start := time.Now()
 	layout, err := graph.ParseKeyLayout(s.KeyLayout)
 	if err != nil {
 		return fmt.Errorf("store %q: %w", s.Name, err)
 	}
-	shared := layout.IsShared
-	entries, err := readStore(ctx, cl, s.Changelog, "", false, shared)
+	target := renameTopic(s.Changelog, p.from, p.to)
+	sources, err := cl.partitions(s.Changelog)
 	if err != nil {
 		return err
 	}
-	entries, keys := spreadShared(entries, shared, p.n)
-	want := stateSum(entries)
-	target := renameTopic(s.Changelog, p.from, p.to)
 	cfgs, err := cl.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Changelog})
 	if err != nil {
 		return fmt.Errorf("configuration of %s: %w", s.Changelog, err)
@@ -423,119 +467,42 @@ func rescaleStore(ctx context.Context, cl *cluster, p *rescalePlan, s weir.Store
 			configs[e.Name] = &e.Value
 		}
 	}
-	if err := cl.admin.CreateTopic(target, &sarama.TopicDetail{NumPartitions: p.n, ReplicationFactor: -1, ConfigEntries: configs}, false); err != nil {
-		return fmt.Errorf("creating %s: %w", target, err)
+	if err := createCopyChangelog(cl, target, p.n, configs, out); err != nil {
+		return err
 	}
-	pcfg := *cl.cfg
-	pcfg.Producer.Return.Successes = true
-	pcfg.Producer.RequiredAcks = sarama.WaitForAll
-	pcfg.Producer.Idempotent = true
-	pcfg.Net.MaxOpenRequests = 1
-	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
-	producer, err := sarama.NewSyncProducer(cl.brokers, &pcfg)
+	producer, err := newCopyProducer(cl, target)
 	if err != nil {
-		return fmt.Errorf("producer for %s: %w", target, err)
+		return err
 	}
-	defer producer.Close()
-	batch := make([]*sarama.ProducerMessage, 0, 1000)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := producer.SendMessages(batch)
-		batch = batch[:0]
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", target, err)
-		}
-		return nil
+	defer producer.close()
+	rd, err := copyReader(cl)
+	if err != nil {
+		return err
 	}
-	for _, e := range entries {
-		part := e.partition // a task's entry, given to every partition by spreadShared
-		if !shared(e.key) {
-			if part, err = rescalePartition(s.Type, layout, e.key, p.n); err != nil {
-				return fmt.Errorf("store %q, %s/%d@%d: %w", s.Name, s.Changelog, e.partition, e.offset, err)
-			}
-		}
-		m := &sarama.ProducerMessage{Topic: target, Partition: part, Key: sarama.ByteEncoder(e.key), Value: sarama.ByteEncoder(e.value), Timestamp: e.ts}
-		if e.stamped {
-			// The value's own timestamp: the copy's restore must know it.
-			m.Headers = []sarama.RecordHeader{{Key: []byte(statelog.TimeHeader), Value: []byte{}}}
-		}
-		batch = append(batch, m)
-		if len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		if err := ctx.Err(); err != nil {
+	defer rd.client.Close()
+	c := &storeCopy{s: s, layout: layout, target: target, n: p.n, hash: newKeyHasher(), producer: producer,
+		stamp: []sarama.RecordHeader{{Key: []byte(statelog.TimeHeader), Value: []byte{}}}, shared: map[string]raw{}}
+	for _, sp := range sources {
+		if err := c.copyPartition(ctx, rd, sp); err != nil {
 			return err
 		}
 	}
-	if err := flush(); err != nil {
+	if err := c.sendShared(ctx); err != nil {
 		return err
 	}
-	entries = nil // the copy is read back in its place
-	copied, err := readStore(ctx, cl, target, "", false, shared)
+	if err := producer.close(); err != nil {
+		return err
+	}
+	want := c.want
+	got, err := c.verify(ctx, rd)
 	if err != nil {
 		return err
 	}
-	for _, e := range copied {
-		if shared(e.key) {
-			continue // every partition has its own; stateSum counts them
-		}
-		if part, err := rescalePartition(s.Type, layout, e.key, p.n); err != nil || part != e.partition {
-			return fmt.Errorf("verifying %s: a key of %s/%d belongs in partition %d (%v)", target, target, e.partition, part, err)
-		}
-	}
-	if got := stateSum(copied); got != want {
+	if got != want {
 		return fmt.Errorf("verifying %s: %d keys (checksum %016x) read from %s, %d (%016x) from the copy", target, want.records, want.sum, s.Changelog, got.records, got.sum)
 	}
-	fmt.Fprintf(out, "  rescaled %s: %d keys into %d partitions of %s in %v, checksum %016x\n", s.Name, keys, p.n, target, time.Since(start).Round(time.Millisecond), want.sum)
+	fmt.Fprintf(out, "  rescaled %s: %d keys into %d partitions of %s in %v, checksum %016x\n", s.Name, c.keys, p.n, target, time.Since(start).Round(time.Millisecond), want.sum)
 	return nil
-}
-
-// spreadShared returns entries with each task entry (shared true: see
-// graph.KeyLayout.Shared) replaced by one copy per new partition of the
-// one with the largest value among the old partitions', and the number of
-// the other entries (the keys).
-func spreadShared(entries []raw, shared func([]byte) bool, n int32) ([]raw, int) {
-	var out []raw
-	latest := map[string]raw{}
-	for _, e := range entries {
-		if !shared(e.key) {
-			out = append(out, e)
-			continue
-		}
-		if l, ok := latest[string(e.key)]; !ok || bytes.Compare(e.value, l.value) > 0 {
-			latest[string(e.key)] = e
-		}
-	}
-	keys := len(out)
-	for _, e := range latest {
-		for p := range n {
-			c := e
-			c.partition = p
-			out = append(out, c)
-		}
-	}
-	return out, keys
-}
-
-// stateSum counts a store's entries and sums a hash of each key and value,
-// in any order.
-func stateSum(entries []raw) digest {
-	d := digest{records: int64(len(entries))}
-	var lens [16]byte
-	for _, e := range entries {
-		h := fnv.New64a()
-		binary.BigEndian.PutUint64(lens[:8], uint64(len(e.key)))
-		binary.BigEndian.PutUint64(lens[8:], uint64(len(e.value)))
-		h.Write(lens[:])
-		h.Write(e.key)
-		h.Write(e.value)
-		d.sum += h.Sum64()
-	}
-	return d
 }
 
 // murmur2 is Kafka's murmur2 partitioner, made once: making one seeds a
@@ -601,8 +568,11 @@ func commitOffsetsWith(cl *cluster, app string, offsets map[string]map[int32]int
 		}
 	}
 	om.Commit()
+	// Close waits for the offset manager's next tick, a second per
+	// partition one after the other: om.Close releases them all at once.
+	// The offsets are read back below.
 	for _, pom := range poms {
-		_ = pom.Close()
+		pom.AsyncClose()
 	}
 	if err := om.Close(); err != nil {
 		return fmt.Errorf("committing offsets of group %s: %w", app, err)
