@@ -1,4 +1,4 @@
-package repair
+package stream
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,17 +16,17 @@ import (
 
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/txn"
+	"github.com/weirstream/weir/internal/repair"
 )
 
-// UnstableSessions is how many group sessions of a thread in a row may
+// unstableSessions is how many group sessions of a thread in a row may
 // end with UNSTABLE_OFFSET_COMMIT before it looks for the transaction
-// holding the group's offsets (Guard.ReportUnstable). sarama ends a session
+// holding the group's offsets (reportUnstable). sarama ends a session
 // when its offset fetch (require_stable, as read_committed needs) still
 // finds a transactional offset commit pending after its retries; a live
 // transaction ends within the transaction timeout, so sessions ending
 // like this again and again mean one whose marker never came.
-const UnstableSessions = 3
+const unstableSessions = 3
 
 // takeOverSessions is how many group sessions of a thread in a row must
 // end with UNSTABLE_OFFSET_COMMIT before it ends a transaction held open
@@ -34,26 +35,27 @@ const UnstableSessions = 3
 // process, were it running, would have ended records of its own producer
 // (its threads check after every assignment, checkOwnOffsets), or its
 // next commit would have.
-const takeOverSessions = 3 * UnstableSessions
+const takeOverSessions = 3 * unstableSessions
 
-// ReportUnstable runs on the thread's consume goroutine once
-// UnstableSessions sessions in a row ended with UNSTABLE_OFFSET_COMMIT
-// (n in all). It logs, at warn level, the transactions open on the
-// group's offsets partition (producer id, epoch, start offset, age), with
-// the command that ends one an operator judges stuck; the thread's loop
-// meanwhile ends any of them that is its own producer's
-// (CheckOwnOffsets). From takeOverSessions on it also ends those whose
-// producer is gone (endAbandoned). The group rebalances every time a
-// member fails this way, so every member of the group stalls until the
-// transaction ends.
-func (g *Guard) ReportUnstable(n int) {
-	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
+// reportUnstable runs on the consume goroutine once unstableSessions
+// sessions in a row ended with UNSTABLE_OFFSET_COMMIT. It logs, at warn
+// level, the transactions open on the group's offsets partition (producer
+// id, epoch, start offset, age), with the command that ends one an
+// operator judges stuck, and asks the loop to end any of them that is
+// this thread's own producer's (checkOwnOffsets).
+// From takeOverSessions on it also ends those whose producer is gone
+// (endAbandoned). The group rebalances every time a member fails this
+// way, so every member of the group stalls until the transaction ends.
+func (th *Thread) reportUnstable(n int) {
+	th.checkOwn.Store(true)
+	th.Wake()
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
 	if !ok {
 		return
 	}
-	part, held, err := openOnOffsetsPartition(ta, g.cfg.Meta, g.cfg.Group)
+	part, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
 	if err != nil {
-		g.cfg.Log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+		th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
 		return
 	}
 	open := make([]string, len(held))
@@ -61,81 +63,95 @@ func (g *Guard) ReportUnstable(n int) {
 		open[i] = fmt.Sprintf("producer id %d epoch %d from offset %d (last write %s ago)",
 			ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, time.Since(time.UnixMilli(ap.LastTimestamp)).Round(time.Second))
 	}
-	g.cfg.Log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
-		"sessions", n, "partition", fmt.Sprintf("%s/%d", OffsetsTopic, part), "open_transactions", strings.Join(open, "; "),
-		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", OffsetsTopic, part))
+	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
+		"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
+		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
 	if n >= takeOverSessions && len(held) > 0 {
-		g.endAbandoned(g.cfg.Ctx, ta, fmt.Sprintf("%s/%d", OffsetsTopic, part), held)
+		th.endAbandoned(th.ctx, ta, fmt.Sprintf("%s/%d", offsetsTopic, part), held)
 	}
 }
 
 // openOnOffsetsPartition returns the partition of __consumer_offsets
 // holding group's offsets and the producers with a transaction open on
-// it; an error when its leader did not say (OpenTransactions).
-func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta MetadataRefresher, group string) (int32, []sarama.ProducerState, error) {
+// it; an error when its leader did not say (repair.OpenTransactions).
+func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta sarama.Client, group string) (int32, []sarama.ProducerState, error) {
 	part, err := offsetsPartition(ta, group)
 	if err != nil {
 		return 0, nil, err
 	}
-	var opts []CheckOption
+	var opts []repair.CheckOption
 	if meta != nil {
-		opts = append(opts, WithMetadata(meta))
+		opts = append(opts, repair.WithMetadata(meta))
 	}
-	open, err := OpenTransactions(ta, map[string][]int32{OffsetsTopic: {part}}, opts...)
+	open, err := repair.OpenTransactions(ta, map[string][]int32{offsetsTopic: {part}}, opts...)
 	if err != nil {
 		return 0, nil, err
 	}
-	return part, open[OffsetsTopic][part], nil
+	return part, open[offsetsTopic][part], nil
 }
 
-// CheckOwnOffsets runs on the thread's loop, with no transaction of p
-// pending, after every assignment and every ReportUnstable. An offset
-// commit of the thread's producer still open on the group's offsets
-// partition then lost its marker: no other transaction of the producer
-// runs to end it. The member itself fetches no offsets for the partitions
-// it keeps across a rebalance, so nothing of it fails, but every member
-// that takes a partition of that commit fails its offset fetch as
-// unstable, and the group rebalances until the records end: the guard
-// ends them as the coordinator completed its last transaction (check), a
-// commit over a commit, which keeps the committed offsets. It asks the
+// checkOwnOffsets runs on the loop, with no transaction pending, after
+// every assignment and every reportUnstable. An offset commit of the
+// thread's producer still open on the group's offsets partition then
+// lost its marker: no other transaction of the producer runs to end it.
+// The member itself fetches no offsets for the partitions it keeps
+// across a rebalance, so nothing of it fails, but every member that takes
+// a partition of that commit fails its offset fetch as unstable, and the
+// group rebalances until the records end: the thread ends them as the
+// coordinator completed its last transaction (checkDangling), a commit
+// over a commit, which keeps the committed offsets. It asks the
 // coordinator first (one DescribeTransactions) and the offsets partition
 // second (one DescribeProducers); while the last transaction is not
 // complete it does nothing, and the next assignment asks again.
-func (g *Guard) CheckOwnOffsets(p *txn.Producer) error {
-	if !g.checks() {
+func (th *Thread) checkOwnOffsets() error {
+	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() {
 		return nil
 	}
-	last, err := g.lastTransaction()
+	last, err := th.lastTransaction()
 	if err != nil {
-		g.cfg.Log.Debug("could not describe this thread's last transaction", "error", err)
+		th.log.Debug("could not describe this thread's last transaction", "error", err)
 		return nil
 	}
 	if last.State != "CompleteCommit" && last.State != "CompleteAbort" {
 		return nil
 	}
-	open, err := g.openOnOffsets(last.ProducerID)
+	open, err := th.openOnOffsets(last.ProducerID)
 	if err != nil {
-		g.cfg.Log.Debug("could not look for an open offset commit of this thread", "error", err)
+		th.log.Debug("could not look for an open offset commit of this thread", "error", err)
 		return nil
 	}
 	if !open {
 		return nil
 	}
-	return g.check(p, true, last)
+	return th.checkDangling(th.producer, true, last)
 }
 
 // openOnOffsets reports whether producer id pid holds a transaction open
 // on the group's offsets partition, given up on after
 // danglingCallTimeout.
-func (g *Guard) openOnOffsets(pid int64) (bool, error) {
-	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
+func (th *Thread) openOnOffsets(pid int64) (bool, error) {
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
 	if !ok {
 		return false, nil
 	}
-	return withTimeout(g.cfg.Ctx, func() (bool, error) {
-		_, held, err := openOnOffsetsPartition(ta, g.cfg.Meta, g.cfg.Group)
-		return slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid }), err
-	}, fmt.Errorf("weir: no answer to describing the producers of %s within %v", OffsetsTopic, danglingCallTimeout))
+	type answer struct {
+		open bool
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		_, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
+		open := slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid })
+		done <- answer{open, err}
+	}()
+	select {
+	case a := <-done:
+		return a.open, a.err
+	case <-time.After(danglingCallTimeout):
+		return false, fmt.Errorf("weir: no answer to describing the producers of %s within %v", offsetsTopic, danglingCallTimeout)
+	case <-th.ctx.Done():
+		return false, th.ctx.Err()
+	}
 }
 
 // endAbandoned ends the transactions of held, open on the partition
@@ -145,25 +161,25 @@ func (g *Guard) openOnOffsets(pid int64) (bool, error) {
 // producer id is looked up (ListTransactions), and, when abandonedBy says
 // they may be, the records it holds open on every partition the
 // application writes (where included) are ended as that id's coordinator
-// completed its last transaction (EndAbandoned, which takes the id
+// completed its last transaction (repair.EndAbandoned, which takes the id
 // over). Kafka Streams leaves such records to an operator's
 // kafka-transactions.sh, which can only abort them, one partition at a
 // time: committed offsets and output would be dropped, and the group
 // would process their input again. Failures are logged; the next report
 // tries again. It is safe from any goroutine.
-func (g *Guard) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAdmin, where string, held []sarama.ProducerState) {
-	if g.cfg.Client == nil || len(held) == 0 {
+func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAdmin, where string, held []sarama.ProducerState) {
+	if th.pclient == nil || len(held) == 0 {
 		return
 	}
-	live, err := g.groupProcesses()
+	live, err := th.groupProcesses()
 	if err != nil {
-		g.cfg.Log.Info("not ending open transactions of other processes: the group's members are unknown", "error", err)
+		th.log.Info("not ending open transactions of other processes: the group's members are unknown", "error", err)
 		return
 	}
 	for _, ap := range held {
 		txs, err := ta.ListTransactions(nil, []int64{ap.ProducerID}, -1)
 		if err != nil {
-			g.cfg.Log.Info("could not look up the transactional id of an open transaction", "producer_id", ap.ProducerID, "error", err)
+			th.log.Info("could not look up the transactional id of an open transaction", "producer_id", ap.ProducerID, "error", err)
 			continue
 		}
 		id := ""
@@ -175,37 +191,37 @@ func (g *Guard) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAd
 		if id == "" {
 			continue
 		}
-		last, err := DescribeLast(g.cfg.Admin, id)
+		last, err := repair.DescribeLast(th.in.Admin, id)
 		if err != nil {
-			g.cfg.Log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
+			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
 			continue
 		}
-		why := g.absence.judge(g.cfg.Group, g.cfg.Process, live, g.cfg.Thread.Generation(), time.Now(), id, ap, last)
+		why := th.absence.judge(th.in.ApplicationID, th.in.ProcessID, live, th.newestGen.Load(), time.Now(), id, ap, last)
 		if why != "" {
-			g.cfg.Log.Debug("leaving an open transaction of another process", "partition", where, "transactional_id", id, "why", why)
+			th.log.Debug("leaving an open transaction of another process", "partition", where, "transactional_id", id, "why", why)
 			continue
 		}
-		parts, err := g.heldBy(ap.ProducerID)
+		parts, err := th.heldBy(ap.ProducerID)
 		if err != nil {
-			g.cfg.Log.Info("not ending an open transaction of another process: the partitions it holds are unknown", "transactional_id", id, "error", err)
+			th.log.Info("not ending an open transaction of another process: the partitions it holds are unknown", "transactional_id", id, "error", err)
 			continue
 		}
 		outcome := "abort"
 		if last.State == "CompleteCommit" {
 			outcome = "commit"
 		}
-		g.cfg.Log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
+		th.log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
 			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "found_on", where, "partitions", danglingNames(parts))
 		ectx, cancel := context.WithTimeout(ctx, 2*danglingWait)
-		ended, err := EndAbandoned(ectx, g.cfg.Client, id, g.cfg.Group, parts, last)
+		ended, err := repair.EndAbandoned(ectx, th.pclient, id, th.in.ApplicationID, parts, last)
 		cancel()
 		switch {
 		case err != nil:
-			g.cfg.Log.Warn("could not end the open transaction", "transactional_id", id, "error", err)
+			th.log.Warn("could not end the open transaction", "transactional_id", id, "error", err)
 		case ended:
-			g.cfg.Thread.Event("dangling_taken_over")
+			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_taken_over").Inc()
 		default:
-			g.cfg.Log.Info("another producer of the transactional id acted meanwhile; its markers end the records", "transactional_id", id)
+			th.log.Info("another producer of the transactional id acted meanwhile; its markers end the records", "transactional_id", id)
 		}
 	}
 }
@@ -213,10 +229,10 @@ func (g *Guard) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAd
 // heldBy returns every partition the application writes (the thread's
 // written topics and the group's offsets partition) on which producer id
 // pid holds a transaction open; an error when one of them did not say.
-func (g *Guard) heldBy(pid int64) ([]DanglingPartition, error) {
+func (th *Thread) heldBy(pid int64) ([]repair.DanglingPartition, error) {
 	topics := map[string][]int32{}
-	for _, topic := range g.cfg.Thread.WrittenTopics() {
-		ps, err := g.cfg.Client.Partitions(topic)
+	for _, topic := range th.writtenTopics() {
+		ps, err := th.pclient.Partitions(topic)
 		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 			continue
 		}
@@ -225,26 +241,30 @@ func (g *Guard) heldBy(pid int64) ([]DanglingPartition, error) {
 		}
 		topics[topic] = ps
 	}
-	part, err := offsetsPartition(g.cfg.Admin, g.cfg.Group)
+	part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
 	if err != nil {
 		return nil, err
 	}
-	topics[OffsetsTopic] = []int32{part}
-	open, err := OpenTransactions(g.cfg.Admin, topics, g.options()...)
+	topics[offsetsTopic] = []int32{part}
+	var opts []repair.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
+	}
+	open, err := repair.OpenTransactions(th.in.Admin, topics, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var parts []DanglingPartition
+	var parts []repair.DanglingPartition
 	for topic, ps := range open {
 		for p, held := range ps {
 			for _, ap := range held {
 				if ap.ProducerID == pid {
-					parts = append(parts, DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
+					parts = append(parts, repair.DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
 				}
 			}
 		}
 	}
-	slices.SortFunc(parts, func(a, b DanglingPartition) int {
+	slices.SortFunc(parts, func(a, b repair.DanglingPartition) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
@@ -253,20 +273,25 @@ func (g *Guard) heldBy(pid int64) ([]DanglingPartition, error) {
 	return parts, nil
 }
 
-// EndAbandonedOn ends the transaction holding a changelog partition
-// below its high watermark, which a restore waits on, if a departed
-// process of the application left it (endAbandoned). Failures are logged.
-func (g *Guard) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
-	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
-	if !ok || g.off.Load() {
+// EndAbandonedOn implements task.AbandonedEnder: a restore of a changelog
+// partition held below its high watermark by an open transaction asks the
+// thread to end it if a departed process of the application left it
+// (endAbandoned); the restore keeps waiting either way.
+func (th *Thread) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
+	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+	if !ok || th.noDanglingCheck.Load() {
 		return
 	}
-	open, err := OpenTransactions(ta, map[string][]int32{topic: {partition}}, g.options()...)
+	var opts []repair.CheckOption
+	if th.in.AdminMeta != nil {
+		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
+	}
+	open, err := repair.OpenTransactions(ta, map[string][]int32{topic: {partition}}, opts...)
 	if err != nil {
-		g.cfg.Log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
+		th.log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
 		return
 	}
-	g.endAbandoned(ctx, ta, fmt.Sprintf("%s/%d", topic, partition), open[topic][partition])
+	th.endAbandoned(ctx, ta, fmt.Sprintf("%s/%d", topic, partition), open[topic][partition])
 }
 
 // absence remembers, for each process of the application seen out of the
@@ -292,7 +317,7 @@ const takeOverAbsence = time.Minute
 // judge records what live (the group's processes) says of the process of
 // transactional id id at generation gen and time now, then returns
 // abandonedBy's answer.
-func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last LastTransaction) string {
+func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.since == nil {
@@ -328,7 +353,7 @@ func (a *absence) judge(app, self string, live map[string]bool, gen int32, now t
 //   - last is a completed commit or abort of ap's producer id and epoch:
 //     the marker never came, and nothing else will bring it. A
 //     transaction still in progress ends by itself within its timeout.
-func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last LastTransaction) string {
+func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
 	proc, _, ok := client.ParseTransactionalID(app, id)
 	switch {
 	case !ok:
@@ -354,25 +379,25 @@ const groupProcessWait = 5 * time.Second
 
 // groupProcesses returns the process ids of the group's members, from
 // their subscriptions, once the group is stable (liveProcesses).
-func (g *Guard) groupProcesses() (map[string]bool, error) {
+func (th *Thread) groupProcesses() (map[string]bool, error) {
 	deadline := time.Now().Add(groupProcessWait)
 	for {
-		gs, err := g.cfg.Admin.DescribeConsumerGroups([]string{g.cfg.Group})
+		gs, err := th.in.Admin.DescribeConsumerGroups([]string{th.in.ApplicationID})
 		if err != nil {
 			return nil, err
 		}
 		if len(gs) != 1 || gs[0].Err != sarama.ErrNoError {
-			return nil, fmt.Errorf("cannot describe group %s", g.cfg.Group)
+			return nil, fmt.Errorf("cannot describe group %s", th.in.ApplicationID)
 		}
 		if g := gs[0]; g.State == "Stable" {
 			return liveProcesses(g)
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("group %s was not stable within %v", g.cfg.Group, groupProcessWait)
+			return nil, fmt.Errorf("group %s was not stable within %v", th.in.ApplicationID, groupProcessWait)
 		}
 		select {
-		case <-g.cfg.Ctx.Done():
-			return nil, g.cfg.Ctx.Err()
+		case <-th.ctx.Done():
+			return nil, th.ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -406,12 +431,12 @@ func liveProcesses(g *sarama.GroupDescription) (map[string]bool, error) {
 // offsetsPartition returns the partition of __consumer_offsets that holds
 // group's offsets, as the broker places it (groupPartition).
 func offsetsPartition(admin sarama.ClusterAdmin, group string) (int32, error) {
-	ds, err := admin.DescribeTopics([]string{OffsetsTopic})
+	ds, err := admin.DescribeTopics([]string{offsetsTopic})
 	if err != nil {
 		return 0, err
 	}
 	if len(ds) != 1 || ds[0].Err != sarama.ErrNoError || len(ds[0].Partitions) == 0 {
-		return 0, errors.New("cannot describe " + OffsetsTopic)
+		return 0, errors.New("cannot describe " + offsetsTopic)
 	}
 	return groupPartition(group, int32(len(ds[0].Partitions))), nil
 }
