@@ -379,6 +379,7 @@ func newEOSCluster(t *testing.T, base eosChildConfig, n int) *eosCluster {
 		}
 		if t.Failed() {
 			for i := range cl.logs {
+				t.Logf("warnings of instance %d's log, the retried checks and the consumer's reconnections left out:\n%s", i, logWarnings(cl.logs[i], 300))
 				t.Logf("last lines of instance %d's log:\n%s", i, logTail(cl.logs[i], 40))
 			}
 			cl.keepLogs()
@@ -561,6 +562,44 @@ func logTail(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// logWarnings returns the last n lines of the log at path that are
+// warnings or errors, or the test's own marks (kills, starts), without the
+// two kinds that repeat while a broker is down: a failed check waiting to
+// be retried and the consumer's reconnections. Whatever the repair decided
+// (an abort or a commit over open records, a take-over, a rebuilt
+// producer, a rewind) stays, from the whole run, so that a loss the
+// verification finds can be traced to the decision that caused it.
+func logWarnings(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	var kept []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		switch {
+		case strings.Contains(l, `msg="could not check for records`), strings.Contains(l, `msg="consumer group"`):
+		case strings.Contains(l, "level=WARN"), strings.Contains(l, "level=ERROR"), strings.HasPrefix(l, "=== test:"):
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept[max(0, len(kept)-n):], "\n")
+}
+
+// eosSeed returns the seed of a fault test's random choices (its input,
+// the faults and their timing): WEIR_EOS_SEED when set, so that a failed
+// run's schedule can be replayed, or a new one.
+func eosSeed(t *testing.T) uint64 {
+	s := os.Getenv("WEIR_EOS_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("WEIR_EOS_SEED=%q: %v", s, err)
+	}
+	return seed
 }
 
 // eosInput returns n records for topic over keys k000, k001, ..., each
@@ -1108,8 +1147,8 @@ func exactlyOnceUnderKill9(t *testing.T, run eosRun) {
 	for _, topic := range []string{in, echo, aggOut} {
 		c.CreateTopic(t, topic, eosPartitions, nil)
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("guarantee %s, seed %d", eosGuarantee, seed)
+	seed := eosSeed(t)
+	t.Logf("guarantee %s, seed %d (WEIR_EOS_SEED replays its faults and input)", eosGuarantee, seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 
 	base := eosChildConfig{Brokers: c.Brokers, App: app, In: in, Echo: echo, AggOut: aggOut, Guarantee: eosGuarantee, Standbys: standbys}
