@@ -651,6 +651,33 @@ func inputByPartition(t *testing.T, msgs []*sarama.ProducerMessage, partitions i
 	return by
 }
 
+// verifyInputTopic reads the input topic back and fails the test unless
+// each partition holds exactly the records of input (what the broker
+// acknowledged), in order: the outputs are checked against input, and a
+// record the cluster lost or wrote twice under the faults would otherwise
+// show as weir's loss or duplicate.
+func verifyInputTopic(t *testing.T, c *kafka.Env, topic string, input map[int32][]inRec) {
+	t.Helper()
+	partitions := int32(len(input))
+	writeSentinels(t, c, topic, partitions)
+	got := map[int32][]*sarama.ConsumerMessage{}
+	for _, m := range readToSentinels(t, c, topic, partitions, sarama.ReadUncommitted) {
+		got[m.Partition] = append(got[m.Partition], m)
+	}
+	for p, want := range input {
+		recs := got[p]
+		for i, r := range want {
+			if i >= len(recs) || string(recs[i].Key) != r.key || string(recs[i].Value) != r.value {
+				t.Fatalf("input %s/%d does not hold what the test produced and the broker acknowledged (%d records, %d wanted), from offset %d on: the cluster lost or reordered input, so the outputs cannot be checked against it",
+					topic, p, len(recs), len(want), r.offset)
+			}
+		}
+		if len(recs) != len(want) {
+			t.Fatalf("input %s/%d holds %d records, the test produced %d: the cluster wrote input twice", topic, p, len(recs), len(want))
+		}
+	}
+}
+
 // chunkProducer produces input records from a goroutine other than the
 // test's, with the settings of kafka.Produce (idempotent, acks from all
 // in-sync replicas, murmur2).
@@ -1213,6 +1240,7 @@ func exactlyOnceUnderKill9(t *testing.T, run eosRun) {
 	cl.stopAll()
 
 	verified := time.Now()
+	verifyInputTopic(t, c, in, input)
 	writeSentinels(t, c, echo, eosPartitions)
 	writeSentinels(t, c, aggOut, eosPartitions)
 	echoRecs := readToSentinels(t, c, echo, eosPartitions, sarama.ReadCommitted)
