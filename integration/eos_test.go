@@ -587,6 +587,45 @@ func logWarnings(path string, n int) string {
 	return strings.Join(kept[max(0, len(kept)-n):], "\n")
 }
 
+// repairEvents are the log messages of the open-transaction repair and
+// of the failures that lead to it, by the name repairCounts gives them.
+var repairEvents = []struct{ name, msg string }{
+	{"aborted", `msg="transaction aborted; tasks restart from the committed offsets"`},
+	{"outcome unknown", `msg="transaction outcome unknown`},
+	{"fenced", `msg="producer fenced`},
+	{"commit over (init or check)", `without their commit marker; ending them with a commit"`},
+	{"commit over (after commit)", `their commit marker missing; ending them with a commit"`},
+	{"abort over", `that the broker left open; ending them with an abort"`},
+	{"left to the next check", `leaving them to the next check"`},
+	{"taken over", `taking its transactional id over`},
+	{"slow commit rebuild", `rebuilding the producer so that no late request`},
+}
+
+// repairCounts counts the repair's decisions in the instances' logs, for
+// the test's log: a run that passes shows which paths it went through,
+// and one that fails can be compared with it.
+func repairCounts(logs []string) string {
+	counts := make([]int, len(repairEvents))
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err.Error()
+		}
+		for l := range strings.SplitSeq(string(b), "\n") {
+			for i, e := range repairEvents {
+				if strings.Contains(l, e.msg) {
+					counts[i]++
+				}
+			}
+		}
+	}
+	var parts []string
+	for i, e := range repairEvents {
+		parts = append(parts, fmt.Sprintf("%s %d", e.name, counts[i]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // eosSeed returns the seed of a fault test's random choices (its input,
 // the faults and their timing): WEIR_EOS_SEED when set, so that a failed
 // run's schedule can be replayed, or a new one.
@@ -1259,6 +1298,7 @@ func exactlyOnceUnderKill9(t *testing.T, run eosRun) {
 	}
 	t.Logf("verified in %v: %d violations in echo, %d in agg-out; total %v",
 		time.Since(verified).Round(time.Millisecond), echoF.total(), aggF.total(), time.Since(started).Round(time.Millisecond))
+	t.Logf("the instances' repairs: %s", repairCounts(cl.logs))
 	if standbys > 0 {
 		// The standbys must have run and been handed over, or the
 		// variant tested nothing the plain one does not.
