@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -118,17 +120,18 @@ func (c *cluster) warmTransactions(topic string) error {
 	return p.CommitTxn()
 }
 
-// produce writes msgs, idempotently, and waits for every acknowledgement.
-func (c *cluster) produce(msgs []*sarama.ProducerMessage) error {
+// produce writes the records msgs yields, idempotently, and waits for
+// every acknowledgement.
+func (c *cluster) produce(msgs iter.Seq[*sarama.ProducerMessage]) error {
 	return c.produceWith(msgs, nil)
 }
 
 // produceTo is produce to the partitions msgs name.
 func (c *cluster) produceTo(msgs []*sarama.ProducerMessage) error {
-	return c.produceWith(msgs, sarama.NewManualPartitioner)
+	return c.produceWith(slices.Values(msgs), sarama.NewManualPartitioner)
 }
 
-func (c *cluster) produceWith(msgs []*sarama.ProducerMessage, partitioner sarama.PartitionerConstructor) error {
+func (c *cluster) produceWith(msgs iter.Seq[*sarama.ProducerMessage], partitioner sarama.PartitionerConstructor) error {
 	cfg := saramaConfig()
 	if partitioner != nil {
 		cfg.Producer.Partitioner = partitioner
@@ -144,23 +147,34 @@ func (c *cluster) produceWith(msgs []*sarama.ProducerMessage, partitioner sarama
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
+	// Read the acknowledgements as they come (the producer blocks
+	// otherwise) until there is one per record sent, a count known only
+	// once msgs is done; then close, with nothing left to flush or retry.
+	errc, sentc := make(chan error, 1), make(chan int, 1)
 	go func() {
 		var first error
-		for range len(msgs) {
+		acked, sent, count := 0, -1, sentc
+		for sent < 0 || acked < sent {
 			select {
 			case <-p.Successes():
+				acked++
 			case err := <-p.Errors():
+				acked++
 				if first == nil {
 					first = err
 				}
+			case sent = <-count:
+				count = nil
 			}
 		}
 		errc <- first
 	}()
-	for _, m := range msgs {
+	sent := 0
+	for m := range msgs {
 		p.Input() <- m
+		sent++
 	}
+	sentc <- sent
 	err = <-errc
 	return errors.Join(err, p.Close())
 }

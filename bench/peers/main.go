@@ -56,13 +56,22 @@ func exit(err error) {
 }
 
 type options struct {
-	brokers        []string
-	workloads      []string
-	peers          []string
-	guarantees     []string
-	lines          int // wordcount
-	records        int // count, windowed
-	restoreRecords int
+	brokers    []string
+	workloads  []string
+	peers      []string
+	guarantees []string
+	// caches are the record cache sizes, in bytes, every wordcount, count,
+	// windowed and join run of weir and Kafka Streams runs at, once each (0:
+	// no cache, every update forwarded); goka, which has none, runs once.
+	// The restore workload runs at the first.
+	caches []int64
+	lines  int // wordcount
+	// wordcountWords are the wordcount workload's vocabularies: it runs
+	// once per distinct-word count, each on an input of its own.
+	wordcountWords []int
+	records        int // count, windowed, join
+	// restoreRecords are the restore workload's store sizes, one run each.
+	restoreRecords []int
 	partitions     int32
 	commit         time.Duration
 	timeout        time.Duration
@@ -94,9 +103,11 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	workloads := fs.String("workloads", strings.Join(allWorkloads, ","), "workloads: "+strings.Join(allWorkloads, ", "))
 	peers := fs.String("peers", strings.Join(allPeers, ","), "peers: "+strings.Join(allPeers, ", ")+" (goka: at least once, wordcount and count)")
 	guarantees := fs.String("guarantees", strings.Join(allGuarantees, ","), "processing guarantees")
+	caches := fs.String("caches", "10485760", "record cache sizes in bytes, comma-separated: every wordcount, count, windowed and join run of weir (Config.CacheMaxBytes) and Kafka Streams (statestore.cache.max.bytes) runs once per size, 0 forwarding every update; goka has no cache and runs once; restore runs at the first size")
 	lines := fs.Int("lines", 200_000, "wordcount: input lines of 10 words")
-	records := fs.Int("records", 1_000_000, "count and windowed: input records")
-	restoreRecords := fs.Int("restore-records", 5_000_000, "restore: keys in the store restored (weir and Kafka Streams, exactly once)")
+	wordcountWords := fs.String("wordcount-words", "10000", "wordcount: distinct words the lines are drawn from, comma-separated: one input and one run per count")
+	records := fs.Int("records", 1_000_000, "count, windowed and join: input records")
+	restoreRecords := fs.String("restore-records", "5000000", "restore: keys in the store restored, comma-separated: one run per size (weir and Kafka Streams, at the first guarantee and the first cache size)")
 	partitions := fs.Int("partitions", 6, "partitions of every topic")
 	commit := fs.Duration("commit-interval", 100*time.Millisecond, "commit interval of every peer and guarantee")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on each run")
@@ -109,7 +120,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o := &options{rounds: *rounds, lines: *lines, records: *records, restoreRecords: *restoreRecords, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
+	o := &options{rounds: *rounds, lines: *lines, records: *records, partitions: int32(*partitions), commit: *commit, timeout: *timeout,
 		kstreams: *kstreams, java: *java, kstreamsLog: *kstreamsLog, results: *results}
 	o.brokers = strings.Split(*brokers, ",")
 	var errs []error
@@ -138,10 +149,58 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	o.workloads = list("workloads", *workloads, allWorkloads)
 	o.peers = list("peers", *peers, allPeers)
 	o.guarantees = list("guarantees", *guarantees, allGuarantees)
+	var err error
+	if o.caches, err = numbers[int64]("caches", *caches, 0); err != nil {
+		errs = append(errs, err)
+	}
+	if o.wordcountWords, err = numbers[int]("wordcount-words", *wordcountWords, 1); err != nil {
+		errs = append(errs, err)
+	}
+	if o.restoreRecords, err = numbers[int]("restore-records", *restoreRecords, 1); err != nil {
+		errs = append(errs, err)
+	}
 	if o.lines <= 0 || o.records <= 0 || o.partitions <= 0 || o.rounds <= 0 {
 		errs = append(errs, errors.New("-lines, -records, -partitions and -rounds must be positive"))
 	}
 	return o, errors.Join(errs...)
+}
+
+// numbers parses the comma-separated integers of flag name, none below
+// least: decimal digits only, blanks around commas ignored, none twice (a
+// point run twice would be one row of the ratios with two medians' worth
+// of runs), at least one.
+func numbers[N int | int64](name, v string, least N) ([]N, error) {
+	var out []N
+	var errs []error
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case err != nil || N(n) < least || int64(N(n)) != n || !isDigits(s):
+			errs = append(errs, fmt.Errorf("-%s: %q is not an integer of at least %d", name, s, least))
+		case slices.Contains(out, N(n)):
+			errs = append(errs, fmt.Errorf("-%s: %d given twice", name, n))
+		default:
+			out = append(out, N(n))
+		}
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("-%s: no value", name))
+	}
+	return out, errors.Join(errs...)
+}
+
+// isDigits reports whether s is decimal digits only (ParseInt also takes
+// a sign).
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func envOr(k, def string) string {
@@ -151,7 +210,8 @@ func envOr(k, def string) string {
 	return def
 }
 
-// run measures every workload, peer and guarantee and prints the table.
+// run measures every workload at each of its points, and every guarantee,
+// cache size and peer on each, and prints the table.
 func run(ctx context.Context, o *options, out io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -174,67 +234,17 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 		}
 	}
 	var results []result
+	var abouts []string
 	for _, name := range o.workloads {
-		input := prefix + "-" + name + "-in"
-		if err := c.createTopic(input, o.partitions); err != nil {
-			return err
-		}
-		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-		var w *workload
-		switch name {
-		case "wordcount":
-			w = wordCount(input, o.lines, base)
-		case "count":
-			w = countPerKey(input, o.records, base)
-		case "windowed":
-			w = windowedCount(input, o.records, base)
-		case "join":
-			w = streamTableJoin(input, o.records, base)
-			if err := c.createTopic(tableTopic(input), o.partitions, "cleanup.policy", "compact"); err != nil {
+		for _, keys := range points(o, name) {
+			rs, about, err := runPoint(ctx, o, c, self, prefix, name, keys)
+			if err != nil {
 				return err
 			}
-			if err := c.produce(w.table); err != nil {
-				return fmt.Errorf("%s: producing the table: %w", name, err)
-			}
-		case "restore":
-			w = restoreInput(input, o.restoreRecords, base)
+			results, abouts = append(results, rs...), append(abouts, about)
 		}
-		if err := c.produce(w.records); err != nil {
-			return fmt.Errorf("%s: producing the input: %w", name, err)
-		}
-		fmt.Fprintf(os.Stderr, "peers: %s: %d input records produced\n", name, len(w.records))
-		for round := range o.rounds {
-			for _, g := range o.guarantees {
-				for _, peer := range roundOrder(o.peers, round) {
-					if peer == "goka" && (g != "at_least_once" || name == "windowed" || name == "join") {
-						continue
-					}
-					run := fmt.Sprintf("%s-%s-%s-%s-r%d", prefix, name, peer, g, round)
-					if waited := waitBrokerQuiet(ctx, o); waited >= brokerQuietMax {
-						fmt.Fprintf(os.Stderr, "peers: the broker was still busy after %v; running anyway\n", waited.Round(time.Second))
-					}
-					var r result
-					var err error
-					if name == "restore" {
-						if peer == "goka" || g != o.guarantees[0] {
-							continue // weir and Kafka Streams, once: a restore does not depend on the guarantee
-						}
-						r, err = measureRestore(ctx, o, c, self, peer, g, w, input, run)
-					} else {
-						r, err = measure(ctx, o, c, self, peer, g, w, input, run)
-					}
-					if err != nil {
-						return fmt.Errorf("%s, %s, %s, round %d: %w", name, peer, g, round+1, err)
-					}
-					r.round = round + 1
-					fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
-					results = append(results, r)
-				}
-			}
-		}
-		w.records = nil // let the input go before the next workload's
 	}
-	table := report(o, results, started)
+	table := report(o, results, abouts, started)
 	fmt.Fprint(out, table)
 	if o.results == "" {
 		return nil
@@ -248,6 +258,107 @@ func run(ctx context.Context, o *options, out io.Writer) error {
 	}
 	fmt.Fprintln(os.Stderr, "peers: wrote", path)
 	return nil
+}
+
+// points returns the key spaces workload runs at, one input each: the
+// wordcount's vocabularies, the restore's store sizes, and the fixed key
+// count of the others.
+func points(o *options, workload string) []int {
+	switch workload {
+	case "wordcount":
+		return o.wordcountWords
+	case "restore":
+		return o.restoreRecords
+	case "windowed":
+		return []int{windowedKeys}
+	case "join":
+		return []int{joinTableKeys}
+	}
+	return []int{countKeys}
+}
+
+// runPoint produces the input of workload at one point of its key space
+// and measures every round, guarantee, cache size and peer on it. It
+// returns the runs measured, the workload's description and the first
+// error, which ends the benchmark.
+func runPoint(ctx context.Context, o *options, c *cluster, self, prefix, name string, keys int) ([]result, string, error) {
+	input := fmt.Sprintf("%s-%s-%d-in", prefix, name, keys)
+	if err := c.createTopic(input, o.partitions); err != nil {
+		return nil, "", err
+	}
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var w *workload
+	switch name {
+	case "wordcount":
+		w = wordCount(input, o.lines, keys, base)
+	case "count":
+		w = countPerKey(input, o.records, base)
+	case "windowed":
+		w = windowedCount(input, o.records, base)
+	case "join":
+		w = streamTableJoin(input, o.records, base)
+		if err := c.createTopic(tableTopic(input), o.partitions, "cleanup.policy", "compact"); err != nil {
+			return nil, "", err
+		}
+		if err := c.produce(slices.Values(w.table)); err != nil {
+			return nil, "", fmt.Errorf("%s: producing the table: %w", name, err)
+		}
+	case "restore":
+		w = restoreInput(input, keys, base)
+	}
+	if err := c.produce(w.input); err != nil {
+		return nil, "", fmt.Errorf("%s: producing the input: %w", name, err)
+	}
+	fmt.Fprintf(os.Stderr, "peers: %s: %d input records produced\n", name, w.inputs)
+	var results []result
+	for round := range o.rounds {
+		for _, g := range o.guarantees {
+			for i, size := range o.caches {
+				for _, peer := range roundOrder(o.peers, round) {
+					if !runs(name, peer, g, i, o.guarantees[0]) {
+						continue
+					}
+					cache := size
+					if peer == "goka" {
+						cache = noCache
+					}
+					run := fmt.Sprintf("%s-%s-%d-%s-%s-c%s-r%d", prefix, name, keys, peer, g, cacheName(cache), round)
+					if waited := waitBrokerQuiet(ctx, o); waited >= brokerQuietMax {
+						fmt.Fprintf(os.Stderr, "peers: the broker was still busy after %v; running anyway\n", waited.Round(time.Second))
+					}
+					var r result
+					var err error
+					if name == "restore" {
+						r, err = measureRestore(ctx, o, c, self, peer, g, cache, w, input, run)
+					} else {
+						r, err = measure(ctx, o, c, self, peer, g, cache, w, input, run)
+					}
+					if err != nil {
+						return nil, "", fmt.Errorf("%s at %d keys, %s, %s, cache %s, round %d: %w", name, keys, peer, g, cacheLabel(cache), round+1, err)
+					}
+					r.round = round + 1
+					fmt.Fprintf(os.Stderr, "peers: %s\n", r.summary())
+					results = append(results, r)
+				}
+			}
+		}
+	}
+	return results, w.about, nil
+}
+
+// runs reports whether peer runs workload under guarantee at the
+// cache-th cache size: goka at least once and on wordcount and count
+// only, and once (it has no cache); restore on weir and Kafka Streams,
+// once (a restore depends on neither the guarantee nor the cache), under
+// first, the first guarantee given.
+func runs(workload, peer, guarantee string, cache int, first string) bool {
+	switch {
+	case peer == "goka":
+		return cache == 0 && guarantee == "at_least_once" && (workload == "wordcount" || workload == "count")
+	case workload == "restore":
+		return cache == 0 && guarantee == first
+	}
+	return true
 }
 
 // roundOrder is the order the peers run in during round (from 0): as

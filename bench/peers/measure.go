@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,11 @@ import (
 type result struct {
 	workload, peer, guarantee, unit string
 	round                           int // from 1
-	inputs                          int
+	// keys is the workload's point on its key space (workload.keys).
+	keys int
+	// cache is the peer's record cache in bytes, noCache for goka.
+	cache  int64
+	inputs int
 	// Time from the process's start, and from its consumer group's first
 	// settled state (members assigned), until the output held every final
 	// count.
@@ -44,17 +49,35 @@ func (r result) rate() float64 {
 }
 
 func (r result) summary() string {
-	return fmt.Sprintf("%s %s %s: %.0f %s/s (%.1f s from start), %.1f CPU s, broker %.1f CPU s, peak RSS %d MiB, %d output records, %d commits",
-		r.workload, r.peer, r.guarantee, r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.peakRSS>>20, r.outputs, r.commits)
+	return fmt.Sprintf("%s %s keys %s %s cache %s: %.0f %s/s (%.1f s from start), %.1f CPU s, broker %.1f CPU s, peak RSS %d MiB, %d output records, %d commits",
+		r.workload, shortCount(r.keys), r.peer, r.guarantee, cacheLabel(r.cache), r.rate(), r.unit, r.total.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.peakRSS>>20, r.outputs, r.commits)
+}
+
+// noCache is the cache of a peer that has none (goka): every update is
+// forwarded, as with a cache of 0, but the peer runs once, not per size.
+const noCache = -1
+
+// newResult is the result of running peer on w under guarantee with a
+// record cache of cache bytes, its figures yet to be measured.
+func newResult(w *workload, peer, guarantee string, cache int64) result {
+	return result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, keys: w.keys, cache: cache, inputs: w.inputs, commits: -1}
+}
+
+// argsFor are the arguments of peer's process on one run.
+func argsFor(o *options, workload, app, input, output, guarantee, dir string, cache int64) peerArgs {
+	return peerArgs{workload, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit, max(cache, 0)}
 }
 
 // measure starts peer on w's input with a fresh application id and output
-// topic, reads the output (read_committed) until every key has its final
-// count, reads the process's CPU and peak RSS, stops it with SIGTERM and
-// checks the output: every key's last count exact, and under exactly once
-// no count above it at any time (a duplicate) .
-func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
-	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records), commits: -1}
+// topic and a record cache of cache bytes, reads the output
+// (read_committed) until every key has its final count, reads the
+// process's CPU and peak RSS, stops it with SIGTERM and checks the
+// output: every key's last count exact, and under exactly once no count
+// above it at any time (a duplicate). With a cache of 0 the output must
+// hold every update (w.updates records at least), and under exactly once
+// each key's updates in order, each once.
+func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, cache int64, w *workload, input, app string) (result, error) {
+	r := newResult(w, peer, guarantee, cache)
 	output := app + "-out"
 	if err := c.createTopic(output, o.partitions); err != nil {
 		return r, err
@@ -72,7 +95,7 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 
 	brokerBefore := brokerCPU(o)
 	start := time.Now()
-	p, err := startPeer(o, self, peer, peerArgs{w.name, strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit})
+	p, err := startPeer(o, self, peer, argsFor(o, w.name, app, input, output, guarantee, dir, cache))
 	if err != nil {
 		return r, err
 	}
@@ -83,36 +106,22 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 	defer stopJoin()
 	go func() { joined <- c.waitStable(joinCtx, app) }()
 
-	last := map[string]int64{}
-	reached := 0
+	check := newOutputCheck(w, guarantee, cache)
 	var first time.Time
-	var over []string
 	err = readUntil(ctx, reader, o.timeout, p, func(m *sarama.ConsumerMessage) (bool, error) {
 		if first.IsZero() {
 			first = time.Now()
 		}
-		r.outputs++
-		n, ok := decodeCount(m.Value)
-		key := string(m.Key)
-		want, known := w.want[key]
-		if !ok || !known {
-			return false, fmt.Errorf("output %s/%d@%d: key %q, value %x: not a count of the input", output, m.Partition, m.Offset, key, m.Value)
+		done, err := check.add(string(m.Key), m.Value)
+		if err != nil {
+			err = fmt.Errorf("output %s/%d@%d: %w", output, m.Partition, m.Offset, err)
 		}
-		if n > want && len(over) < 5 {
-			over = append(over, fmt.Sprintf("%s=%d (want %d)", key, n, want))
-		}
-		if last[key] == want && n != want {
-			reached--
-		}
-		if n == want && last[key] != want {
-			reached++
-		}
-		last[key] = n
-		return reached == len(w.want), nil
+		return done, err
 	})
+	r.outputs = check.outputs
 	if err != nil {
 		_ = p.stop()
-		return r, fmt.Errorf("%d of %d keys reached their count: %w", reached, len(w.want), err)
+		return r, fmt.Errorf("%d of %d keys reached their count: %w", check.reached, len(w.want), err)
 	}
 	done := time.Now()
 	r.brokerCPU = brokerCPU(o) - brokerBefore
@@ -132,10 +141,76 @@ func measure(ctx context.Context, o *options, c *cluster, self, peer, guarantee 
 		return r, fmt.Errorf("%s: %v: %s", peer, err, tail(p.out.String()))
 	}
 	r.commits = reportedCommits(p.out.String())
-	if len(over) > 0 && guarantee == "exactly_once" {
-		return r, fmt.Errorf("counts above the input's under exactly once (records counted twice): %v", over)
+	return r, check.err()
+}
+
+// outputCheck follows a run's output, record by record, against its
+// workload's final counts.
+type outputCheck struct {
+	w         *workload
+	guarantee string
+	cache     int64
+	last      map[string]int64 // every key's latest value
+	reached   int              // keys whose latest value is their final count
+	outputs   int
+	// over holds counts above their key's final one, skipped updates a
+	// run without a cache under exactly once wrote out of order, twice
+	// or not at all (the first five of each).
+	over, skipped []string
+}
+
+func newOutputCheck(w *workload, guarantee string, cache int64) *outputCheck {
+	return &outputCheck{w: w, guarantee: guarantee, cache: cache, last: map[string]int64{}}
+}
+
+// add takes the next output record of a partition and reports whether
+// every key now holds its final count. It fails on a record that is not
+// a count of the input.
+func (c *outputCheck) add(key string, value []byte) (bool, error) {
+	c.outputs++
+	n, ok := decodeCount(value)
+	want, known := c.w.want[key]
+	if !ok || !known {
+		return false, fmt.Errorf("key %q, value %x: not a count of the input", key, value)
 	}
-	return r, nil
+	last := c.last[key]
+	if n > want && len(c.over) < 5 {
+		c.over = append(c.over, fmt.Sprintf("%s=%d (want %d)", key, n, want))
+	}
+	// Without a cache every update is forwarded: under exactly once a
+	// key's outputs rank 1, 2, 3... (a key's records share a partition,
+	// which keeps their order).
+	if c.cache == 0 && c.guarantee == "exactly_once" && c.w.rank(n) != c.w.rank(last)+1 && len(c.skipped) < 5 {
+		c.skipped = append(c.skipped, fmt.Sprintf("%s: %d after %d", key, n, last))
+	}
+	if last == want && n != want {
+		c.reached--
+	}
+	if n == want && last != want {
+		c.reached++
+	}
+	c.last[key] = n
+	return c.reached == len(c.w.want), nil
+}
+
+// err reports what the output, read until every key held its final
+// count, got wrong: a count above the input's under exactly once (a
+// record counted twice) and, without a cache, fewer records than updates
+// (each key's final count comes after its earlier ones, in its
+// partition, so every update has been read by then) or, under exactly
+// once, an update out of order, twice or missing.
+func (c *outputCheck) err() error {
+	var errs []error
+	if len(c.over) > 0 && c.guarantee == "exactly_once" {
+		errs = append(errs, fmt.Errorf("counts above the input's under exactly once (records counted twice): %v", c.over))
+	}
+	if c.cache == 0 && c.outputs < c.w.updates {
+		errs = append(errs, fmt.Errorf("no record cache, yet %d output records for %d updates", c.outputs, c.w.updates))
+	}
+	if len(c.skipped) > 0 {
+		errs = append(errs, fmt.Errorf("no record cache under exactly once, yet updates out of order, twice or missing: %v", c.skipped))
+	}
+	return errors.Join(errs...)
 }
 
 // usage returns a process's user+system CPU time and peak resident set
@@ -242,9 +317,9 @@ func tail(s string) string {
 // from that start until the new record's count is in the output is the
 // restore of the whole store from its changelog (and the process's start,
 // which the other peer pays too). Its CPU and peak RSS are the restarted
-// process's.
-func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, w *workload, input, app string) (result, error) {
-	r := result{workload: w.name, peer: peer, guarantee: guarantee, unit: w.unit, inputs: len(w.records), commits: -1}
+// process's. The peer runs with a record cache of cache bytes throughout.
+func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, guarantee string, cache int64, w *workload, input, app string) (result, error) {
+	r := newResult(w, peer, guarantee, cache)
 	output := app + "-out"
 	if err := c.createTopic(output, o.partitions); err != nil {
 		return r, err
@@ -254,7 +329,7 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	args := peerArgs{"count", strings.Join(o.brokers, ","), app, input, output, guarantee, dir, o.commit}
+	args := argsFor(o, "count", app, input, output, guarantee, dir, cache)
 	reader, err := c.newReader(output, o.partitions)
 	if err != nil {
 		return r, err
@@ -266,12 +341,13 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	if err != nil {
 		return r, err
 	}
-	seen := map[string]bool{}
+	seen, left := make([]bool, w.keys), w.keys
 	if err := readUntil(ctx, reader, o.timeout, first, func(m *sarama.ConsumerMessage) (bool, error) {
-		if _, ok := w.want[string(m.Key)]; ok {
-			seen[string(m.Key)] = true
+		if i, ok := restoreIndex(string(m.Key), w.keys); ok && !seen[i] {
+			seen[i] = true
+			left--
 		}
-		return len(seen) == len(w.want), nil
+		return left == 0, nil
 	}); err != nil {
 		_ = first.stop()
 		return r, fmt.Errorf("building the store: %w", err)
@@ -311,7 +387,7 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	if err != nil {
 		return r, err
 	}
-	left := len(markers)
+	left = len(markers)
 	if err := readUntil(ctx, reader, o.timeout, second, func(m *sarama.ConsumerMessage) (bool, error) {
 		key := string(m.Key)
 		if seen, marker := markers[key]; marker && !seen {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,21 +28,37 @@ import (
 type peerArgs struct {
 	workload, brokers, app, input, output, guarantee, stateDir string
 	commit                                                     time.Duration
+	// cache is the record cache's bound in bytes (weir's
+	// Config.CacheMaxBytes, Kafka Streams' statestore.cache.max.bytes); 0:
+	// none, every update forwarded, the only size goka, which has no
+	// cache, takes.
+	cache int64
 }
 
+// peerUsage names the arguments of every peer, in order; the Kafka Streams
+// peer (kstreams/.../Main.java) says the same.
+const peerUsage = "workload brokers app-id input output guarantee state-dir commit-ms cache-bytes"
+
 func (a peerArgs) list() []string {
-	return []string{a.workload, a.brokers, a.app, a.input, a.output, a.guarantee, a.stateDir, fmt.Sprint(a.commit.Milliseconds())}
+	return []string{a.workload, a.brokers, a.app, a.input, a.output, a.guarantee, a.stateDir,
+		strconv.FormatInt(a.commit.Milliseconds(), 10), strconv.FormatInt(a.cache, 10)}
 }
 
 func parsePeerArgs(args []string) (peerArgs, error) {
-	if len(args) != 8 {
-		return peerArgs{}, fmt.Errorf("want 8 arguments (workload brokers app input output guarantee state-dir commit-ms), got %d", len(args))
+	names := strings.Fields(peerUsage)
+	if len(args) != len(names) {
+		return peerArgs{}, fmt.Errorf("want %d arguments (%s), got %d", len(names), peerUsage, len(args))
 	}
-	var ms int64
-	if _, err := fmt.Sscan(args[7], &ms); err != nil {
-		return peerArgs{}, fmt.Errorf("commit interval %q: %w", args[7], err)
+	var errs []error
+	count := func(i int) int64 {
+		n, err := strconv.ParseInt(args[i], 10, 64)
+		if err != nil || n < 0 || !isDigits(args[i]) {
+			errs = append(errs, fmt.Errorf("%s %q: not a non-negative integer", names[i], args[i]))
+		}
+		return n
 	}
-	return peerArgs{args[0], args[1], args[2], args[3], args[4], args[5], args[6], time.Duration(ms) * time.Millisecond}, nil
+	a := peerArgs{args[0], args[1], args[2], args[3], args[4], args[5], args[6], time.Duration(count(7)) * time.Millisecond, count(8)}
+	return a, errors.Join(errs...)
 }
 
 // untilSIGTERM returns a context that ends on SIGTERM or SIGINT.
@@ -50,7 +67,8 @@ func untilSIGTERM() (context.Context, context.CancelFunc) {
 }
 
 // runWeir runs a workload with weir's DSL, as the Kafka Streams peer does
-// with its own (defaults: record cache on, one thread), until SIGTERM.
+// with its own (one thread, the record cache the driver asks for), until
+// SIGTERM.
 func runWeir(args []string) error {
 	a, err := parsePeerArgs(args)
 	if err != nil {
@@ -101,8 +119,9 @@ func runWeir(args []string) error {
 		StateDir:       a.stateDir,
 		Guarantee:      g,
 		CommitInterval: a.commit,
-		// Kafka Streams' default record cache; weir's default is none.
-		CacheMaxBytes: 10 << 20,
+		// The driver's -caches; 10 MiB, its default, is Kafka Streams'
+		// default (weir's is none).
+		CacheMaxBytes: a.cache,
 	})
 	if err != nil {
 		return err
@@ -176,6 +195,9 @@ func runGoka(args []string) error {
 	}
 	if a.guarantee != "at_least_once" {
 		return errors.New("goka runs at least once only")
+	}
+	if a.cache != 0 {
+		return errors.New("goka has no record cache: cache-bytes must be 0")
 	}
 	cfg := goka.DefaultConfig()
 	cfg.Version = sarama.V3_0_0_0

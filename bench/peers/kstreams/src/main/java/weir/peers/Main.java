@@ -19,32 +19,51 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 
 /**
  * One workload of weir's peer benchmark, run by Kafka Streams with its
- * defaults (record cache, 100 ms commits under exactly once) until SIGTERM.
+ * defaults but for the commit interval and the record cache the driver
+ * gives, until SIGTERM.
  *
  * <p>Arguments: workload (wordcount, count, windowed or join; join reads its
  * table from the input topic's name with "-table"), bootstrap servers,
  * application id, input topic, output topic, guarantee (exactly_once or
- * at_least_once), state directory, commit interval in milliseconds.
+ * at_least_once), state directory, commit interval in milliseconds, record
+ * cache in bytes (statestore.cache.max.bytes; 0: every update forwarded).
+ * The driver's peerUsage (bench/peers/peers.go) names them the same.
  */
 public final class Main {
   private Main() {}
 
+  static final String USAGE =
+      "usage: Main workload brokers app-id input output guarantee state-dir commit-ms cache-bytes";
+
   public static void main(String[] args) throws Exception {
-    if (args.length != 8) {
-      System.err.println("usage: Main workload brokers app-id input output guarantee state-dir commit-ms");
+    if (args.length != 9) {
+      System.err.println(USAGE);
       System.exit(2);
     }
     String workload = args[0];
     String input = args[3];
     String output = args[4];
+    String guarantee;
+    switch (args[5]) {
+      case "exactly_once":
+        guarantee = StreamsConfig.EXACTLY_ONCE_V2;
+        break;
+      case "at_least_once":
+        guarantee = StreamsConfig.AT_LEAST_ONCE;
+        break;
+      default:
+        System.err.println("guarantee \"" + args[5] + "\": want exactly_once or at_least_once\n" + USAGE);
+        System.exit(2);
+        return;
+    }
 
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[2]);
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
-    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
-        args[5].equals("exactly_once") ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
+    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
     p.put(StreamsConfig.STATE_DIR_CONFIG, args[6]);
-    p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[7]));
+    p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, nonNegative("commit-ms", args[7]));
+    p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, nonNegative("cache-bytes", args[8]));
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
@@ -105,5 +124,20 @@ public final class Main {
     });
     streams.start();
     stopped.await();
+  }
+
+  /** Parses argument name, v, as a count: decimal digits only, as the Go peers take it. */
+  private static long nonNegative(String name, String v) {
+    if (v.isEmpty() || !v.chars().allMatch(c -> c >= '0' && c <= '9')) {
+      System.err.println(name + " \"" + v + "\": not a non-negative integer\n" + USAGE);
+      System.exit(2);
+    }
+    try {
+      return Long.parseLong(v);
+    } catch (NumberFormatException e) {
+      System.err.println(name + " \"" + v + "\": not a non-negative integer\n" + USAGE);
+      System.exit(2);
+      return 0;
+    }
   }
 }
