@@ -171,7 +171,12 @@ bench:
 
 ## bench-peers: weir, Kafka Streams 4.4 and goka on the same workloads
 ## against the cluster of `make kafka-up` (bench/peers); the table goes to
-## bench/results/peers-<time>.md. PEERS_FLAGS adds flags (-h lists them).
+## bench/results/peers-<time>.md. PEERS_FLAGS adds flags (-h lists them),
+## among them the comma lists -caches (record cache bytes, default
+## 10485760; 0: every update), -wordcount-words (distinct words, default
+## 10000) and -restore-records (store sizes, default 5000000), each value
+## a point of its own, e.g.
+## PEERS_FLAGS='-caches 10485760,0 -wordcount-words 10000,100000,1000000'.
 PEERS_FLAGS ?=
 bench-peers:
 	@. "$(ENV_FILE)" && cd bench/peers/kstreams && mvn -q -B -DskipTests package && \
