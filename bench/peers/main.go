@@ -346,17 +346,17 @@ func runPoint(ctx context.Context, o *options, c *cluster, self, prefix, name st
 	return results, w.about, nil
 }
 
-// runs reports whether peer runs workload under guarantee at the
-// cache-th cache size: goka at least once and on wordcount and count
-// only, and once (it has no cache); restore on weir and Kafka Streams,
-// once (a restore depends on neither the guarantee nor the cache), under
-// first, the first guarantee given.
-func runs(workload, peer, guarantee string, cache int, first string) bool {
+// runs reports whether peer runs workload under guarantee at the cache
+// size of index cacheIndex in -caches: goka at least once and on
+// wordcount and count only, and once (it has no cache); restore on weir
+// and Kafka Streams, once (a restore depends on neither the guarantee nor
+// the cache), under first, the first guarantee given.
+func runs(workload, peer, guarantee string, cacheIndex int, first string) bool {
 	switch {
 	case peer == "goka":
-		return cache == 0 && guarantee == "at_least_once" && (workload == "wordcount" || workload == "count")
+		return cacheIndex == 0 && guarantee == "at_least_once" && (workload == "wordcount" || workload == "count")
 	case workload == "restore":
-		return cache == 0 && guarantee == first
+		return cacheIndex == 0 && guarantee == first
 	}
 	return true
 }

@@ -58,7 +58,10 @@ func parsePeerArgs(args []string) (peerArgs, error) {
 		return n
 	}
 	a := peerArgs{args[0], args[1], args[2], args[3], args[4], args[5], args[6], time.Duration(count(7)) * time.Millisecond, count(8)}
-	return a, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return peerArgs{}, err
+	}
+	return a, nil
 }
 
 // untilSIGTERM returns a context that ends on SIGTERM or SIGINT.

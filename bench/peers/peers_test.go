@@ -229,7 +229,7 @@ func TestPoints(t *testing.T) {
 func TestRunsPerCache(t *testing.T) {
 	for _, c := range []struct {
 		workload, peer, guarantee string
-		cache                     int
+		cacheIndex                int
 		want                      bool
 	}{
 		{"wordcount", "weir", "exactly_once", 1, true},
@@ -245,8 +245,8 @@ func TestRunsPerCache(t *testing.T) {
 		{"restore", "kstreams", "exactly_once", 1, false},
 		{"restore", "weir", "at_least_once", 0, false},
 	} {
-		if got := runs(c.workload, c.peer, c.guarantee, c.cache, "exactly_once"); got != c.want {
-			t.Errorf("runs(%s, %s, %s, cache #%d) = %v, want %v", c.workload, c.peer, c.guarantee, c.cache, got, c.want)
+		if got := runs(c.workload, c.peer, c.guarantee, c.cacheIndex, "exactly_once"); got != c.want {
+			t.Errorf("runs(%s, %s, %s, cache #%d) = %v, want %v", c.workload, c.peer, c.guarantee, c.cacheIndex, got, c.want)
 		}
 	}
 }

@@ -94,7 +94,7 @@ func report(o *options, results []result, abouts []string, started time.Time) st
 	}
 	if rows := restoreCurve(runs); len(rows) > 0 {
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster):")
+		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians; from the restarted process's start, whose fixed cost weighs on small stores, until every partition's new record is counted) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster):")
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "| peer | guarantee | cache | keys | restore s | s per M records | / smallest |")
 		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")

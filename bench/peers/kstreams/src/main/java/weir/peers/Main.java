@@ -126,18 +126,20 @@ public final class Main {
     stopped.await();
   }
 
-  /** Parses argument name, v, as a count: decimal digits only, as the Go peers take it. */
+  /**
+   * Parses argument name, v, as a count: decimal digits only (no sign), as
+   * the Go peers take it; anything else ends the process with the usage.
+   */
   private static long nonNegative(String name, String v) {
-    if (v.isEmpty() || !v.chars().allMatch(c -> c >= '0' && c <= '9')) {
-      System.err.println(name + " \"" + v + "\": not a non-negative integer\n" + USAGE);
-      System.exit(2);
-    }
     try {
-      return Long.parseLong(v);
+      if (!v.isEmpty() && v.chars().allMatch(c -> c >= '0' && c <= '9')) {
+        return Long.parseLong(v);
+      }
     } catch (NumberFormatException e) {
-      System.err.println(name + " \"" + v + "\": not a non-negative integer\n" + USAGE);
-      System.exit(2);
-      return 0;
+      // Digits, but too many for a long: refused below.
     }
+    System.err.println(name + " \"" + v + "\": not a non-negative integer\n" + USAGE);
+    System.exit(2);
+    return 0;
   }
 }
