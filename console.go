@@ -257,7 +257,7 @@ func (b consoleBackend) Topology() console.Topology {
 	lay := a.layout
 	a.mu.Unlock()
 	app := a.cfg.ApplicationID
-	top := console.Topology{ApplicationID: app}
+	top := console.Topology{ApplicationID: app, Subtopologies: []console.Subtopology{}, Stores: []console.TopoStore{}}
 	subs := a.graph.Subtopologies()
 	if lay != nil {
 		subs = lay.Subs

@@ -538,3 +538,17 @@ func TestClusterStripsErrorsWithoutDetails(t *testing.T) {
 		}
 	}
 }
+
+// Before an instance has threads, tasks or samples, its answer has
+// empty lists, not nulls, so that the page need not tell them apart.
+func TestEmptyInstanceHasNoNulls(t *testing.T) {
+	t.Parallel()
+	b := &fakeBackend{top: Topology{Subtopologies: []Subtopology{}, Stores: []TopoStore{}}, raw: Raw{Time: time.Now()}}
+	js, err := json.Marshal(New(b, testConfig(3), NewEvents(3)).Instance(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(js), "null") {
+		t.Errorf("an empty instance's answer has nulls: %s", js)
+	}
+}

@@ -105,7 +105,7 @@ func (c *Console) tasks(raw Raw, ref *sample, rate func(now, then float64) float
 	c.mu.Lock()
 	totals := c.totals
 	c.mu.Unlock()
-	var out []Task
+	out := []Task{}
 	for _, t := range raw.Tasks {
 		task := Task{ID: t.ID, Subtopology: t.Subtopology, Partition: t.Partition, Kind: "active", State: "running",
 			Thread: t.Thread, StreamTime: ms(t.StreamTime), Processed: raw.Figures.ProcessedByTask[t.ID]}
@@ -288,7 +288,7 @@ func (c *Console) stores(raw Raw) []Store {
 			}
 		}
 	}
-	var out []Store
+	out := []Store{}
 	for _, st := range top.Stores {
 		if st.Subtopology < 0 {
 			continue // a global store is every instance's whole copy of its topic

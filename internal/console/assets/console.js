@@ -393,7 +393,7 @@
         kv('sub-topology input', fmtRate(f.rate));
       }
       kv('busiest thread', fmtPct(f.busy) + ' busy');
-      kv('backpressured', fmtPct(f.bp));
+      kv('backpressured', `${fmtPct(f.bp)} of the time, summed over its partitions`);
       kv('failures at node', fmtInt(failures[name] || 0));
     }
     box.replaceChildren(el('h3', { text: title }), el('dl', { class: 'kv', id: 'details-list', 'data-selected': key }, rows),
