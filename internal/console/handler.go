@@ -18,15 +18,15 @@ const (
 	TopologyPath = APIPath + "topology"
 )
 
-// securityHeaders are set on every answer: the page runs only its own
-// script and style, from this origin, reads only this origin, and is not
-// framed.
-var securityHeaders = map[string]string{
-	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-	"X-Content-Type-Options": "nosniff",
-	"X-Frame-Options":        "DENY",
-	"Referrer-Policy":        "no-referrer",
+// setSecurityHeaders sets the headers of every answer: the page runs
+// only its own script and style, from this origin, reads only this
+// origin, and is not framed.
+func setSecurityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
 }
 
 // ServeHTTP serves the page and the API under Path. Every request passes
@@ -34,9 +34,7 @@ var securityHeaders = map[string]string{
 // answered (405 otherwise); a path that is neither an asset nor an API
 // endpoint is 404.
 func (c *Console) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	for k, v := range securityHeaders {
-		w.Header().Set(k, v)
-	}
+	setSecurityHeaders(w.Header())
 	if c.b.Authorize(req) != nil {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
@@ -67,12 +65,18 @@ func reply(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// contentTypes are the assets' types, by extension.
-var contentTypes = map[string]string{
-	".html": "text/html; charset=utf-8",
-	".css":  "text/css; charset=utf-8",
-	".js":   "text/javascript; charset=utf-8",
-	".svg":  "image/svg+xml",
+// contentType returns the type of an asset by its extension; false for
+// an extension the page has no file of.
+func contentType(ext string) (string, bool) {
+	switch ext {
+	case ".html":
+		return "text/html; charset=utf-8", true
+	case ".css":
+		return "text/css; charset=utf-8", true
+	case ".js":
+		return "text/javascript; charset=utf-8", true
+	}
+	return "", false
 }
 
 // serveAsset serves the embedded file name ("" is index.html).
@@ -80,7 +84,7 @@ func (c *Console) serveAsset(w http.ResponseWriter, req *http.Request, name stri
 	if name == "" {
 		name = "index.html"
 	}
-	ct, ok := contentTypes[path.Ext(name)]
+	ct, ok := contentType(path.Ext(name))
 	if !ok || strings.Contains(name, "/") {
 		http.NotFound(w, req)
 		return

@@ -226,13 +226,21 @@ func (s *sample) lagOr(tp TopicPartition, def int64) int64 {
 	return def
 }
 
-// riskOrder ranks the risks, most urgent first.
-var riskOrder = map[string]int{"high": 0, "rising": 1, "ok": 2}
+// riskRank ranks the risks, most urgent first.
+func riskRank(risk string) int {
+	switch risk {
+	case "high":
+		return 0
+	case "rising":
+		return 1
+	}
+	return 2
+}
 
 // comparePartitions puts partitions at risk first: by risk, then least
 // headroom, then most lag, then by name.
 func comparePartitions(a, b Partition) int {
-	if c := cmp.Compare(riskOrder[a.Risk], riskOrder[b.Risk]); c != 0 {
+	if c := cmp.Compare(riskRank(a.Risk), riskRank(b.Risk)); c != 0 {
 		return c
 	}
 	ha, hb := math.Inf(1), math.Inf(1)
