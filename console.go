@@ -54,7 +54,9 @@ type ConsoleConfig struct {
 	HistorySamples int
 
 	// MaxErrors is how many of the warnings and errors the instance
-	// logged the console keeps (newest first on its page). Default 50; at
+	// logged the console keeps (newest first on its page): weir's own
+	// lines, which carry coordinates and no record data, not those
+	// processors log through processor.Context.Logger. Default 50; at
 	// most 1,000. Each is kept with at most 16 attributes, cut at 256
 	// bytes each.
 	MaxErrors int

@@ -529,4 +529,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if errs := b.errors(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
+	// Under -race the instances report races in their logs, and go on.
+	for i, inst := range instances {
+		if log, err := os.ReadFile(inst.log); err == nil && strings.Contains(string(log), "WARNING: DATA RACE") {
+			t.Errorf("instance %d's log reports a data race:\n%s", i, logTail(inst.log, 60))
+		}
+	}
 }

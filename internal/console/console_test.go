@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
 )
 
@@ -352,7 +353,8 @@ func TestStandbysListed(t *testing.T) {
 
 // The console keeps the last warnings and errors logged, newest first,
 // with their attributes; an error's text only for details; records below
-// warning level pass to the handler as before and are not kept.
+// warning level, and a processor's own lines, pass to the handler as
+// before and are not kept.
 func TestEventsCapture(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
@@ -361,7 +363,8 @@ func TestEventsCapture(t *testing.T) {
 	log.Info("assignment", "tasks", 2)
 	log.WithGroup("g").Warn("skipping a record", "topic", "in", "partition", 3, "offset", 42, "error", errors.New("cannot decode value"))
 	log.Error("thread stopped", "error", "boom")
-	if !strings.Contains(out.String(), "assignment") || !strings.Contains(out.String(), "skipping a record") {
+	log.Log(graph.UserLine(context.Background()), slog.LevelError, "a processor's own line", "value", "secret")
+	if !strings.Contains(out.String(), "assignment") || !strings.Contains(out.String(), "skipping a record") || !strings.Contains(out.String(), "processor's own line") {
 		t.Errorf("the handler wrapped did not get every line:\n%s", out.String())
 	}
 	got := ev.Last(true)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/internal/graph"
 )
 
 // Bounds of one captured log line: its message and each attribute's
@@ -45,7 +47,11 @@ func (e *Events) Last(details bool) []Event {
 }
 
 // Capture returns a handler that passes every record to h, as h would
-// handle it, and records each of level Warn or above into e.
+// handle it, and records each of level Warn or above into e, except the
+// lines user code logged through processor.Context.Logger (marked by
+// graph.UserLine): what those carry is the processor's choice, and the
+// console shows only weir's own lines, which carry coordinates and no
+// record data.
 func (e *Events) Capture(h slog.Handler) slog.Handler { return &captureHandler{h: h, e: e} }
 
 // captureHandler is the handler of Events.Capture.
@@ -61,7 +67,7 @@ func (c *captureHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (c *captureHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
+	if r.Level >= slog.LevelWarn && !graph.IsUserLine(ctx) {
 		ev := Event{Time: r.Time.UnixMilli(), Level: r.Level.String(), Message: cut(r.Message, maxEventMessage)}
 		if r.Time.IsZero() {
 			ev.Time = time.Now().UnixMilli()
