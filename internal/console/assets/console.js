@@ -265,7 +265,8 @@
       const f = figs[b.sub.id];
       const tasks = b.sub.partitions ? `${b.sub.partitions} tasks` : 'tasks not known yet';
       root.appendChild(svg('rect', { class: 'sub-box', x: b.x, y: b.y, width: b.w, height: b.h, rx: 8 }));
-      root.appendChild(svg('text', { class: 'sub-label', x: b.x + 12, y: b.y + 18, text: `Sub-topology ${b.sub.id} · ${tasks}` + (f ? ` · ${fmtRate(f.rate)} in` : '') }));
+      // At the box's right: a repartition edge comes in from above on the left.
+      root.appendChild(svg('text', { class: 'sub-label', x: b.x + b.w - 12, y: b.y + 18, 'text-anchor': 'end', text: `Sub-topology ${b.sub.id} · ${tasks}` + (f ? ` · ${fmtRate(f.rate)} in` : '') }));
     }
     const edges = svg('g', { class: 'edges' });
     const nodes = svg('g', { class: 'nodes' });
@@ -316,7 +317,7 @@
             class: 'edge repartition', d: `M${x1},${y1} C${x1},${y1 + 60} ${x2},${y2 - 60} ${x2},${y2}`,
             'marker-end': 'url(#arrow)', 'data-from': sink.name, 'data-to': n.name, 'data-topic': n.topic,
           }));
-          edges.appendChild(svg('text', { class: 'edge-label', x: (x1 + x2) / 2 + 8, y: (y1 + y2) / 2, text: clip(n.topic, 48) }));
+          edges.appendChild(svg('text', { class: 'edge-label', x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 10, 'text-anchor': 'middle', text: clip(n.topic, 60) }));
         }
       }
     }
