@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/client"
+	"github.com/weirstream/weir/internal/console"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/local"
 	"github.com/weirstream/weir/internal/metrics"
@@ -78,6 +79,9 @@ type App struct {
 	local         *local.State
 	hosts         *stream.Hosts    // where the group's tasks run (AdvertisedAddr)
 	standbys      *stream.Standbys // the instance's standby copies; nil without
+	kclient       sarama.Client    // the admin's client, under mu
+
+	console *console.Console // the operator console; nil while Config.Console is off
 }
 
 // New validates the topology and the configuration and returns an App
@@ -108,6 +112,7 @@ func New(t Topology, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg.withDefaults(), graph: g, schemas: uses, stopped: make(chan struct{}), ready: make(chan struct{})}
+	a.newConsole()
 	if cfg.Security.TLS != nil {
 		tc, err := cfg.Security.TLS.Load()
 		if err != nil {

@@ -184,12 +184,17 @@ type Config struct {
 	AdvertisedAddr string
 
 	// Authorizer decides who may read what through weir's HTTP handlers:
-	// the stores the query handler (ktable.Handler) serves, and the
-	// failure text of /healthz and /readyz (HealthDetails). Default nil:
-	// every such request is refused (403), and the health endpoints answer
-	// with the state's name only. AllowAll opens them to whoever reaches
-	// the port; see docs/security.md, "Queries over HTTP".
+	// the stores the query handler (ktable.Handler) serves, the failure
+	// text of /healthz and /readyz (HealthDetails), and the operator
+	// console (ConsoleResource). Default nil: every such request is
+	// refused (403), and the health endpoints answer with the state's
+	// name only. AllowAll opens them to whoever reaches the port; see
+	// docs/security.md, "Queries over HTTP".
 	Authorizer Authorizer
+
+	// Console configures the operator console that App.Handler serves at
+	// /weir/: off unless Console.Enabled is set. See [ConsoleConfig].
+	Console ConsoleConfig
 
 	// ClientID starts the client id of every broker connection weir
 	// opens: "<ClientID>-<thread>" for thread i's group member,
@@ -462,6 +467,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validatePolicies(bad)
+	c.Console.validate(bad)
 	return errors.Join(errs...)
 }
 
@@ -693,6 +699,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.Net.RequestTimeout, defaultRequestTimeout)
 	orDefault(&c.ClientID, c.ApplicationID)
 	orDefault(&c.Net.DialTimeout, defaultDialTimeout)
+	c.Console = c.Console.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(minLevel{min: slog.LevelWarn, h: slog.Default().Handler()})
 	}

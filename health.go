@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weirstream/weir/internal/console"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/topics"
@@ -123,17 +124,28 @@ func (a *App) State() (State, error) {
 	return state, nil
 }
 
-// Handler serves the App's health and metrics over HTTP:
+// Handler serves the App's health and metrics over HTTP, and its
+// operator console:
 //
 //   - /metrics: Prometheus metrics, when Config.Metrics is also a
 //     prometheus.Gatherer (the default registry is);
 //   - /healthz: 200 while the App has not failed or stopped, else 503;
 //   - /readyz: 200 when every assigned task is restored and processing
-//     (StateRunning), else 503.
+//     (StateRunning), else 503;
+//   - /weir/: the operator console and its JSON API under /weir/api/,
+//     when Config.Console.Enabled is set (404 otherwise), for requests
+//     Config.Authorizer allows ConsoleResource (403 otherwise); see
+//     [ConsoleConfig] and docs/console.md.
 //
-// The body is the state's name and, when Config.Authorizer allows the
-// request HealthDetails, the cause of a failure, which may name broker
-// addresses, the SASL user or quote a processor's error.
+// The body of /healthz and /readyz is the state's name and, when
+// Config.Authorizer allows the request HealthDetails, the cause of a
+// failure, which may name broker addresses, the SASL user or quote a
+// processor's error.
+//
+// Mount it at the root of the server listening at Config.AdvertisedAddr,
+// next to ktable.Handler (whose longer pattern, ktable.HandlerPath, takes
+// its requests): the other instances' consoles ask for this one's figures
+// there.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if g, ok := a.cfg.Metrics.(prometheus.Gatherer); ok {
@@ -147,6 +159,7 @@ func (a *App) Handler() http.Handler {
 		s, cause := a.State()
 		a.writeState(w, req, s, cause, s == StateRunning)
 	})
+	mux.HandleFunc(console.Path, a.serveConsole)
 	return mux
 }
 

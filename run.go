@@ -74,9 +74,10 @@ func (a *App) run(ctx context.Context, cancel context.CancelFunc) error {
 		return fmt.Errorf("weir: admin client: %w", err)
 	}
 	a.mu.Lock() // snapshot reads it from scrapes
-	a.admin = admin
+	a.admin, a.kclient = admin, kc
 	a.mu.Unlock()
 	undo.add(func() { admin.Close() }) // closes kc too
+	a.startConsole(ctx, &undo)
 	took.Connect = took.lap()
 
 	tc, lay, err := a.prepare(ctx, kc, admin, adminCfg, db, dir, &took)

@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runDSLChild())
 	case os.Getenv(standbyChildEnv) != "":
 		os.Exit(runStandbyChild())
+	case os.Getenv(consoleChildEnv) != "":
+		os.Exit(runConsoleChild())
 	}
 	kafka.Main(m)
 }

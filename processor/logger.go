@@ -27,7 +27,9 @@ func (h *recordHandler) Handle(ctx context.Context, r slog.Record) error {
 		// r is the logger's own copy, made for this line alone.
 		r.AddAttrs(slog.String("topic", md.Topic), slog.Int("partition", int(md.Partition)), slog.Int64("offset", md.Offset))
 	}
-	return h.h.Handle(ctx, r)
+	// Marked as the processor's: the operator console lists weir's own
+	// lines only.
+	return h.h.Handle(graph.UserLine(ctx), r)
 }
 
 func (h *recordHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

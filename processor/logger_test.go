@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -113,5 +114,36 @@ func TestContextLoggerIsFreeWhenDisabled(t *testing.T) {
 	ctx.Logger()
 	if n := testing.AllocsPerRun(100, func() { ctx.Logger().Debug("below the level") }); n != 0 {
 		t.Errorf("a disabled line costs %v allocations, want 0", n)
+	}
+}
+
+// markHandler records whether each line it handles came marked as user
+// code's (graph.UserLine).
+type markHandler struct {
+	slog.Handler
+	marks *[]bool
+}
+
+func (h markHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h markHandler) Handle(ctx context.Context, r slog.Record) error {
+	*h.marks = append(*h.marks, graph.IsUserLine(ctx))
+	return nil
+}
+
+func (h markHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return markHandler{h.Handler.WithAttrs(as), h.marks}
+}
+
+// A processor's lines reach the handler marked as user code's, so that
+// the operator console, which lists weir's own warnings, leaves them out.
+func TestContextLoggerMarksUserLines(t *testing.T) {
+	t.Parallel()
+	var marks []bool
+	env := &fakeEnv{log: slog.New(markHandler{slog.DiscardHandler, &marks}), inRecord: true}
+	ctx := &nodeContext[string, string]{env: env, node: "p"}
+	ctx.Logger().Warn("the processor's own line")
+	if len(marks) != 1 || !marks[0] {
+		t.Errorf("marks %v, want one line marked as user code's", marks)
 	}
 }

@@ -9,7 +9,9 @@
 // output topics if they are missing. With -metrics-addr and
 // -advertised-addr every instance answers GET /words/<word> with the
 // word's committed count, asking the instance that counts it when that is
-// another one.
+// another one. With -metrics-addr every instance also serves weir's
+// operator console at /weir/ (-console=false turns it off); with
+// -advertised-addr too, each instance's console shows every instance.
 //
 // Output records: key = the word (UTF-8), value = its running count as an
 // 8-byte big-endian int64 (Kafka's LongSerializer format).
@@ -55,6 +57,7 @@ type options struct {
 	guarantee   string
 	metricsAddr string
 	advertise   string
+	console     bool // -console: serve the operator console at /weir/ on -metrics-addr
 }
 
 func parseFlags(args []string) (options, error) {
@@ -70,6 +73,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.describe, "describe", false, kafkaio.DescribeFlag)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve /metrics, /healthz and /readyz on, such as :9090 (empty: off; with -brokers)")
 	fs.StringVar(&o.advertise, "advertised-addr", "", "host:port other instances reach this one's -metrics-addr at: serves GET /words/<word> (the word's committed count, from whichever instance counts it) and the store queries of other instances (empty: off; needs -metrics-addr)")
+	fs.BoolVar(&o.console, "console", true, "serve weir's operator console at /weir/ on -metrics-addr (with -brokers; every instance's, with -advertised-addr)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -99,7 +103,7 @@ func run() error {
 		Guarantee:      guarantee,
 		Logger:         logger,
 		AdvertisedAddr: o.advertise,
-		Authorizer:     countsOnly(),
+		Authorizer:     countsOnly(o.console),
 	}
 	if o.describe {
 		return kafkaio.Describe(os.Stdout, Topology(o.input, o.output, nil), cfg)
@@ -108,6 +112,7 @@ func run() error {
 		return runEmbedded(o, cfg)
 	}
 	cfg.Brokers = strings.Split(o.brokers, ",")
+	cfg.Console.Enabled = o.console && o.metricsAddr != ""
 	if cfg.StateDir == "" {
 		// One instance per state directory: a directory of its own lets
 		// several instances run side by side with the default flags.
@@ -144,15 +149,17 @@ func run() error {
 
 // countsOnly is the example's authorizer: the word counts are what the
 // instances ask each other for, and the example trusts the network they
-// listen on with them; it shows nothing else (no failure text on
-// /healthz). A service would check the caller here (a client
-// certificate, a token).
-func countsOnly() weir.Authorizer {
+// listen on with them, and with the operator console when console is set
+// (the console's pages and the figures the instances' consoles ask each
+// other for); it shows nothing else (no failure text on /healthz, nor
+// the text of the errors the console lists). A service would check the
+// caller here (a client certificate, a token).
+func countsOnly(console bool) weir.Authorizer {
 	return weir.AuthorizerFunc(func(_ *http.Request, r weir.Resource) error {
-		if r == weir.StoreResource("counts") {
+		if r == weir.StoreResource("counts") || console && r == weir.ConsoleResource {
 			return nil
 		}
-		return errors.New("only the word counts are served")
+		return errors.New("only the word counts and the console are served")
 	})
 }
 

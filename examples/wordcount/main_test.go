@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -36,6 +37,37 @@ func TestFlagsKeepTheirContract(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-advertised-addr", "h:9"}); err == nil {
 		t.Error("-advertised-addr without -metrics-addr was accepted")
+	}
+	if o, _ := parseFlags(nil); !o.console {
+		t.Error("-console is off by default; -metrics-addr alone should serve the console")
+	}
+	if o, err := parseFlags([]string{"-metrics-addr", ":9", "-console=false"}); err != nil || o.console {
+		t.Errorf("parseFlags(-console=false) = %+v, %v", o, err)
+	}
+}
+
+// What -metrics-addr serves holds the operator console, which the
+// example's authorizer opens as it opens the counts, and only when the
+// console is on.
+func TestMetricsAddrServesTheConsole(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		app, err := weir.New(Topology("lines", "counts", nil), weir.Config{ApplicationID: "wc", Brokers: []string{"127.0.0.1:1"},
+			StateDir: t.TempDir(), Authorizer: countsOnly(on), Console: weir.ConsoleConfig{Enabled: on}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := handler(app, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"/weir/", "/weir/api/topology"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			if want := map[bool]int{true: 200, false: 404}[on]; rec.Code != want {
+				t.Errorf("console %v: GET %s = %d, want %d", on, path, rec.Code, want)
+			}
+		}
 	}
 }
 

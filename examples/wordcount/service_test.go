@@ -116,7 +116,7 @@ func TestWordQueriesAcrossInstances(t *testing.T) {
 			Brokers:        c.Brokers,
 			StateDir:       t.TempDir(),
 			AdvertisedAddr: addr,
-			Authorizer:     countsOnly(),
+			Authorizer:     countsOnly(false),
 			Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
 		})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,6 +118,27 @@ func (l *State) Offsets() map[assign.TaskID]int64 {
 			out[id] += off
 		}
 	}
+	return out
+}
+
+// Checkpoints returns the checkpoint of every store partition the
+// instance holds on disk (its tasks', its standbys', and those of tasks
+// that moved away and are not dropped yet), sorted by store and
+// partition: the next changelog offset each reflects. Safe for concurrent
+// use.
+func (l *State) Checkpoints() []statelog.Checkpoint {
+	l.mu.Lock()
+	out := make([]statelog.Checkpoint, 0, len(l.ckpts))
+	for s, off := range l.ckpts {
+		out = append(out, statelog.Checkpoint{Store: s.store, Partition: s.partition, Offset: off})
+	}
+	l.mu.Unlock()
+	slices.SortFunc(out, func(a, b statelog.Checkpoint) int {
+		if c := strings.Compare(a.Store, b.Store); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
 	return out
 }
 

@@ -312,3 +312,29 @@ func TestSizesDoNotBlockTasks(t *testing.T) {
 		t.Errorf("a scrape after close returned %v and read the database %d times", sizes, g.sizesRun.Load()-ran)
 	}
 }
+
+// Checkpoints lists every store partition held, found on disk at start
+// or checkpointed since, sorted by store and partition.
+func TestCheckpointsListsWhatIsHeld(t *testing.T) {
+	t.Parallel()
+	db := openTestDB(t)
+	fillSpace(t, db, 2, 1, 20)
+	l, err := New(db, slog.New(slog.DiscardHandler), time.Hour, map[string]int{testStore: 0, "other": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Checkpointed(testStore, 0, 7)
+	l.Checkpointed("other", 1, 3)
+	l.Checkpointed(testStore, 2, 21)
+	got := l.Checkpoints()
+	want := []statelog.Checkpoint{{Store: testStore, Partition: 0, Offset: 7}, {Store: testStore, Partition: 2, Offset: 21}, {Store: "other", Partition: 1, Offset: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("checkpoints %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Store != want[i].Store || got[i].Partition != want[i].Partition || got[i].Offset != want[i].Offset {
+			t.Errorf("checkpoint %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -172,3 +172,41 @@ func TestStoreEstimatedDiskBytes(t *testing.T) {
 		t.Error("weir_store_size_bytes is still exported")
 	}
 }
+
+// Read sums the counters by the labels the console shows, and the
+// commit histograms of every thread.
+func TestRead(t *testing.T) {
+	t.Parallel()
+	m, err := New(prometheus.NewRegistry(), "app", noSource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.RecordsProcessed.WithLabelValues("0", "0_1").Add(3)
+	m.RecordsProcessed.WithLabelValues("1", "0_1").Add(2)
+	m.RecordsSkipped.WithLabelValues("0", "0_1", "deserialization").Inc()
+	m.DeadLettered.WithLabelValues("0", "0_1").Add(4)
+	m.DeadLettered.WithLabelValues("1", "1_1").Add(1)
+	m.Transactions.WithLabelValues("0", "committed").Add(7)
+	m.RestoredRecords.WithLabelValues("counts", "2").Add(9)
+	m.CommitDuration.WithLabelValues("0").Observe(0.003)
+	m.CommitDuration.WithLabelValues("1").Observe(0.005)
+	m.LastCommit.WithLabelValues("0").Set(100)
+	m.LastCommit.WithLabelValues("1").Set(200)
+	f := m.Read()
+	if f.ProcessedByTask["0_1"] != 5 || f.SkippedByReason["deserialization"] != 1 || f.DeadLetteredTotal != 5 ||
+		f.TxnByResult["committed"] != 7 || f.RestoredByStore["counts/2"] != 9 || f.LastCommit != 200 {
+		t.Errorf("figures %+v", f)
+	}
+	h := f.CommitSeconds
+	if h.Count != 2 || h.Sum < 0.0079 || h.Sum > 0.0081 || len(h.Buckets) == 0 {
+		t.Fatalf("commit histogram %+v", h)
+	}
+	for i, b := range h.Buckets {
+		if i > 0 && b.Le <= h.Buckets[i-1].Le {
+			t.Errorf("buckets not ascending: %+v", h.Buckets)
+		}
+		if b.Le >= 0.008 && b.Count != 2 {
+			t.Errorf("bucket le %v counts %v, want both commits", b.Le, b.Count)
+		}
+	}
+}

@@ -86,6 +86,7 @@ type Members interface {
 type Hosts struct {
 	mu    sync.Mutex
 	gen   int32
+	at    time.Time // when gen's hosts arrived
 	hosts []assign.Host
 }
 
@@ -94,6 +95,9 @@ type Hosts struct {
 func (h *Hosts) set(gen int32, hosts []assign.Host) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if gen > h.gen {
+		h.at = time.Now()
+	}
 	if gen >= h.gen {
 		h.gen, h.hosts = gen, hosts
 	}
@@ -105,6 +109,14 @@ func (h *Hosts) Get() ([]assign.Host, int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.hosts, h.gen
+}
+
+// Since returns the newest generation and when a thread of the instance
+// first received it: the instance's last rebalance (zero before any).
+func (h *Hosts) Since() (int32, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen, h.at
 }
 
 // ErrFenced is weir.ErrInstanceFenced: another instance took this instance's

@@ -297,6 +297,38 @@ func (s *Standbys) Read(id assign.TaskID, store string, maxLag int64, fn func() 
 	return ErrNoStandby
 }
 
+// KeptStandby is a standby or warm-up copy the runner keeps, as
+// Standbys.Kept reports it.
+type KeptStandby struct {
+	ID     assign.TaskID
+	Warmup bool // a warm-up (Config.MaxWarmups), not a standby replica
+	// Lags are its stores' lags, as StoreLag reports them; empty until
+	// its first update completed, or while a thread holds its task.
+	Lags map[string]int64
+}
+
+// Kept returns the standby and warm-up copies the runner keeps, sorted by
+// task. Safe for concurrent use.
+func (s *Standbys) Kept() []KeptStandby {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	warm := s.warmSet()
+	out := make([]KeptStandby, 0, len(s.running))
+	for _, id := range slices.SortedFunc(maps.Keys(s.running), assign.TaskID.Compare) {
+		r := s.running[id]
+		k := KeptStandby{ID: id, Warmup: warm[id], Lags: map[string]int64{}}
+		if r.updated && !s.sh.Local.HeldByThread(id) {
+			for _, store := range r.sb.Stores() {
+				if lag, ok := r.lag(store); ok {
+					k.Lags[store] = lag
+				}
+			}
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
 // Tasks returns the tasks whose standbys the runner keeps, sorted.
 func (s *Standbys) Tasks() []assign.TaskID {
 	s.mu.Lock()

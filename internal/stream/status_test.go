@@ -33,3 +33,24 @@ func TestClaimedPartitionsReportLagBeforeTheirTask(t *testing.T) {
 		t.Errorf("after a fetch: log end %d, want the claim's high watermark 70", p.LogEnd)
 	}
 }
+
+// Since gives the newest generation and when it first arrived: an older
+// generation arriving late, or the same one from another thread, does not
+// move it.
+func TestHostsSince(t *testing.T) {
+	t.Parallel()
+	var h Hosts
+	if gen, at := h.Since(); gen != 0 || !at.IsZero() {
+		t.Fatalf("before any assignment: %d at %v", gen, at)
+	}
+	h.set(3, nil)
+	gen, first := h.Since()
+	if gen != 3 || first.IsZero() {
+		t.Fatalf("after generation 3: %d at %v", gen, first)
+	}
+	h.set(3, nil)
+	h.set(2, nil)
+	if gen, at := h.Since(); gen != 3 || !at.Equal(first) {
+		t.Errorf("after generation 3 again and 2: %d at %v, want 3 at %v", gen, at, first)
+	}
+}
