@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -140,40 +139,19 @@ type consoleInstance struct {
 // startConsoleChild starts an instance and waits until it serves.
 func startConsoleChild(t *testing.T, cc consoleChild, log string) *consoleInstance {
 	t.Helper()
-	js, err := json.Marshal(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), consoleChildEnv+"="+string(js))
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	in := &consoleInstance{cmd: cmd, log: log, done: make(chan struct{})}
+	in := &consoleInstance{log: log}
 	addr := make(chan string, 1)
-	go func() {
-		defer close(in.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var line struct{ Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
-				addr <- line.Addr
+	in.cmd, in.done = spawnInstance(t, consoleChildEnv, cc, log, func(b []byte) {
+		var line struct{ Addr string }
+		if json.Unmarshal(b, &line) == nil && line.Addr != "" {
+			select {
+			case addr <- line.Addr:
+			default: // the first one counts
 			}
 		}
-		_ = cmd.Wait()
-	}()
+	})
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = in.cmd.Process.Kill()
 		<-in.done
 	})
 	select {

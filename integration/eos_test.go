@@ -16,7 +16,6 @@ package integration
 // test needs the process cluster or the verifier.
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -430,46 +429,21 @@ func (cl *eosCluster) start(slot int) {
 	if cc.ClientIDPrefix != "" {
 		cc.ClientID = cc.ClientIDPrefix + strconv.Itoa(slot)
 	}
-	js, err := json.Marshal(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.OpenFile(cl.logs[slot], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), eosChildEnv+"="+string(js))
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting instance %d: %v", slot, err)
-	}
-	fmt.Fprintf(logFile, "=== test: started pid %d at %s\n", cmd.Process.Pid, time.Now().Format(time.StampMilli))
-	ch := &eosChild{cmd: cmd, done: make(chan struct{}), started: time.Now()}
-	go func() {
-		defer close(ch.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var st eosStatus
-			if json.Unmarshal(sc.Bytes(), &st) != nil {
-				continue
-			}
-			ch.mu.Lock()
-			if st.Tasks != nil {
-				ch.tasks = st.Tasks
-			}
-			if st.Mem != nil {
-				ch.mem = *st.Mem
-			}
-			ch.mu.Unlock()
+	ch := &eosChild{started: time.Now()}
+	ch.cmd, ch.done = spawnInstance(t, eosChildEnv, cc, cl.logs[slot], func(line []byte) {
+		var st eosStatus
+		if json.Unmarshal(line, &st) != nil {
+			return
 		}
-		_ = cmd.Wait()
-	}()
+		ch.mu.Lock()
+		if st.Tasks != nil {
+			ch.tasks = st.Tasks
+		}
+		if st.Mem != nil {
+			ch.mem = *st.Mem
+		}
+		ch.mu.Unlock()
+	})
 	cl.children[slot] = ch
 }
 

@@ -142,25 +142,7 @@ func TestStandbysProbePacing(t *testing.T) {
 // bound admits, and a read of it is refused as behind without running.
 func TestStandbyLagGrowsStaleWhenUpdatesFail(t *testing.T) {
 	t.Parallel()
-	db, err := statelog.Open(t.TempDir(), changelog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	m, err := metrics.New(prometheus.NewRegistry(), "app", noSource{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	loc, err := local.New(db, log, time.Hour, map[string]int{"s": 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &graph.Node{Name: "p", Kind: graph.KindProcessor}
-	sh := &task.Shared{Config: task.Config{ApplicationID: "app"}, DB: db, Metrics: m, Local: loc,
-		Graph:  &graph.Graph{Nodes: []*graph.Node{n}, Stores: []*graph.Store{{Name: "s", Users: []*graph.Node{n}}}},
-		Layout: &topics.Layout{Subs: []*graph.Subtopology{{ID: 0, Nodes: []*graph.Node{n}}}}}
-	s := NewStandbys(sh, log, WarmupProbes{})
+	s, sh, log := newTestStandbys(t)
 	id := assign.TaskID{}
 	r := &standbyRun{sb: task.NewStandby(sh, log, id), updated: true, syncedAt: time.Now()}
 	s.running[id] = r
@@ -200,6 +182,27 @@ func TestStandbyLagGrowsStaleWhenUpdatesFail(t *testing.T) {
 // it is stale).
 func TestStandbysKept(t *testing.T) {
 	t.Parallel()
+	s, sh, log := newTestStandbys(t)
+	standby, warmup := assign.TaskID{Partition: 1}, assign.TaskID{Partition: 0}
+	s.Set(0, []assign.TaskID{standby}, []assign.TaskID{warmup})
+	s.running[standby] = &standbyRun{sb: task.NewStandby(sh, log, standby), updated: true, syncedAt: time.Now()}
+	s.running[warmup] = &standbyRun{sb: task.NewStandby(sh, log, warmup)} // not updated yet
+	got := s.Kept()
+	if len(got) != 2 || got[0].ID != warmup || !got[0].Warmup || len(got[0].Lags) != 0 ||
+		got[1].ID != standby || got[1].Warmup || got[1].Lags["s"] != 0 || len(got[1].Lags) != 1 {
+		t.Fatalf("kept %+v, want the warm-up without lags, then the standby with lag 0", got)
+	}
+	s.running[standby].failures = 1
+	if lag := s.Kept()[1].Lags["s"]; lag != UnknownLag {
+		t.Errorf("lag after a failed update %d, want UnknownLag", lag)
+	}
+}
+
+// newTestStandbys returns a standby runner over a fresh local database
+// with one sub-topology of one processor using store "s", its shared task
+// configuration and its logger (which discards).
+func newTestStandbys(t *testing.T) (*Standbys, *task.Shared, *slog.Logger) {
+	t.Helper()
 	db, err := statelog.Open(t.TempDir(), changelog.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,17 +222,5 @@ func TestStandbysKept(t *testing.T) {
 		Graph:  &graph.Graph{Nodes: []*graph.Node{n}, Stores: []*graph.Store{{Name: "s", Users: []*graph.Node{n}}}},
 		Layout: &topics.Layout{Subs: []*graph.Subtopology{{ID: 0, Nodes: []*graph.Node{n}}}}}
 	s := NewStandbys(sh, log, WarmupProbes{})
-	standby, warmup := assign.TaskID{Partition: 1}, assign.TaskID{Partition: 0}
-	s.Set(0, []assign.TaskID{standby}, []assign.TaskID{warmup})
-	s.running[standby] = &standbyRun{sb: task.NewStandby(sh, log, standby), updated: true, syncedAt: time.Now()}
-	s.running[warmup] = &standbyRun{sb: task.NewStandby(sh, log, warmup)} // not updated yet
-	got := s.Kept()
-	if len(got) != 2 || got[0].ID != warmup || !got[0].Warmup || len(got[0].Lags) != 0 ||
-		got[1].ID != standby || got[1].Warmup || got[1].Lags["s"] != 0 || len(got[1].Lags) != 1 {
-		t.Fatalf("kept %+v, want the warm-up without lags, then the standby with lag 0", got)
-	}
-	s.running[standby].failures = 1
-	if lag := s.Kept()[1].Lags["s"]; lag != UnknownLag {
-		t.Errorf("lag after a failed update %d, want UnknownLag", lag)
-	}
+	return s, sh, log
 }
