@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,4 +50,33 @@ func spawnInstance(t *testing.T, env string, cfg any, logPath string, line func(
 		_ = cmd.Wait()
 	}()
 	return cmd, done
+}
+
+// TestRepairEventsQuoteTheRuntime keeps repairCounts honest: each message
+// it counts is one the runtime logs, so a reworded warning cannot make a
+// repair path read as never taken.
+func TestRepairEventsQuoteTheRuntime(t *testing.T) {
+	var src strings.Builder
+	for _, dir := range []string{"../internal/stream", "../internal/repair"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+	}
+	for _, e := range repairEvents {
+		text := strings.TrimSuffix(strings.TrimPrefix(e.msg, `msg="`), `"`)
+		if !strings.Contains(src.String(), text) {
+			t.Errorf("repair event %q counts lines with %q, which no Go source of internal/stream or internal/repair logs", e.name, text)
+		}
+	}
 }
