@@ -847,6 +847,21 @@ type findings struct {
 	kinds    []string
 	count    map[string]int
 	examples map[string][]string
+	// out and in are the offsets, by partition, of the output records
+	// concerned and of their input records (violationLogs).
+	out, in map[int32]span
+}
+
+// mark records the offsets of a violation on partition p: output records
+// (none for a record lost) and their input record.
+func (f *findings) mark(p int32, input int64, output ...int64) {
+	if f.out == nil {
+		f.out, f.in = map[int32]span{}, map[int32]span{}
+	}
+	for _, o := range output {
+		f.out[p] = f.out[p].with(o)
+	}
+	f.in[p] = f.in[p].with(input)
 }
 
 const maxExamples = 5
@@ -910,6 +925,7 @@ func verifyEcho(f *findings, in map[int32][]inRec, echo []*sarama.ConsumerMessag
 			}
 			if at, dup := first[id]; dup {
 				f.add(anomalyDuplicate, "partition %d offset %d: key %s value %s, already at offset %d", p, m.Offset, m.Key, m.Value, at)
+				f.mark(p, inOffset[id], at, m.Offset)
 				clean = false
 				continue
 			}
@@ -918,6 +934,7 @@ func verifyEcho(f *findings, in map[int32][]inRec, echo []*sarama.ConsumerMessag
 		for _, r := range want {
 			if _, ok := first[r.key+"="+r.value]; !ok {
 				f.add(anomalyLost, "partition %d: key %s value %s (input offset %d) missing", p, r.key, r.value, r.offset)
+				f.mark(p, r.offset)
 				clean = false
 			}
 		}
@@ -1149,7 +1166,8 @@ func TestEOSVerifierFindsViolations(t *testing.T) {
 // It does not run in parallel with the other tests: it loads both cores on
 // purpose, and sharing them would slow both it and the others.
 func TestExactlyOnceUnderKill9(t *testing.T) {
-	exactlyOnceUnderKill9(t, eosRun{c: kafka.Cluster(t), records: eosRecords})
+	c := kafka.Cluster(t)
+	exactlyOnceUnderKill9(t, eosRun{c: c, dataDirs: singleDataDirs(c), records: eosRecords})
 }
 
 // TestExactlyOnceUnderKill9WithStandbys is TestExactlyOnceUnderKill9 with
@@ -1158,7 +1176,8 @@ func TestExactlyOnceUnderKill9(t *testing.T) {
 // instance, a task closed by a rebalance becomes a standby), and the
 // output must stay exact.
 func TestExactlyOnceUnderKill9WithStandbys(t *testing.T) {
-	exactlyOnceUnderKill9(t, eosRun{c: kafka.Cluster(t), records: eosRecords, standbys: 1})
+	c := kafka.Cluster(t)
+	exactlyOnceUnderKill9(t, eosRun{c: c, dataDirs: singleDataDirs(c), records: eosRecords, standbys: 1})
 }
 
 // eosRun is what one run of the exactly-once verification varies.
@@ -1169,6 +1188,9 @@ type eosRun struct {
 	// fault, when set, is the failure injected in each round instead of
 	// the kill of a random instance; it returns what it did, for the log.
 	fault func(round int, cl *eosCluster, rng *rand.Rand) string
+	// dataDirs are the brokers' data directories, when the test can read
+	// them: a violation is then explained from the brokers' logs.
+	dataDirs []string
 }
 
 // killRandom kills a random instance of cl with SIGKILL and restarts it,
@@ -1263,6 +1285,9 @@ func exactlyOnceUnderKill9(t *testing.T, run eosRun) {
 	verifyAgg(aggF, input, readToSentinels(t, c, aggOut, eosPartitions, sarama.ReadCommitted))
 	echoF.report(t)
 	aggF.report(t)
+	if len(echoF.in) > 0 && len(run.dataDirs) > 0 {
+		t.Logf("the brokers' logs around the violations in %s:\n%s", echo, violationLogs(run.dataDirs, echo, echoF.out, in, app, echoF.in))
+	}
 	// The kills must have hit open transactions, or the test did not
 	// exercise what it is for: their records are in the log, aborted.
 	aborted := len(readToSentinels(t, c, echo, eosPartitions, sarama.ReadUncommitted)) - len(echoRecs)

@@ -155,7 +155,7 @@ func moveLeaders(t *testing.T, admin sarama.ClusterAdmin, topics ...string) int 
 // replicas and needs two in sync.
 func TestExactlyOnceUnderKill9OnThreeBrokers(t *testing.T) {
 	rc := replicated(t)
-	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2})
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, dataDirs: replicatedDataDirs(), records: eosRecords / 2})
 }
 
 // TestExactlyOnceAcrossLeaderMoves: while three instances process and
@@ -175,7 +175,7 @@ func TestExactlyOnceAcrossLeaderMoves(t *testing.T) {
 	rc := replicated(t)
 	admin := rc.Admin(t)
 	total := 0
-	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, dataDirs: replicatedDataDirs(), records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
 		topics := []string{cl.base.In, cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog", "__consumer_offsets", "__transaction_state"}
 		slot := rng.IntN(len(cl.children))
 		killed := time.Now()
@@ -216,7 +216,7 @@ func TestExactlyOnceThroughBrokerRestartsAndReplicaLoss(t *testing.T) {
 	rc := replicated(t)
 	admin := rc.Admin(t)
 	t.Cleanup(rc.allUp)
-	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
+	exactlyOnceUnderKill9(t, eosRun{c: rc.Env, dataDirs: replicatedDataDirs(), records: eosRecords / 2, fault: func(round int, cl *eosCluster, rng *rand.Rand) string {
 		n := round%3 + 1
 		written := []string{cl.base.Echo, cl.base.AggOut, cl.base.App + "-agg-changelog"}
 		start := time.Now()

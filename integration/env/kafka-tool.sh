@@ -6,6 +6,10 @@
 #   kafka-tool.sh consumer-groups --describe --group my-service
 #   kafka-tool.sh transactions list
 #   kafka-tool.sh configs --alter --entity-type topics --entity-name T --add-config retention.ms=...
+#   kafka-tool.sh dump-log --files DATA/orders-0/00000000000000000000.log --print-data-log
+# dump-log reads a broker's log segments from its data directory (Kafka's
+# DumpLogSegments: batches with their producer ids and epochs, transaction
+# markers) and takes no --bootstrap-server.
 # --bootstrap-server defaults to $WEIR_BOOTSTRAP_SERVERS (env.sh sets it)
 # when the arguments do not give one.
 set -euo pipefail
@@ -16,8 +20,9 @@ case "${1:-}" in
   consumer-groups) class=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
   transactions) class=org.apache.kafka.tools.TransactionsCommand ;;
   configs) class=org.apache.kafka.tools.ConfigCommand ;;
+  dump-log) class=org.apache.kafka.tools.DumpLogSegments ;;
   *)
-    log "usage: kafka-tool.sh topics|consumer-groups|transactions|configs ARGS..."
+    log "usage: kafka-tool.sh topics|consumer-groups|transactions|configs|dump-log ARGS..."
     exit 2
     ;;
 esac
@@ -28,7 +33,7 @@ if ! ls "$libs"/kafka-tools-*.jar >/dev/null 2>&1; then
   exit 1
 fi
 args=("$@")
-if [[ " $* " != *" --bootstrap-server "* && -n "${WEIR_BOOTSTRAP_SERVERS:-}" ]]; then
+if [[ $class != *DumpLogSegments && " $* " != *" --bootstrap-server "* && -n "${WEIR_BOOTSTRAP_SERVERS:-}" ]]; then
   args=(--bootstrap-server "$WEIR_BOOTSTRAP_SERVERS" "${args[@]}")
 fi
 exec java -cp "$libs/*" -Dlog4j2.configurationFile="$ENV_SRC/log4j2.properties" "$class" "${args[@]}"

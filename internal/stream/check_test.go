@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,17 @@ type checkAdmin struct {
 	stateErr  error
 	producers []producersAnswer
 	described int
+	asked     []map[string][]int32 // the partitions of each DescribeProducers
+	// offsetsTopic answers DescribeTopics of __consumer_offsets, one per
+	// call (the last repeats): its partition count, or an error. Without
+	// answers the cluster has no such topic.
+	offsetsTopic []offsetsAnswer
+	topicCalls   int
+}
+
+type offsetsAnswer struct {
+	partitions int
+	err        error
 }
 
 type producersAnswer struct {
@@ -45,10 +57,11 @@ func (a *checkAdmin) DescribeTransactions(ids []string) (map[string]sarama.Trans
 	return map[string]sarama.TransactionState{ids[0]: a.state}, nil
 }
 
-func (a *checkAdmin) DescribeProducers(map[string][]int32) (map[string]map[int32]sarama.DescribeProducersResponsePartition, error) {
+func (a *checkAdmin) DescribeProducers(parts map[string][]int32) (map[string]map[int32]sarama.DescribeProducersResponsePartition, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.described++
+	a.asked = append(a.asked, parts)
 	ans := a.producers[min(a.described, len(a.producers))-1]
 	return ans.parts, ans.err
 }
@@ -57,8 +70,25 @@ func (a *checkAdmin) ListTransactions([]string, []int64, int64) ([]sarama.ListTr
 	return nil, nil
 }
 
-func (a *checkAdmin) DescribeTopics([]string) ([]*sarama.TopicMetadata, error) {
-	return nil, errors.New("no offsets topic here")
+func (a *checkAdmin) DescribeTopics(topics []string) ([]*sarama.TopicMetadata, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.topicCalls++
+	if len(topics) != 1 || topics[0] != offsetsTopic {
+		return nil, errors.New("the checks describe only " + offsetsTopic)
+	}
+	if len(a.offsetsTopic) == 0 {
+		return []*sarama.TopicMetadata{{Name: offsetsTopic, Err: sarama.ErrUnknownTopicOrPartition}}, nil
+	}
+	ans := a.offsetsTopic[min(a.topicCalls, len(a.offsetsTopic))-1]
+	if ans.err != nil {
+		return nil, ans.err
+	}
+	md := &sarama.TopicMetadata{Name: offsetsTopic}
+	for p := range ans.partitions {
+		md.Partitions = append(md.Partitions, &sarama.PartitionMetadata{ID: int32(p)})
+	}
+	return []*sarama.TopicMetadata{md}, nil
 }
 
 // checkClient is the producer's client as the checks use it: its
@@ -101,7 +131,7 @@ func openOn(topic string, partition int32, pid int64, epoch int32, offset int64)
 // producers, so that only what ans says is open or unanswered.
 func answeredAll(ans producersAnswer) producersAnswer {
 	full := map[string]map[int32]sarama.DescribeProducersResponsePartition{}
-	for _, topic := range []string{"out", "compacted", "app-s-changelog"} {
+	for _, topic := range []string{"out", "compacted", "app-s-changelog", offsetsTopic} {
 		full[topic] = map[int32]sarama.DescribeProducersResponsePartition{0: {}, 1: {}}
 		for p, r := range ans.parts[topic] {
 			full[topic][p] = r
@@ -168,6 +198,68 @@ func TestCheckThatCanNeverBeMadeTurnsOff(t *testing.T) {
 	}
 	if !th.noDanglingCheck.Load() {
 		t.Fatal("the check still runs on a cluster that refuses it")
+	}
+}
+
+// TestCheckWaitsForTheOffsetsTopic: the check at producer start looks at
+// the partitions of __consumer_offsets too, where the group's offsets of
+// an unfinished transaction may be open. When the admin client cannot
+// describe that topic (a broker just killed), the check waits and asks
+// again, counting dangling_check_failed, instead of passing without it:
+// it once passed, and a transaction's offsets left open there could be
+// decided against its output. A cluster without the topic is checked
+// without it (TestCheckThatCanNeverBeMadeTurnsOff and the rest).
+func TestCheckWaitsForTheOffsetsTopic(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("dial tcp 127.0.0.1:29112: connect: connection refused")
+	admin := &checkAdmin{
+		state:        sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
+		producers:    []producersAnswer{answeredAll(clean)},
+		offsetsTopic: []offsetsAnswer{{err: refused}, {err: refused}, {partitions: 2}},
+	}
+	th := checkThread(t, admin)
+	p := txn.Wrap(txntest.New(true))
+	defer p.Close()
+	if err := th.checkDangling(p, false, repair.LastTransaction{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 2 {
+		t.Fatalf("dangling_check_failed counted %v times, want 2 (one per failed description of %s)", n, offsetsTopic)
+	}
+	admin.mu.Lock()
+	defer admin.mu.Unlock()
+	if len(admin.asked) == 0 || !slices.Equal(admin.asked[0][offsetsTopic], []int32{0, 1}) {
+		t.Fatalf("the check asked about %v, want %s partitions 0 and 1 among them", admin.asked, offsetsTopic)
+	}
+	if want := (txn.Partition{Topic: offsetsTopic, Partition: groupPartition("app", 2)}); th.offsetsPart == nil || *th.offsetsPart != want {
+		t.Fatalf("the group's offsets partition is %v, want %v", th.offsetsPart, want)
+	}
+}
+
+// TestCheckAfterCommitWaitsForTheOffsetsPartition: the check after a
+// commit that wrote offsets must look at the group's offsets partition;
+// while the admin client cannot say which it is, the check waits (a
+// dangling_check_failed each time) instead of passing without it.
+func TestCheckAfterCommitWaitsForTheOffsetsPartition(t *testing.T) {
+	t.Parallel()
+	admin := &checkAdmin{
+		state:        sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 1},
+		producers:    []producersAnswer{answeredAll(clean)},
+		offsetsTopic: []offsetsAnswer{{err: errors.New("no broker answers")}, {partitions: 2}},
+	}
+	th := checkThread(t, admin)
+	committedOnce(t, th)
+	if err := th.ensureCommitted(); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 1 {
+		t.Fatalf("dangling_check_failed counted %v times, want 1", n)
+	}
+	admin.mu.Lock()
+	defer admin.mu.Unlock()
+	part := groupPartition("app", 2)
+	if len(admin.asked) == 0 || !slices.Contains(admin.asked[0][offsetsTopic], part) {
+		t.Fatalf("the check after the commit asked about %v, want the group's offsets partition %s/%d among them", admin.asked, offsetsTopic, part)
 	}
 }
 

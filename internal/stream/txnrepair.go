@@ -133,10 +133,21 @@ func (th *Thread) checkDangling(p *txn.Producer, afterAbort bool, last repair.La
 	}
 	// Asked of the admin client, not the producer's: looking a missing
 	// topic up in the producer's metadata (an embedded broker has no
-	// __consumer_offsets) disturbs the producer.
-	if ds, err := th.in.Admin.DescribeTopics([]string{offsetsTopic}); err == nil && len(ds) == 1 && ds[0].Err == sarama.ErrNoError {
-		for _, pm := range ds[0].Partitions {
-			topics[offsetsTopic] = append(topics[offsetsTopic], pm.ID)
+	// __consumer_offsets) disturbs the producer. Only a topic that does
+	// not exist is left out: not knowing its partitions (a broker down)
+	// is not knowing whether the group's offsets of an aborted or
+	// committed transaction are open there, and the check waits.
+	for {
+		ps, err := offsetsPartitions(th.in.Admin)
+		if err == nil {
+			if len(ps) > 0 {
+				topics[offsetsTopic] = ps
+				th.offsetsPart = &txn.Partition{Topic: offsetsTopic, Partition: groupPartition(th.in.ApplicationID, int32(len(ps)))}
+			}
+			break
+		}
+		if err := th.awaitCheckable(err); err != nil {
+			return err
 		}
 	}
 	wait := time.Duration(0)
@@ -216,8 +227,17 @@ func (th *Thread) ensureCommitted() error {
 	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() || th.stopping() {
 		return nil
 	}
-	if th.offsetsPart == nil {
-		th.lookUpOffsetsPartition()
+	for th.offsetsPart == nil {
+		err := th.lookUpOffsetsPartition()
+		if err == nil {
+			break
+		}
+		if err := th.awaitCheckable(err); err != nil {
+			if th.stopping() {
+				return nil
+			}
+			return err
+		}
 	}
 	id := th.pclient.Config().Producer.Transaction.ID
 	written := th.producer.LastCommitted()
@@ -280,17 +300,24 @@ func (th *Thread) stopChecking(err error) {
 }
 
 // lookUpOffsetsPartition sets offsetsPart, the partition of
-// __consumer_offsets holding the group's offsets, once the admin client
-// can say, asking at most once a minute (an embedded test broker may have
-// no such topic, and the check after each commit would ask every time).
-func (th *Thread) lookUpOffsetsPartition() {
+// __consumer_offsets holding the group's offsets. A cluster without that
+// topic (an embedded test broker) is asked again at most once a minute,
+// and the check after each commit goes on without it meanwhile. An admin
+// client that cannot say returns the error: the check after a commit
+// that wrote offsets must not pass without looking at them.
+func (th *Thread) lookUpOffsetsPartition() error {
 	if time.Since(th.offsetsAsked) < time.Minute {
-		return
+		return nil
+	}
+	ps, err := offsetsPartitions(th.in.Admin)
+	if err != nil {
+		return err
 	}
 	th.offsetsAsked = time.Now()
-	if p, err := offsetsPartition(th.in.Admin, th.in.ApplicationID); err == nil {
-		th.offsetsPart = &txn.Partition{Topic: offsetsTopic, Partition: p}
+	if len(ps) > 0 {
+		th.offsetsPart = &txn.Partition{Topic: offsetsTopic, Partition: groupPartition(th.in.ApplicationID, int32(len(ps)))}
 	}
+	return nil
 }
 
 // splitDangling sorts the partitions of de into those holding records of

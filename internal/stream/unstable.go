@@ -431,14 +431,39 @@ func liveProcesses(g *sarama.GroupDescription) (map[string]bool, error) {
 // offsetsPartition returns the partition of __consumer_offsets that holds
 // group's offsets, as the broker places it (groupPartition).
 func offsetsPartition(admin sarama.ClusterAdmin, group string) (int32, error) {
-	ds, err := admin.DescribeTopics([]string{offsetsTopic})
+	ps, err := offsetsPartitions(admin)
 	if err != nil {
 		return 0, err
 	}
-	if len(ds) != 1 || ds[0].Err != sarama.ErrNoError || len(ds[0].Partitions) == 0 {
-		return 0, errors.New("cannot describe " + offsetsTopic)
+	if len(ps) == 0 {
+		return 0, fmt.Errorf("the cluster has no %s", offsetsTopic)
 	}
-	return groupPartition(group, int32(len(ds[0].Partitions))), nil
+	return groupPartition(group, int32(len(ps))), nil
+}
+
+// offsetsPartitions returns the partitions of __consumer_offsets: none
+// when the cluster has no such topic (an embedded test broker; a real one
+// creates it at the first group's coordinator lookup), an error when the
+// admin client could not say.
+func offsetsPartitions(admin sarama.ClusterAdmin) ([]int32, error) {
+	ds, err := admin.DescribeTopics([]string{offsetsTopic})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("describing %s: %w", offsetsTopic, err)
+	case len(ds) != 1:
+		return nil, fmt.Errorf("describing %s: %d topics in the answer", offsetsTopic, len(ds))
+	case ds[0].Err == sarama.ErrUnknownTopicOrPartition:
+		return nil, nil
+	case ds[0].Err != sarama.ErrNoError:
+		return nil, fmt.Errorf("describing %s: %w", offsetsTopic, ds[0].Err)
+	case len(ds[0].Partitions) == 0:
+		return nil, fmt.Errorf("describing %s: no partitions in the answer", offsetsTopic)
+	}
+	ps := make([]int32, 0, len(ds[0].Partitions))
+	for _, pm := range ds[0].Partitions {
+		ps = append(ps, pm.ID)
+	}
+	return ps, nil
 }
 
 // groupPartition is Kafka's partition of group among n offsets
