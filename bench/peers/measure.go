@@ -370,11 +370,14 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	}
 	// One new record per partition, so that the restart is done only when
 	// every task has restored its part of the store and processed one. The
-	// input is shared with the other peers, whose markers it holds.
+	// input is shared with the other peers and rounds, whose markers it
+	// holds: each run's are its own (app), or a later run would count a
+	// marker twice, already once in the store it built, and wait for a
+	// count of 1 for ever.
 	markers := map[string]bool{}
 	var msgs []*sarama.ProducerMessage
 	for p := range o.partitions {
-		key := fmt.Sprintf("restore-marker-%s-%d", peer, p)
+		key := fmt.Sprintf("restore-marker-%s-%d", app, p)
 		markers[key] = false
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
 	}
