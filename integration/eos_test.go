@@ -573,6 +573,7 @@ var repairEvents = []struct{ name, msg string }{
 	{"left to the next check", `leaving them to the next check"`},
 	{"taken over", `taking its transactional id over`},
 	{"slow commit rebuild", `rebuilding the producer so that no late request`},
+	{"check retried", `msg="could not check for records of aborted transactions`},
 }
 
 // repairCounts counts the repair's decisions in the instances' logs, for
