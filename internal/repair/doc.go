@@ -11,4 +11,11 @@
 // writes the marker the records lack: CommitOver when the coordinator's
 // last transaction committed, an abort otherwise. What cannot be proven
 // is reported (DanglingError), never guessed.
+//
+// Guard is the thread's side (guard.go): when each check runs, and the
+// fail-safe rule that a check that cannot be made is retried while no
+// transaction starts. takeover.go ends the records that a process of the
+// application which left the group holds open on the group's offsets
+// partition or a changelog partition, and abort.go the transaction that
+// ends aborted records.
 package repair

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/IBM/sarama"
 
-	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/txn"
 )
 
@@ -133,84 +131,5 @@ func TestInitRetriable(t *testing.T) {
 		if initRetriable(err) {
 			t.Errorf("initRetriable(%v) = true, want false", err)
 		}
-	}
-}
-
-// TestCannotEverCheck: only an admin client without the calls, a broker
-// before Kafka 3.0, refusals by ACLs and an invalid request turn the
-// open-transaction checks off; a failure that passes (a leader moving,
-// a broker restarting, no answer) does not.
-func TestCannotEverCheck(t *testing.T) {
-	t.Parallel()
-	never := []error{
-		repair.ErrCannotDescribe,
-		fmt.Errorf("weir: %w", repair.ErrCannotDescribe),
-		sarama.ErrUnsupportedVersion, sarama.ErrClusterAuthorizationFailed, sarama.ErrTransactionalIDAuthorizationFailed,
-		sarama.ErrTopicAuthorizationFailed, sarama.ErrInvalidRequest,
-		fmt.Errorf("txn: describing transactional id app-p-0: %w", sarama.ErrTransactionalIDAuthorizationFailed),
-		fmt.Errorf("txn: describing the producers of 2 topic(s): %w", &repair.UnansweredError{Partitions: []repair.PartitionError{
-			{Topic: "out", Partition: 0, Err: sarama.ErrTopicAuthorizationFailed}}}),
-	}
-	for _, err := range never {
-		if !cannotEverCheck(err) {
-			t.Errorf("cannotEverCheck(%v) = false, want true", err)
-		}
-	}
-	passes := []error{
-		sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut, sarama.ErrOutOfBrokers,
-		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConcurrentTransactions,
-		repair.ErrTxnInProgress,
-		fmt.Errorf("%w: app-p-0 is Ongoing", repair.ErrTxnInProgress),
-		&repair.UnansweredError{Partitions: []repair.PartitionError{{Topic: "out", Partition: 1, Err: sarama.ErrNotLeaderForPartition}}},
-		&repair.DanglingError{TransactionalID: "app-p-0", ProducerID: 7},
-		errors.New("weir: no answer to describing transactions and producers within 5s"),
-		io.EOF,
-	}
-	for _, err := range passes {
-		if cannotEverCheck(err) {
-			t.Errorf("cannotEverCheck(%v) = true, want false", err)
-		}
-	}
-}
-
-// TestSplitDanglingKeepsOrder: splitDangling keeps the order of the
-// partitions it is given (FindDangling sorts them) within each half, and
-// puts each partition in exactly one of them.
-func TestSplitDanglingKeepsOrder(t *testing.T) {
-	t.Parallel()
-	parts := []repair.DanglingPartition{
-		{Topic: offsetsTopic, Partition: 12, StartOffset: 3, ProducerEpoch: 5},
-		{Topic: "a", Partition: 0, StartOffset: 1, ProducerEpoch: 4},
-		{Topic: "a", Partition: 1, StartOffset: 10, ProducerEpoch: 5},
-		{Topic: "b", Partition: 3, StartOffset: 7, ProducerEpoch: 5},
-		{Topic: "b", Partition: 4, StartOffset: 8, ProducerEpoch: 6},
-	}
-	de := &repair.DanglingError{TransactionalID: "app-p-1", ProducerID: 9, Partitions: parts}
-	committed, aborted := splitDangling(de, repair.LastTransaction{State: "PrepareCommit", ProducerID: 9, ProducerEpoch: 5})
-	wantCommitted := []repair.DanglingPartition{parts[0], parts[2], parts[3]}
-	wantAborted := []repair.DanglingPartition{parts[1], parts[4]}
-	if !slices.Equal(committed, wantCommitted) || !slices.Equal(aborted, wantAborted) {
-		t.Errorf("splitDangling = %v, %v; want %v, %v", committed, aborted, wantCommitted, wantAborted)
-	}
-	if c, a := splitDangling(&repair.DanglingError{ProducerID: 9}, repair.LastTransaction{State: "CompleteCommit", ProducerID: 9}); c != nil || a != nil {
-		t.Errorf("splitDangling of no partitions = %v, %v; want nothing", c, a)
-	}
-}
-
-// TestDanglingNames: the partitions a log line names are
-// "topic/partition@offset", in the order given.
-func TestDanglingNames(t *testing.T) {
-	t.Parallel()
-	got := danglingNames([]repair.DanglingPartition{
-		{Topic: "out", Partition: 3, StartOffset: 1752, ProducerEpoch: 4},
-		{Topic: offsetsTopic, Partition: 0, StartOffset: 0},
-		{Topic: "app-agg-changelog", Partition: 11, StartOffset: -1},
-	})
-	want := []string{"out/3@1752", "__consumer_offsets/0@0", "app-agg-changelog/11@-1"}
-	if !slices.Equal(got, want) {
-		t.Errorf("danglingNames = %q, want %q", got, want)
-	}
-	if got := danglingNames(nil); got == nil || len(got) != 0 {
-		t.Errorf("danglingNames(nil) = %#v, want an empty list", got)
 	}
 }

@@ -246,7 +246,7 @@ func (c exactlyOnce) commit(ctx context.Context, offsets map[string]map[int32]in
 	th.committed(offsets)
 	took := time.Since(start)
 	th.log.Debug("transaction committed", "took", took)
-	if err := th.ensureCommitted(); err != nil {
+	if err := th.guard.AfterCommit(th.producer); err != nil {
 		return committed, err
 	}
 	if limit := th.requestTimeout(); limit > 0 && took >= limit {

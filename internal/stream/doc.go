@@ -16,9 +16,10 @@
 //     punctuation or a commit reaches settle, which alone decides whether
 //     the thread goes on (after an abort and a rewind of its tasks to their
 //     last commit) or stops;
-//   - the open-transaction repair on the thread's side (txnrepair.go,
-//     unstable.go): the checks that run before any transaction may start,
-//     on top of package repair;
+//   - the producer (producer.go): building and rebuilding it, with its
+//     repair.Guard, whose open-transaction checks run when it is built,
+//     after every abort and after every commit (package repair owns
+//     them);
 //   - the instance's standby copies and warm-ups (standby.go, probe.go),
 //     and the status the App reports (status.go).
 //

@@ -13,7 +13,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/txn"
 )
@@ -97,7 +96,7 @@ func (th *Thread) replayWithout(re *task.RecordError) error {
 		return err
 	}
 	th.in.Metrics.Transactions.WithLabelValues(strconv.Itoa(th.idx), "aborted").Inc()
-	if err := th.checkDangling(th.producer, true, repair.LastTransaction{}); err != nil {
+	if err := th.guard.AfterAbort(th.producer); err != nil {
 		if th.stopping() {
 			return th.stoppedMidRepair("the check after an abort", err)
 		}
@@ -349,7 +348,7 @@ func (th *Thread) act(err error) (outcome, error) {
 	switch o {
 	case aborted:
 		th.log.Warn("transaction aborted; tasks restart from the committed offsets", "error", err)
-		if derr := th.checkDangling(th.producer, true, repair.LastTransaction{}); derr != nil {
+		if derr := th.guard.AfterAbort(th.producer); derr != nil {
 			if th.stopping() {
 				return o, th.stoppedMidRepair("the check after an abort", derr)
 			}

@@ -50,6 +50,7 @@ func failureThread(t *testing.T, cfg Config, fake *txntest.Fake) *Thread {
 		tasks: map[assign.TaskID]*task.Task{}, owner: map[task.TP]*task.Task{}, skips: map[skipKey]error{}, isolate: map[string]bool{}}
 	th.producer = txn.Wrap(fake)
 	th.committer = committerFor(th)
+	th.guard = th.newGuard() // no producer client: checks nothing
 	th.newProducer = func() (*txn.Producer, error) { return txn.Wrap(txntest.New(fake.IsTransactional())), nil }
 	t.Cleanup(func() { th.producer.Close() })
 	return th

@@ -46,32 +46,14 @@ type Thread struct {
 	pclient     sarama.Client
 	producer    *txn.Producer
 	newProducer func() (*txn.Producer, error)
-	// noDanglingCheck is set once the broker showed it can never answer
-	// the open-transaction checks (checkDangling): too old, the checks
-	// refused, or an embedded test broker. A check that fails for a
-	// reason that passes never sets it.
-	noDanglingCheck atomic.Bool
-	// lastBefore is what the coordinator said of the thread's
-	// transactional id's last transaction before the first
-	// InitProducerId of the producer being built (newProducer); nil once
-	// a producer passed its checks. Asked again after an init of the
-	// thread's own, it would describe that init's empty transaction, and
-	// records of a commit would be aborted.
-	lastBefore *repair.LastTransaction
-	// checkWait is the wait before the next attempt of an
-	// open-transaction check that failed (awaitCheckable); 0 after one
-	// that was made.
-	checkWait time.Duration
-	// offsetsPart is the partition of __consumer_offsets holding the
-	// group's offsets, nil until known (ensureCommitted); offsetsAsked is
-	// when the thread last asked.
-	offsetsPart  *txn.Partition
-	offsetsAsked time.Time
-	committer    committer
-	maxBytes     int // the producer's MaxMessageBytes
-	strategy     *assign.Strategy
-	instance     string // group.instance.id, "" without static membership
-	recorded     string // the member id last recorded (recordMember), sarama's goroutine only
+	// guard runs the open-transaction checks of the producer
+	// (repair.Guard).
+	guard     *repair.Guard
+	committer committer
+	maxBytes  int // the producer's MaxMessageBytes
+	strategy  *assign.Strategy
+	instance  string // group.instance.id, "" without static membership
+	recorded  string // the member id last recorded (recordMember), sarama's goroutine only
 
 	wake   chan struct{} // cap 1: something arrived for the loop
 	exited chan struct{} // closed when loop returns
@@ -92,11 +74,8 @@ type Thread struct {
 	rebalancing atomic.Int64
 	assignedGen atomic.Int32
 	// newestGen is the generation of this member's newest assignment,
-	// never reset (endAbandoned).
+	// never reset (the guard's take-overs: repair.Guard).
 	newestGen atomic.Int32
-	// absence tracks the processes whose open records the thread may
-	// take over (endAbandoned).
-	absence absence
 	// committing (cap 1) is held by the loop for the whole of a commit
 	// and by userData while it marks a rebalance: a commit under way
 	// finishes before this member's JoinGroup goes out, and none starts
@@ -106,7 +85,8 @@ type Thread struct {
 	// that committed (see handleTxnError and committedNow).
 	aborts atomic.Int32
 	// checkOwn asks the loop, once it has nothing pending, to look for
-	// an offset commit of its producer left open (checkOwnOffsets).
+	// an offset commit of its producer left open
+	// (repair.Guard.CheckOwnOffsets).
 	checkOwn atomic.Bool
 	// firstAbort is the cause of the first abort of the current streak.
 	firstAbort error
@@ -244,8 +224,9 @@ func New(in *Instance, idx int, ctx context.Context) (*Thread, error) {
 		return nil, fmt.Errorf("weir: thread %d: connecting the producer: %w", idx, err)
 	}
 	th.maxBytes = pc.Producer.MaxMessageBytes
+	th.guard = th.newGuard()
 	th.newProducer = func() (*txn.Producer, error) {
-		return th.buildProducer(func() (*txn.Producer, error) { return txn.New(th.pclient) }, th.checkDangling)
+		return th.guard.Build(func() (*txn.Producer, error) { return txn.New(th.pclient) })
 	}
 	if th.producer, err = th.initProducer(); err != nil {
 		th.group.Close()
@@ -495,7 +476,7 @@ func (th *Thread) consume(ctx context.Context) {
 			return
 		}
 		if errors.Is(err, sarama.ErrUnstableOffsetCommit) {
-			if unstable++; unstable%unstableSessions == 0 {
+			if unstable++; unstable%repair.UnstableSessions == 0 {
 				th.reportUnstable(unstable)
 			}
 		} else if err != nil {
@@ -536,7 +517,7 @@ func (th *Thread) loop() error {
 		}
 		if th.checkOwn.Load() && !th.producer.Pending() {
 			th.checkOwn.Store(false)
-			if err := th.checkOwnOffsets(); err != nil {
+			if err := th.guard.CheckOwnOffsets(th.producer); err != nil {
 				return th.shutdown(err)
 			}
 		}

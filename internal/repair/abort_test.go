@@ -1,4 +1,4 @@
-package stream
+package repair
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/internal/repair"
-	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -21,15 +19,15 @@ import (
 // transaction's record when it is the only one.
 func TestAbortOverEndsEveryPartition(t *testing.T) {
 	t.Parallel()
-	spare := task.TP{Topic: "agg-out", Partition: 0}
+	spare := txn.Partition{Topic: "agg-out", Partition: 0}
 	for _, c := range []struct {
-		parts     []repair.DanglingPartition
-		records   []task.TP
+		parts     []DanglingPartition
+		records   []txn.Partition
 		addsGroup bool
 	}{
-		{[]repair.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1}}, false},
-		{[]repair.DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{{Topic: "agg-out", Partition: 2}}, true},
-		{[]repair.DanglingPartition{{Topic: offsetsTopic, Partition: 7, StartOffset: 10}}, []task.TP{spare}, true},
+		{[]DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1, StartOffset: 10}}, []txn.Partition{{Topic: "agg-out", Partition: 2}, {Topic: "changelog", Partition: 1}}, false},
+		{[]DanglingPartition{{Topic: "agg-out", Partition: 2}, {Topic: OffsetsTopic, Partition: 7, StartOffset: 10}}, []txn.Partition{{Topic: "agg-out", Partition: 2}}, true},
+		{[]DanglingPartition{{Topic: OffsetsTopic, Partition: 7, StartOffset: 10}}, []txn.Partition{spare}, true},
 	} {
 		fake := txntest.New(true)
 		p := txn.Wrap(fake)
@@ -71,7 +69,7 @@ func TestAbortOverFailsWhenTheGroupCannotJoin(t *testing.T) {
 	fake := txntest.New(true)
 	p := txn.Wrap(fake)
 	defer p.Close()
-	err := abortOver(context.Background(), p, []repair.DanglingPartition{{Topic: offsetsTopic, Partition: 3}}, task.TP{Topic: "out"}, func() error { return errors.New("coordinator moved") })
+	err := abortOver(context.Background(), p, []DanglingPartition{{Topic: OffsetsTopic, Partition: 3}}, txn.Partition{Topic: "out"}, func() error { return errors.New("coordinator moved") })
 	if err == nil || fake.Aborted != 1 || fake.Committed != 0 {
 		t.Fatalf("abortOver = %v, aborted %d, committed %d; want an error after one abort", err, fake.Aborted, fake.Committed)
 	}
@@ -85,7 +83,7 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 	fake.SendErr = errors.New("topic deleted")
 	p := txn.Wrap(fake)
 	defer p.Close()
-	err := abortOver(context.Background(), p, []repair.DanglingPartition{{Topic: "gone", Partition: 0}}, task.TP{Topic: "out"}, func() error { return nil })
+	err := abortOver(context.Background(), p, []DanglingPartition{{Topic: "gone", Partition: 0}}, txn.Partition{Topic: "out"}, func() error { return nil })
 	if err == nil {
 		t.Fatal("abortOver succeeded although its record failed")
 	}
@@ -100,20 +98,20 @@ func TestAbortOverFailsWhenARecordFails(t *testing.T) {
 // unknown last transaction) with an abort.
 func TestSplitDangling(t *testing.T) {
 	t.Parallel()
-	de := &repair.DanglingError{TransactionalID: "app-p-0", ProducerID: 7, Partitions: []repair.DanglingPartition{
+	de := &DanglingError{TransactionalID: "app-p-0", ProducerID: 7, Partitions: []DanglingPartition{
 		{Topic: "out", Partition: 0, StartOffset: 5, ProducerEpoch: 3},
-		{Topic: offsetsTopic, Partition: 2, StartOffset: 9, ProducerEpoch: 3},
+		{Topic: OffsetsTopic, Partition: 2, StartOffset: 9, ProducerEpoch: 3},
 		{Topic: "out", Partition: 1, StartOffset: 4, ProducerEpoch: 2},
 	}}
 	for _, c := range []struct {
-		last               repair.LastTransaction
+		last               LastTransaction
 		committed, aborted int
 	}{
-		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}, 2, 1},
-		{repair.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}, 0, 3},
-		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 8, ProducerEpoch: 3}, 0, 3},
-		{repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 4}, 0, 3},
-		{repair.LastTransaction{}, 0, 3},
+		{LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}, 2, 1},
+		{LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}, 0, 3},
+		{LastTransaction{State: "CompleteCommit", ProducerID: 8, ProducerEpoch: 3}, 0, 3},
+		{LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 4}, 0, 3},
+		{LastTransaction{}, 0, 3},
 	} {
 		committed, aborted := splitDangling(de, c.last)
 		if len(committed) != c.committed || len(aborted) != c.aborted {

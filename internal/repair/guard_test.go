@@ -1,17 +1,18 @@
-package stream
+package repair
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	dto "github.com/prometheus/client_model/go"
 
-	"github.com/weirstream/weir/internal/repair"
 	"github.com/weirstream/weir/internal/txntest"
 	"github.com/weirstream/weir/txn"
 )
@@ -28,7 +29,7 @@ type checkAdmin struct {
 	producers []producersAnswer
 	described int
 	asked     []map[string][]int32 // the partitions of each DescribeProducers
-	// offsetsTopic answers DescribeTopics of __consumer_offsets, one per
+	// OffsetsTopic answers DescribeTopics of __consumer_offsets, one per
 	// call (the last repeats): its partition count, or an error. Without
 	// answers the cluster has no such topic.
 	offsetsTopic []offsetsAnswer
@@ -74,17 +75,17 @@ func (a *checkAdmin) DescribeTopics(topics []string) ([]*sarama.TopicMetadata, e
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.topicCalls++
-	if len(topics) != 1 || topics[0] != offsetsTopic {
-		return nil, errors.New("the checks describe only " + offsetsTopic)
+	if len(topics) != 1 || topics[0] != OffsetsTopic {
+		return nil, errors.New("the checks describe only " + OffsetsTopic)
 	}
 	if len(a.offsetsTopic) == 0 {
-		return []*sarama.TopicMetadata{{Name: offsetsTopic, Err: sarama.ErrUnknownTopicOrPartition}}, nil
+		return []*sarama.TopicMetadata{{Name: OffsetsTopic, Err: sarama.ErrUnknownTopicOrPartition}}, nil
 	}
 	ans := a.offsetsTopic[min(a.topicCalls, len(a.offsetsTopic))-1]
 	if ans.err != nil {
 		return nil, ans.err
 	}
-	md := &sarama.TopicMetadata{Name: offsetsTopic}
+	md := &sarama.TopicMetadata{Name: OffsetsTopic}
 	for p := range ans.partitions {
 		md.Partitions = append(md.Partitions, &sarama.PartitionMetadata{ID: int32(p)})
 	}
@@ -102,15 +103,37 @@ func (c checkClient) Config() *sarama.Config { return c.cfg }
 
 func (c checkClient) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
 
-// checkThread is a failureThread with a transactional id, admin and
-// producer's client for the open-transaction checks.
-func checkThread(t *testing.T, admin *checkAdmin) *Thread {
-	th := failureThread(t, Config{}, txntest.New(true))
+// checkThread is the thread a guard under test serves: it writes out,
+// compacted and the changelog, and counts the guard's events.
+type checkThread struct {
+	mu     sync.Mutex
+	events map[string]int
+}
+
+func (*checkThread) WrittenTopics() []string { return []string{"app-s-changelog", "compacted", "out"} }
+
+func (*checkThread) Generation() int32 { return 1 }
+
+func (c *checkThread) Event(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events[reason]++
+}
+
+func (c *checkThread) count(reason string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events[reason]
+}
+
+// checkGuard is the guard of a thread with transactional id app-p-0,
+// the producer's client (checkClient) and admin, stopped by ctx.
+func checkGuard(ctx context.Context, admin *checkAdmin) (*Guard, *checkThread) {
 	cfg := sarama.NewConfig()
 	cfg.Producer.Transaction.ID = "app-p-0"
-	th.pclient = checkClient{cfg: cfg}
-	th.in.Admin = admin
-	return th
+	th := &checkThread{events: map[string]int{}}
+	return NewGuard(GuardConfig{Ctx: ctx, Name: "thread 0", Client: checkClient{cfg: cfg}, Admin: admin, Group: "app", Process: "p",
+		Spare: txn.Partition{Topic: "app-s-changelog"}, Log: slog.New(slog.DiscardHandler), Thread: th}), th
 }
 
 var (
@@ -131,7 +154,7 @@ func openOn(topic string, partition int32, pid int64, epoch int32, offset int64)
 // producers, so that only what ans says is open or unanswered.
 func answeredAll(ans producersAnswer) producersAnswer {
 	full := map[string]map[int32]sarama.DescribeProducersResponsePartition{}
-	for _, topic := range []string{"out", "compacted", "app-s-changelog", offsetsTopic} {
+	for _, topic := range []string{"out", "compacted", "app-s-changelog", OffsetsTopic} {
 		full[topic] = map[int32]sarama.DescribeProducersResponsePartition{0: {}, 1: {}}
 		for p, r := range ans.parts[topic] {
 			full[topic][p] = r
@@ -152,31 +175,27 @@ func TestCheckFailingForAWhileIsRetriedNotTurnedOff(t *testing.T) {
 	admin := &checkAdmin{
 		state: sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
 		producers: []producersAnswer{
-			// repair.FindDangling asks three times per check
+			// FindDangling asks three times per check
 			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
 			answeredAll(notLeader), answeredAll(notLeader), answeredAll(notLeader),
 			answeredAll(openOn("out", 0, 7, 3, 41)),
 			answeredAll(clean),
 		},
 	}
-	th := checkThread(t, admin)
+	g, th := checkGuard(context.Background(), admin)
 	fake := txntest.New(true)
 	p := txn.Wrap(fake)
 	defer p.Close()
-	if err := th.checkDangling(p, false, repair.LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
+	if err := g.check(p, false, LastTransaction{State: "CompleteAbort", ProducerID: 7, ProducerEpoch: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if th.noDanglingCheck.Load() {
+	if g.Off() {
 		t.Fatal("the check turned itself off after a failure that passes")
 	}
 	if fake.Aborted != 1 || len(fake.Sent()) != 1 || fake.Sent()[0].Topic != "out" {
 		t.Fatalf("aborted %d transactions over %d records; want the open records of out/0 ended by one abort", fake.Aborted, len(fake.Sent()))
 	}
-	var m dto.Metric
-	if err := th.in.Metrics.ProducerEvents.WithLabelValues("0", "dangling_check_failed").Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.GetCounter().GetValue(); n != 2 {
+	if n := th.count("dangling_check_failed"); n != 2 {
 		t.Fatalf("dangling_check_failed counted %v times, want 2", n)
 	}
 }
@@ -190,13 +209,13 @@ func TestCheckThatCanNeverBeMadeTurnsOff(t *testing.T) {
 		state:     sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
 		producers: []producersAnswer{{err: sarama.ErrClusterAuthorizationFailed}},
 	}
-	th := checkThread(t, admin)
+	g, _ := checkGuard(context.Background(), admin)
 	p := txn.Wrap(txntest.New(true))
 	defer p.Close()
-	if err := th.checkDangling(p, false, repair.LastTransaction{}); err != nil {
+	if err := g.check(p, false, LastTransaction{}); err != nil {
 		t.Fatal(err)
 	}
-	if !th.noDanglingCheck.Load() {
+	if !g.Off() {
 		t.Fatal("the check still runs on a cluster that refuses it")
 	}
 }
@@ -217,22 +236,22 @@ func TestCheckWaitsForTheOffsetsTopic(t *testing.T) {
 		producers:    []producersAnswer{answeredAll(clean)},
 		offsetsTopic: []offsetsAnswer{{err: refused}, {err: refused}, {partitions: 2}},
 	}
-	th := checkThread(t, admin)
+	g, th := checkGuard(context.Background(), admin)
 	p := txn.Wrap(txntest.New(true))
 	defer p.Close()
-	if err := th.checkDangling(p, false, repair.LastTransaction{}); err != nil {
+	if err := g.check(p, false, LastTransaction{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 2 {
-		t.Fatalf("dangling_check_failed counted %v times, want 2 (one per failed description of %s)", n, offsetsTopic)
+	if n := th.count("dangling_check_failed"); n != 2 {
+		t.Fatalf("dangling_check_failed counted %v times, want 2 (one per failed description of %s)", n, OffsetsTopic)
 	}
 	admin.mu.Lock()
 	defer admin.mu.Unlock()
-	if len(admin.asked) == 0 || !slices.Equal(admin.asked[0][offsetsTopic], []int32{0, 1}) {
-		t.Fatalf("the check asked about %v, want %s partitions 0 and 1 among them", admin.asked, offsetsTopic)
+	if len(admin.asked) == 0 || !slices.Equal(admin.asked[0][OffsetsTopic], []int32{0, 1}) {
+		t.Fatalf("the check asked about %v, want %s partitions 0 and 1 among them", admin.asked, OffsetsTopic)
 	}
-	if want := (txn.Partition{Topic: offsetsTopic, Partition: groupPartition("app", 2)}); th.offsetsPart == nil || *th.offsetsPart != want {
-		t.Fatalf("the group's offsets partition is %v, want %v", th.offsetsPart, want)
+	if want := (txn.Partition{Topic: OffsetsTopic, Partition: groupPartition("app", 2)}); g.offsetsPart == nil || *g.offsetsPart != want {
+		t.Fatalf("the group's offsets partition is %v, want %v", g.offsetsPart, want)
 	}
 }
 
@@ -247,19 +266,18 @@ func TestCheckAfterCommitWaitsForTheOffsetsPartition(t *testing.T) {
 		producers:    []producersAnswer{answeredAll(clean)},
 		offsetsTopic: []offsetsAnswer{{err: errors.New("no broker answers")}, {partitions: 2}},
 	}
-	th := checkThread(t, admin)
-	committedOnce(t, th)
-	if err := th.ensureCommitted(); err != nil {
+	g, th := checkGuard(context.Background(), admin)
+	if err := g.AfterCommit(committedOnce(t)); err != nil {
 		t.Fatal(err)
 	}
-	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 1 {
+	if n := th.count("dangling_check_failed"); n != 1 {
 		t.Fatalf("dangling_check_failed counted %v times, want 1", n)
 	}
 	admin.mu.Lock()
 	defer admin.mu.Unlock()
 	part := groupPartition("app", 2)
-	if len(admin.asked) == 0 || !slices.Contains(admin.asked[0][offsetsTopic], part) {
-		t.Fatalf("the check after the commit asked about %v, want the group's offsets partition %s/%d among them", admin.asked, offsetsTopic, part)
+	if len(admin.asked) == 0 || !slices.Contains(admin.asked[0][OffsetsTopic], part) {
+		t.Fatalf("the check after the commit asked about %v, want the group's offsets partition %s/%d among them", admin.asked, OffsetsTopic, part)
 	}
 }
 
@@ -272,13 +290,12 @@ func TestCheckStopsWaitingWhenTheThreadStops(t *testing.T) {
 		state:     sarama.TransactionState{TransactionState: "CompleteAbort", ProducerID: 7, ProducerEpoch: 4},
 		producers: []producersAnswer{{err: errors.New("no broker answers")}},
 	}
-	th := checkThread(t, admin)
 	ctx, cancel := context.WithCancel(context.Background())
-	th.ctx = ctx
+	g, _ := checkGuard(ctx, admin)
 	p := txn.Wrap(txntest.New(true))
 	defer p.Close()
 	done := make(chan error, 1)
-	go func() { done <- th.checkDangling(p, true, repair.LastTransaction{}) }()
+	go func() { done <- g.AfterAbort(p) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		admin.mu.Lock()
 		n := admin.described
@@ -292,7 +309,7 @@ func TestCheckStopsWaitingWhenTheThreadStops(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err == nil || !errors.Is(err, context.Canceled) {
-		t.Fatalf("checkDangling = %v, want the thread's stop", err)
+		t.Fatalf("AfterAbort = %v, want the thread's stop", err)
 	}
 }
 
@@ -306,7 +323,7 @@ func TestCheckStopsWaitingWhenTheThreadStops(t *testing.T) {
 func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 	t.Parallel()
 	admin := &checkAdmin{state: sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}}
-	th := checkThread(t, admin)
+	g, _ := checkGuard(context.Background(), admin)
 	inits := 0
 	create := func() (*txn.Producer, error) {
 		inits++
@@ -315,25 +332,25 @@ func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 		admin.mu.Unlock()
 		return txn.Wrap(txntest.New(true)), nil
 	}
-	var seen []repair.LastTransaction
-	check := func(_ *txn.Producer, _ bool, last repair.LastTransaction) error {
+	var seen []LastTransaction
+	check := func(_ *txn.Producer, _ bool, last LastTransaction) error {
 		seen = append(seen, last)
 		if len(seen) == 1 {
 			return txn.ErrFenced
 		}
 		return nil
 	}
-	p, err := th.buildProducer(create, check)
+	p, err := g.build(create, check)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Close()
-	want := repair.LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}
+	want := LastTransaction{State: "CompleteCommit", ProducerID: 7, ProducerEpoch: 3}
 	if inits != 2 || len(seen) != 2 || seen[0] != want || seen[1] != want {
 		t.Fatalf("%d inits, checks given %+v; want 2, each given %+v", inits, seen, want)
 	}
 	// The next producer built asks again.
-	if p, err = th.buildProducer(create, func(_ *txn.Producer, _ bool, last repair.LastTransaction) error {
+	if p, err = g.build(create, func(_ *txn.Producer, _ bool, last LastTransaction) error {
 		seen = append(seen, last)
 		return nil
 	}); err != nil {
@@ -350,24 +367,27 @@ func TestLastTransactionIsAskedOnceBeforeTheFirstInit(t *testing.T) {
 // commit: InitProducerId completes a PrepareCommit as a commit.
 func TestPrepareCommitCountsAsCommitted(t *testing.T) {
 	t.Parallel()
-	dp := repair.DanglingPartition{Topic: "out", Partition: 1, StartOffset: 10, ProducerEpoch: 3}
+	dp := DanglingPartition{Topic: "out", Partition: 1, StartOffset: 10, ProducerEpoch: 3}
 	for state, want := range map[string]bool{"PrepareCommit": true, "CompleteCommit": true, "PrepareAbort": false, "CompleteAbort": false, "Ongoing": false, "Empty": false} {
-		if got := (repair.LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
+		if got := (LastTransaction{State: state, ProducerID: 7, ProducerEpoch: 3}).Committed(7, dp); got != want {
 			t.Errorf("%s: Committed = %v, want %v", state, got, want)
 		}
 	}
 }
 
-// committedOnce has th's producer commit one record to out/0 at offset
-// 40, so that LastCommitted names it.
-func committedOnce(t *testing.T, th *Thread) {
+// committedOnce returns a producer that committed one record to out/0
+// at offset 40, so that LastCommitted names it.
+func committedOnce(t *testing.T) *txn.Producer {
 	t.Helper()
-	if err := th.producer.Send(&sarama.ProducerMessage{Topic: "out", Partition: 0, Offset: 40}); err != nil {
+	p := txn.Wrap(txntest.New(true))
+	t.Cleanup(func() { p.Close() })
+	if err := p.Send(&sarama.ProducerMessage{Topic: "out", Partition: 0, Offset: 40}); err != nil {
 		t.Fatal(err)
 	}
-	if err := th.producer.Commit(context.Background(), nil, nil); err != nil {
+	if err := p.Commit(context.Background(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	return p
 }
 
 // TestCheckAfterCommitWaitsForTheMarkers: right after a commit the
@@ -384,9 +404,8 @@ func TestCheckAfterCommitWaitsForTheMarkers(t *testing.T) {
 			{parts: map[string]map[int32]sarama.DescribeProducersResponsePartition{"out": {0: {}}}},
 		},
 	}
-	th := checkThread(t, admin)
-	committedOnce(t, th)
-	if err := th.ensureCommitted(); err != nil {
+	g, _ := checkGuard(context.Background(), admin)
+	if err := g.AfterCommit(committedOnce(t)); err != nil {
 		t.Fatal(err)
 	}
 	admin.mu.Lock()
@@ -408,21 +427,99 @@ func TestCheckAfterCommitLeavesOthersRecords(t *testing.T) {
 	admin := &checkAdmin{
 		state: sarama.TransactionState{TransactionState: "CompleteCommit", ProducerID: 7, ProducerEpoch: 2},
 		producers: []producersAnswer{
-			notLeader, notLeader, notLeader, // one check: repair.OpenTransactions asks three times
+			notLeader, notLeader, notLeader, // one check: OpenTransactions asks three times
 			openOn("out", 0, 7, 1, 12),
 		},
 	}
-	th := checkThread(t, admin)
-	committedOnce(t, th)
+	g, th := checkGuard(context.Background(), admin)
 	// A commit over the records would need the producer's client, which
 	// this thread's is not: the check must not try.
-	if err := th.ensureCommitted(); err != nil {
+	if err := g.AfterCommit(committedOnce(t)); err != nil {
 		t.Fatal(err)
 	}
-	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_check_failed"); n != 1 {
+	if n := th.count("dangling_check_failed"); n != 1 {
 		t.Fatalf("dangling_check_failed counted %v times, want 1", n)
 	}
-	if n := counterValue(t, th.in.Metrics.ProducerEvents, "0", "dangling_committed"); n != 0 {
+	if n := th.count("dangling_committed"); n != 0 {
 		t.Fatalf("records of an older epoch counted as the commit's (%v)", n)
+	}
+}
+
+// TestCannotEverCheck: only an admin client without the calls, a broker
+// before Kafka 3.0, refusals by ACLs and an invalid request turn the
+// open-transaction checks off; a failure that passes (a leader moving,
+// a broker restarting, no answer) does not.
+func TestCannotEverCheck(t *testing.T) {
+	t.Parallel()
+	never := []error{
+		ErrCannotDescribe,
+		fmt.Errorf("weir: %w", ErrCannotDescribe),
+		sarama.ErrUnsupportedVersion, sarama.ErrClusterAuthorizationFailed, sarama.ErrTransactionalIDAuthorizationFailed,
+		sarama.ErrTopicAuthorizationFailed, sarama.ErrInvalidRequest,
+		fmt.Errorf("txn: describing transactional id app-p-0: %w", sarama.ErrTransactionalIDAuthorizationFailed),
+		fmt.Errorf("txn: describing the producers of 2 topic(s): %w", &UnansweredError{Partitions: []PartitionError{
+			{Topic: "out", Partition: 0, Err: sarama.ErrTopicAuthorizationFailed}}}),
+	}
+	for _, err := range never {
+		if !cannotEverCheck(err) {
+			t.Errorf("cannotEverCheck(%v) = false, want true", err)
+		}
+	}
+	passes := []error{
+		sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut, sarama.ErrOutOfBrokers,
+		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConcurrentTransactions,
+		ErrTxnInProgress,
+		fmt.Errorf("%w: app-p-0 is Ongoing", ErrTxnInProgress),
+		&UnansweredError{Partitions: []PartitionError{{Topic: "out", Partition: 1, Err: sarama.ErrNotLeaderForPartition}}},
+		&DanglingError{TransactionalID: "app-p-0", ProducerID: 7},
+		errors.New("weir: no answer to describing transactions and producers within 5s"),
+		io.EOF,
+	}
+	for _, err := range passes {
+		if cannotEverCheck(err) {
+			t.Errorf("cannotEverCheck(%v) = true, want false", err)
+		}
+	}
+}
+
+// TestSplitDanglingKeepsOrder: splitDangling keeps the order of the
+// partitions it is given (FindDangling sorts them) within each half, and
+// puts each partition in exactly one of them.
+func TestSplitDanglingKeepsOrder(t *testing.T) {
+	t.Parallel()
+	parts := []DanglingPartition{
+		{Topic: OffsetsTopic, Partition: 12, StartOffset: 3, ProducerEpoch: 5},
+		{Topic: "a", Partition: 0, StartOffset: 1, ProducerEpoch: 4},
+		{Topic: "a", Partition: 1, StartOffset: 10, ProducerEpoch: 5},
+		{Topic: "b", Partition: 3, StartOffset: 7, ProducerEpoch: 5},
+		{Topic: "b", Partition: 4, StartOffset: 8, ProducerEpoch: 6},
+	}
+	de := &DanglingError{TransactionalID: "app-p-1", ProducerID: 9, Partitions: parts}
+	committed, aborted := splitDangling(de, LastTransaction{State: "PrepareCommit", ProducerID: 9, ProducerEpoch: 5})
+	wantCommitted := []DanglingPartition{parts[0], parts[2], parts[3]}
+	wantAborted := []DanglingPartition{parts[1], parts[4]}
+	if !slices.Equal(committed, wantCommitted) || !slices.Equal(aborted, wantAborted) {
+		t.Errorf("splitDangling = %v, %v; want %v, %v", committed, aborted, wantCommitted, wantAborted)
+	}
+	if c, a := splitDangling(&DanglingError{ProducerID: 9}, LastTransaction{State: "CompleteCommit", ProducerID: 9}); c != nil || a != nil {
+		t.Errorf("splitDangling of no partitions = %v, %v; want nothing", c, a)
+	}
+}
+
+// TestDanglingNames: the partitions a log line names are
+// "topic/partition@offset", in the order given.
+func TestDanglingNames(t *testing.T) {
+	t.Parallel()
+	got := danglingNames([]DanglingPartition{
+		{Topic: "out", Partition: 3, StartOffset: 1752, ProducerEpoch: 4},
+		{Topic: OffsetsTopic, Partition: 0, StartOffset: 0},
+		{Topic: "app-agg-changelog", Partition: 11, StartOffset: -1},
+	})
+	want := []string{"out/3@1752", "__consumer_offsets/0@0", "app-agg-changelog/11@-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("danglingNames = %q, want %q", got, want)
+	}
+	if got := danglingNames(nil); got == nil || len(got) != 0 {
+		t.Errorf("danglingNames(nil) = %#v, want an empty list", got)
 	}
 }

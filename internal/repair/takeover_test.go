@@ -1,4 +1,4 @@
-package stream
+package repair
 
 import (
 	"encoding/binary"
@@ -9,7 +9,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/weirstream/weir/internal/assign"
-	"github.com/weirstream/weir/internal/repair"
 )
 
 // groupPartition places groups as Kafka does (Utils.abs(hashCode) %
@@ -49,8 +48,8 @@ func TestAbandonedBy(t *testing.T) {
 		epoch = int16(7)
 	)
 	open := sarama.ProducerState{ProducerID: pid, ProducerEpoch: int32(epoch), CurrentTxnStartOffset: 12}
-	done := func(state string) repair.LastTransaction {
-		return repair.LastTransaction{State: state, ProducerID: pid, ProducerEpoch: epoch}
+	done := func(state string) LastTransaction {
+		return LastTransaction{State: state, ProducerID: pid, ProducerEpoch: epoch}
 	}
 	// This process is not among the members: its threads may all be
 	// out of the group while they rejoin.
@@ -58,7 +57,7 @@ func TestAbandonedBy(t *testing.T) {
 	tests := []struct {
 		name string
 		id   string
-		last repair.LastTransaction
+		last LastTransaction
 		may  bool
 	}{
 		{"a process out of the group in this generation only", app + "-" + brief + "-0", done("CompleteCommit"), false},
@@ -70,9 +69,9 @@ func TestAbandonedBy(t *testing.T) {
 		{"not weir's form", "orders-payments", done("CompleteCommit"), false},
 		{"in progress", app + "-" + gone + "-0", done("Ongoing"), false},
 		{"committing", app + "-" + gone + "-0", done("PrepareCommit"), false},
-		{"a later epoch", app + "-" + gone + "-0", repair.LastTransaction{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: epoch + 1}, false},
-		{"another producer id", app + "-" + gone + "-0", repair.LastTransaction{State: "CompleteCommit", ProducerID: pid + 1, ProducerEpoch: epoch}, false},
-		{"unknown to the coordinator", app + "-" + gone + "-0", repair.LastTransaction{}, false},
+		{"a later epoch", app + "-" + gone + "-0", LastTransaction{State: "CompleteCommit", ProducerID: pid, ProducerEpoch: epoch + 1}, false},
+		{"another producer id", app + "-" + gone + "-0", LastTransaction{State: "CompleteCommit", ProducerID: pid + 1, ProducerEpoch: epoch}, false},
+		{"unknown to the coordinator", app + "-" + gone + "-0", LastTransaction{}, false},
 	}
 	for _, tc := range tests {
 		gone := strings.Contains(tc.id, gone) // brief is out of the group, not yet gone
@@ -130,7 +129,7 @@ func TestAbsenceNeedsTwoGenerationsOrAMinute(t *testing.T) {
 		id   = app + "-" + proc + "-0"
 	)
 	ap := sarama.ProducerState{ProducerID: 9, ProducerEpoch: 2, CurrentTxnStartOffset: 40}
-	last := repair.LastTransaction{State: "CompleteAbort", ProducerID: 9, ProducerEpoch: 2}
+	last := LastTransaction{State: "CompleteAbort", ProducerID: 9, ProducerEpoch: 2}
 	out, in := map[string]bool{}, map[string]bool{proc: true}
 	t0 := time.Unix(1_000_000, 0)
 	var a absence

@@ -1,4 +1,4 @@
-package stream
+package repair
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,17 +15,17 @@ import (
 
 	"github.com/weirstream/weir/internal/assign"
 	"github.com/weirstream/weir/internal/client"
-	"github.com/weirstream/weir/internal/repair"
+	"github.com/weirstream/weir/txn"
 )
 
-// unstableSessions is how many group sessions of a thread in a row may
+// UnstableSessions is how many group sessions of a thread in a row may
 // end with UNSTABLE_OFFSET_COMMIT before it looks for the transaction
-// holding the group's offsets (reportUnstable). sarama ends a session
+// holding the group's offsets (Guard.ReportUnstable). sarama ends a session
 // when its offset fetch (require_stable, as read_committed needs) still
 // finds a transactional offset commit pending after its retries; a live
 // transaction ends within the transaction timeout, so sessions ending
 // like this again and again mean one whose marker never came.
-const unstableSessions = 3
+const UnstableSessions = 3
 
 // takeOverSessions is how many group sessions of a thread in a row must
 // end with UNSTABLE_OFFSET_COMMIT before it ends a transaction held open
@@ -35,27 +34,26 @@ const unstableSessions = 3
 // process, were it running, would have ended records of its own producer
 // (its threads check after every assignment, checkOwnOffsets), or its
 // next commit would have.
-const takeOverSessions = 3 * unstableSessions
+const takeOverSessions = 3 * UnstableSessions
 
-// reportUnstable runs on the consume goroutine once unstableSessions
-// sessions in a row ended with UNSTABLE_OFFSET_COMMIT. It logs, at warn
-// level, the transactions open on the group's offsets partition (producer
-// id, epoch, start offset, age), with the command that ends one an
-// operator judges stuck, and asks the loop to end any of them that is
-// this thread's own producer's (checkOwnOffsets).
-// From takeOverSessions on it also ends those whose producer is gone
-// (endAbandoned). The group rebalances every time a member fails this
-// way, so every member of the group stalls until the transaction ends.
-func (th *Thread) reportUnstable(n int) {
-	th.checkOwn.Store(true)
-	th.Wake()
-	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+// ReportUnstable runs on the thread's consume goroutine once
+// UnstableSessions sessions in a row ended with UNSTABLE_OFFSET_COMMIT
+// (n in all). It logs, at warn level, the transactions open on the
+// group's offsets partition (producer id, epoch, start offset, age), with
+// the command that ends one an operator judges stuck; the thread's loop
+// meanwhile ends any of them that is its own producer's
+// (CheckOwnOffsets). From takeOverSessions on it also ends those whose
+// producer is gone (endAbandoned). The group rebalances every time a
+// member fails this way, so every member of the group stalls until the
+// transaction ends.
+func (g *Guard) ReportUnstable(n int) {
+	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
 	if !ok {
 		return
 	}
-	part, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
+	part, held, err := openOnOffsetsPartition(ta, g.cfg.Meta, g.cfg.Group)
 	if err != nil {
-		th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
+		g.cfg.Log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does; could not look it up", "sessions", n, "error", err)
 		return
 	}
 	open := make([]string, len(held))
@@ -63,95 +61,81 @@ func (th *Thread) reportUnstable(n int) {
 		open[i] = fmt.Sprintf("producer id %d epoch %d from offset %d (last write %s ago)",
 			ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, time.Since(time.UnixMilli(ap.LastTimestamp)).Round(time.Second))
 	}
-	th.log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
-		"sessions", n, "partition", fmt.Sprintf("%s/%d", offsetsTopic, part), "open_transactions", strings.Join(open, "; "),
-		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", offsetsTopic, part))
+	g.cfg.Log.Warn("the group's offsets are held by an open transaction: every session of the group ends until it does",
+		"sessions", n, "partition", fmt.Sprintf("%s/%d", OffsetsTopic, part), "open_transactions", strings.Join(open, "; "),
+		"fix", fmt.Sprintf("if one stays open past the transaction timeout, end it with kafka-transactions.sh --bootstrap-server ... abort --topic %s --partition %d --start-offset <its start offset>", OffsetsTopic, part))
 	if n >= takeOverSessions && len(held) > 0 {
-		th.endAbandoned(th.ctx, ta, fmt.Sprintf("%s/%d", offsetsTopic, part), held)
+		g.endAbandoned(g.cfg.Ctx, ta, fmt.Sprintf("%s/%d", OffsetsTopic, part), held)
 	}
 }
 
 // openOnOffsetsPartition returns the partition of __consumer_offsets
 // holding group's offsets and the producers with a transaction open on
-// it; an error when its leader did not say (repair.OpenTransactions).
-func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta sarama.Client, group string) (int32, []sarama.ProducerState, error) {
+// it; an error when its leader did not say (OpenTransactions).
+func openOnOffsetsPartition(ta sarama.TransactionClusterAdmin, meta MetadataRefresher, group string) (int32, []sarama.ProducerState, error) {
 	part, err := offsetsPartition(ta, group)
 	if err != nil {
 		return 0, nil, err
 	}
-	var opts []repair.CheckOption
+	var opts []CheckOption
 	if meta != nil {
-		opts = append(opts, repair.WithMetadata(meta))
+		opts = append(opts, WithMetadata(meta))
 	}
-	open, err := repair.OpenTransactions(ta, map[string][]int32{offsetsTopic: {part}}, opts...)
+	open, err := OpenTransactions(ta, map[string][]int32{OffsetsTopic: {part}}, opts...)
 	if err != nil {
 		return 0, nil, err
 	}
-	return part, open[offsetsTopic][part], nil
+	return part, open[OffsetsTopic][part], nil
 }
 
-// checkOwnOffsets runs on the loop, with no transaction pending, after
-// every assignment and every reportUnstable. An offset commit of the
-// thread's producer still open on the group's offsets partition then
-// lost its marker: no other transaction of the producer runs to end it.
-// The member itself fetches no offsets for the partitions it keeps
-// across a rebalance, so nothing of it fails, but every member that takes
-// a partition of that commit fails its offset fetch as unstable, and the
-// group rebalances until the records end: the thread ends them as the
-// coordinator completed its last transaction (checkDangling), a commit
-// over a commit, which keeps the committed offsets. It asks the
+// CheckOwnOffsets runs on the thread's loop, with no transaction of p
+// pending, after every assignment and every ReportUnstable. An offset
+// commit of the thread's producer still open on the group's offsets
+// partition then lost its marker: no other transaction of the producer
+// runs to end it. The member itself fetches no offsets for the partitions
+// it keeps across a rebalance, so nothing of it fails, but every member
+// that takes a partition of that commit fails its offset fetch as
+// unstable, and the group rebalances until the records end: the guard
+// ends them as the coordinator completed its last transaction (check), a
+// commit over a commit, which keeps the committed offsets. It asks the
 // coordinator first (one DescribeTransactions) and the offsets partition
 // second (one DescribeProducers); while the last transaction is not
 // complete it does nothing, and the next assignment asks again.
-func (th *Thread) checkOwnOffsets() error {
-	if th.pclient == nil || th.in.Admin == nil || th.noDanglingCheck.Load() {
+func (g *Guard) CheckOwnOffsets(p *txn.Producer) error {
+	if !g.checks() {
 		return nil
 	}
-	last, err := th.lastTransaction()
+	last, err := g.lastTransaction()
 	if err != nil {
-		th.log.Debug("could not describe this thread's last transaction", "error", err)
+		g.cfg.Log.Debug("could not describe this thread's last transaction", "error", err)
 		return nil
 	}
 	if last.State != "CompleteCommit" && last.State != "CompleteAbort" {
 		return nil
 	}
-	open, err := th.openOnOffsets(last.ProducerID)
+	open, err := g.openOnOffsets(last.ProducerID)
 	if err != nil {
-		th.log.Debug("could not look for an open offset commit of this thread", "error", err)
+		g.cfg.Log.Debug("could not look for an open offset commit of this thread", "error", err)
 		return nil
 	}
 	if !open {
 		return nil
 	}
-	return th.checkDangling(th.producer, true, last)
+	return g.check(p, true, last)
 }
 
 // openOnOffsets reports whether producer id pid holds a transaction open
 // on the group's offsets partition, given up on after
 // danglingCallTimeout.
-func (th *Thread) openOnOffsets(pid int64) (bool, error) {
-	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
+func (g *Guard) openOnOffsets(pid int64) (bool, error) {
+	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
 	if !ok {
 		return false, nil
 	}
-	type answer struct {
-		open bool
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		_, held, err := openOnOffsetsPartition(ta, th.in.AdminMeta, th.in.ApplicationID)
-		open := slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid })
-		done <- answer{open, err}
-	}()
-	select {
-	case a := <-done:
-		return a.open, a.err
-	case <-time.After(danglingCallTimeout):
-		return false, fmt.Errorf("weir: no answer to describing the producers of %s within %v", offsetsTopic, danglingCallTimeout)
-	case <-th.ctx.Done():
-		return false, th.ctx.Err()
-	}
+	return withTimeout(g.cfg.Ctx, func() (bool, error) {
+		_, held, err := openOnOffsetsPartition(ta, g.cfg.Meta, g.cfg.Group)
+		return slices.ContainsFunc(held, func(ap sarama.ProducerState) bool { return ap.ProducerID == pid }), err
+	}, fmt.Errorf("weir: no answer to describing the producers of %s within %v", OffsetsTopic, danglingCallTimeout))
 }
 
 // endAbandoned ends the transactions of held, open on the partition
@@ -161,25 +145,25 @@ func (th *Thread) openOnOffsets(pid int64) (bool, error) {
 // producer id is looked up (ListTransactions), and, when abandonedBy says
 // they may be, the records it holds open on every partition the
 // application writes (where included) are ended as that id's coordinator
-// completed its last transaction (repair.EndAbandoned, which takes the id
+// completed its last transaction (EndAbandoned, which takes the id
 // over). Kafka Streams leaves such records to an operator's
 // kafka-transactions.sh, which can only abort them, one partition at a
 // time: committed offsets and output would be dropped, and the group
 // would process their input again. Failures are logged; the next report
 // tries again. It is safe from any goroutine.
-func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAdmin, where string, held []sarama.ProducerState) {
-	if th.pclient == nil || len(held) == 0 {
+func (g *Guard) endAbandoned(ctx context.Context, ta sarama.TransactionClusterAdmin, where string, held []sarama.ProducerState) {
+	if g.cfg.Client == nil || len(held) == 0 {
 		return
 	}
-	live, err := th.groupProcesses()
+	live, err := g.groupProcesses()
 	if err != nil {
-		th.log.Info("not ending open transactions of other processes: the group's members are unknown", "error", err)
+		g.cfg.Log.Info("not ending open transactions of other processes: the group's members are unknown", "error", err)
 		return
 	}
 	for _, ap := range held {
 		txs, err := ta.ListTransactions(nil, []int64{ap.ProducerID}, -1)
 		if err != nil {
-			th.log.Info("could not look up the transactional id of an open transaction", "producer_id", ap.ProducerID, "error", err)
+			g.cfg.Log.Info("could not look up the transactional id of an open transaction", "producer_id", ap.ProducerID, "error", err)
 			continue
 		}
 		id := ""
@@ -191,37 +175,37 @@ func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionCluster
 		if id == "" {
 			continue
 		}
-		last, err := repair.DescribeLast(th.in.Admin, id)
+		last, err := DescribeLast(g.cfg.Admin, id)
 		if err != nil {
-			th.log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
+			g.cfg.Log.Info("could not describe an open transaction", "transactional_id", id, "error", err)
 			continue
 		}
-		why := th.absence.judge(th.in.ApplicationID, th.in.ProcessID, live, th.newestGen.Load(), time.Now(), id, ap, last)
+		why := g.absence.judge(g.cfg.Group, g.cfg.Process, live, g.cfg.Thread.Generation(), time.Now(), id, ap, last)
 		if why != "" {
-			th.log.Debug("leaving an open transaction of another process", "partition", where, "transactional_id", id, "why", why)
+			g.cfg.Log.Debug("leaving an open transaction of another process", "partition", where, "transactional_id", id, "why", why)
 			continue
 		}
-		parts, err := th.heldBy(ap.ProducerID)
+		parts, err := g.heldBy(ap.ProducerID)
 		if err != nil {
-			th.log.Info("not ending an open transaction of another process: the partitions it holds are unknown", "transactional_id", id, "error", err)
+			g.cfg.Log.Info("not ending an open transaction of another process: the partitions it holds are unknown", "transactional_id", id, "error", err)
 			continue
 		}
 		outcome := "abort"
 		if last.State == "CompleteCommit" {
 			outcome = "commit"
 		}
-		th.log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
+		g.cfg.Log.Warn("records of a transaction of a process that is not in the group, which its coordinator completed without the marker reaching them, are open; taking its transactional id over to end them with a "+outcome,
 			"transactional_id", id, "producer_id", ap.ProducerID, "epoch", ap.ProducerEpoch, "found_on", where, "partitions", danglingNames(parts))
 		ectx, cancel := context.WithTimeout(ctx, 2*danglingWait)
-		ended, err := repair.EndAbandoned(ectx, th.pclient, id, th.in.ApplicationID, parts, last)
+		ended, err := EndAbandoned(ectx, g.cfg.Client, id, g.cfg.Group, parts, last)
 		cancel()
 		switch {
 		case err != nil:
-			th.log.Warn("could not end the open transaction", "transactional_id", id, "error", err)
+			g.cfg.Log.Warn("could not end the open transaction", "transactional_id", id, "error", err)
 		case ended:
-			th.in.Metrics.ProducerEvents.WithLabelValues(strconv.Itoa(th.idx), "dangling_taken_over").Inc()
+			g.cfg.Thread.Event("dangling_taken_over")
 		default:
-			th.log.Info("another producer of the transactional id acted meanwhile; its markers end the records", "transactional_id", id)
+			g.cfg.Log.Info("another producer of the transactional id acted meanwhile; its markers end the records", "transactional_id", id)
 		}
 	}
 }
@@ -229,10 +213,10 @@ func (th *Thread) endAbandoned(ctx context.Context, ta sarama.TransactionCluster
 // heldBy returns every partition the application writes (the thread's
 // written topics and the group's offsets partition) on which producer id
 // pid holds a transaction open; an error when one of them did not say.
-func (th *Thread) heldBy(pid int64) ([]repair.DanglingPartition, error) {
+func (g *Guard) heldBy(pid int64) ([]DanglingPartition, error) {
 	topics := map[string][]int32{}
-	for _, topic := range th.writtenTopics() {
-		ps, err := th.pclient.Partitions(topic)
+	for _, topic := range g.cfg.Thread.WrittenTopics() {
+		ps, err := g.cfg.Client.Partitions(topic)
 		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 			continue
 		}
@@ -241,30 +225,26 @@ func (th *Thread) heldBy(pid int64) ([]repair.DanglingPartition, error) {
 		}
 		topics[topic] = ps
 	}
-	part, err := offsetsPartition(th.in.Admin, th.in.ApplicationID)
+	part, err := offsetsPartition(g.cfg.Admin, g.cfg.Group)
 	if err != nil {
 		return nil, err
 	}
-	topics[offsetsTopic] = []int32{part}
-	var opts []repair.CheckOption
-	if th.in.AdminMeta != nil {
-		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
-	}
-	open, err := repair.OpenTransactions(th.in.Admin, topics, opts...)
+	topics[OffsetsTopic] = []int32{part}
+	open, err := OpenTransactions(g.cfg.Admin, topics, g.options()...)
 	if err != nil {
 		return nil, err
 	}
-	var parts []repair.DanglingPartition
+	var parts []DanglingPartition
 	for topic, ps := range open {
 		for p, held := range ps {
 			for _, ap := range held {
 				if ap.ProducerID == pid {
-					parts = append(parts, repair.DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
+					parts = append(parts, DanglingPartition{Topic: topic, Partition: p, StartOffset: ap.CurrentTxnStartOffset, ProducerEpoch: ap.ProducerEpoch})
 				}
 			}
 		}
 	}
-	slices.SortFunc(parts, func(a, b repair.DanglingPartition) int {
+	slices.SortFunc(parts, func(a, b DanglingPartition) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
@@ -273,25 +253,20 @@ func (th *Thread) heldBy(pid int64) ([]repair.DanglingPartition, error) {
 	return parts, nil
 }
 
-// EndAbandonedOn implements task.AbandonedEnder: a restore of a changelog
-// partition held below its high watermark by an open transaction asks the
-// thread to end it if a departed process of the application left it
-// (endAbandoned); the restore keeps waiting either way.
-func (th *Thread) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
-	ta, ok := th.in.Admin.(sarama.TransactionClusterAdmin)
-	if !ok || th.noDanglingCheck.Load() {
+// EndAbandonedOn ends the transaction holding a changelog partition
+// below its high watermark, which a restore waits on, if a departed
+// process of the application left it (endAbandoned). Failures are logged.
+func (g *Guard) EndAbandonedOn(ctx context.Context, topic string, partition int32) {
+	ta, ok := g.cfg.Admin.(sarama.TransactionClusterAdmin)
+	if !ok || g.off.Load() {
 		return
 	}
-	var opts []repair.CheckOption
-	if th.in.AdminMeta != nil {
-		opts = append(opts, repair.WithMetadata(th.in.AdminMeta))
-	}
-	open, err := repair.OpenTransactions(ta, map[string][]int32{topic: {partition}}, opts...)
+	open, err := OpenTransactions(ta, map[string][]int32{topic: {partition}}, g.options()...)
 	if err != nil {
-		th.log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
+		g.cfg.Log.Info("could not look up the transactions open on a changelog partition", "topic", topic, "partition", partition, "error", err)
 		return
 	}
-	th.endAbandoned(ctx, ta, fmt.Sprintf("%s/%d", topic, partition), open[topic][partition])
+	g.endAbandoned(ctx, ta, fmt.Sprintf("%s/%d", topic, partition), open[topic][partition])
 }
 
 // absence remembers, for each process of the application seen out of the
@@ -317,7 +292,7 @@ const takeOverAbsence = time.Minute
 // judge records what live (the group's processes) says of the process of
 // transactional id id at generation gen and time now, then returns
 // abandonedBy's answer.
-func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
+func (a *absence) judge(app, self string, live map[string]bool, gen int32, now time.Time, id string, ap sarama.ProducerState, last LastTransaction) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.since == nil {
@@ -353,7 +328,7 @@ func (a *absence) judge(app, self string, live map[string]bool, gen int32, now t
 //   - last is a completed commit or abort of ap's producer id and epoch:
 //     the marker never came, and nothing else will bring it. A
 //     transaction still in progress ends by itself within its timeout.
-func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last repair.LastTransaction) string {
+func abandonedBy(app, self string, live map[string]bool, gone bool, id string, ap sarama.ProducerState, last LastTransaction) string {
 	proc, _, ok := client.ParseTransactionalID(app, id)
 	switch {
 	case !ok:
@@ -379,25 +354,25 @@ const groupProcessWait = 5 * time.Second
 
 // groupProcesses returns the process ids of the group's members, from
 // their subscriptions, once the group is stable (liveProcesses).
-func (th *Thread) groupProcesses() (map[string]bool, error) {
+func (g *Guard) groupProcesses() (map[string]bool, error) {
 	deadline := time.Now().Add(groupProcessWait)
 	for {
-		gs, err := th.in.Admin.DescribeConsumerGroups([]string{th.in.ApplicationID})
+		gs, err := g.cfg.Admin.DescribeConsumerGroups([]string{g.cfg.Group})
 		if err != nil {
 			return nil, err
 		}
 		if len(gs) != 1 || gs[0].Err != sarama.ErrNoError {
-			return nil, fmt.Errorf("cannot describe group %s", th.in.ApplicationID)
+			return nil, fmt.Errorf("cannot describe group %s", g.cfg.Group)
 		}
 		if g := gs[0]; g.State == "Stable" {
 			return liveProcesses(g)
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("group %s was not stable within %v", th.in.ApplicationID, groupProcessWait)
+			return nil, fmt.Errorf("group %s was not stable within %v", g.cfg.Group, groupProcessWait)
 		}
 		select {
-		case <-th.ctx.Done():
-			return nil, th.ctx.Err()
+		case <-g.cfg.Ctx.Done():
+			return nil, g.cfg.Ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -436,7 +411,7 @@ func offsetsPartition(admin sarama.ClusterAdmin, group string) (int32, error) {
 		return 0, err
 	}
 	if len(ps) == 0 {
-		return 0, fmt.Errorf("the cluster has no %s", offsetsTopic)
+		return 0, fmt.Errorf("the cluster has no %s", OffsetsTopic)
 	}
 	return groupPartition(group, int32(len(ps))), nil
 }
@@ -446,18 +421,18 @@ func offsetsPartition(admin sarama.ClusterAdmin, group string) (int32, error) {
 // creates it at the first group's coordinator lookup), an error when the
 // admin client could not say.
 func offsetsPartitions(admin sarama.ClusterAdmin) ([]int32, error) {
-	ds, err := admin.DescribeTopics([]string{offsetsTopic})
+	ds, err := admin.DescribeTopics([]string{OffsetsTopic})
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("describing %s: %w", offsetsTopic, err)
+		return nil, fmt.Errorf("describing %s: %w", OffsetsTopic, err)
 	case len(ds) != 1:
-		return nil, fmt.Errorf("describing %s: %d topics in the answer", offsetsTopic, len(ds))
+		return nil, fmt.Errorf("describing %s: %d topics in the answer", OffsetsTopic, len(ds))
 	case ds[0].Err == sarama.ErrUnknownTopicOrPartition:
 		return nil, nil
 	case ds[0].Err != sarama.ErrNoError:
-		return nil, fmt.Errorf("describing %s: %w", offsetsTopic, ds[0].Err)
+		return nil, fmt.Errorf("describing %s: %w", OffsetsTopic, ds[0].Err)
 	case len(ds[0].Partitions) == 0:
-		return nil, fmt.Errorf("describing %s: no partitions in the answer", offsetsTopic)
+		return nil, fmt.Errorf("describing %s: no partitions in the answer", OffsetsTopic)
 	}
 	ps := make([]int32, 0, len(ds[0].Partitions))
 	for _, pm := range ds[0].Partitions {
