@@ -327,13 +327,7 @@ const (
 // or starting after the transaction's last record there): those are for
 // the checks of an initialising producer or of the next abort.
 func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, transactionalID, group string, written map[txn.Partition]int64, offsets *txn.Partition, opts ...CheckOption) (ended []DanglingPartition, err error) {
-	topics := map[string][]int32{}
-	for tp := range written {
-		topics[tp.Topic] = append(topics[tp.Topic], tp.Partition)
-	}
-	if offsets != nil {
-		topics[offsets.Topic] = append(topics[offsets.Topic], offsets.Partition)
-	}
+	topics := partitionsOf(written, offsets)
 	if len(topics) == 0 {
 		return nil, nil
 	}
@@ -359,11 +353,8 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 		// Some producer holds records open there: is it this id's, and
 		// has its coordinator finished writing the markers?
 		if !described {
-			if last, err = DescribeLast(admin, transactionalID); err != nil {
+			if last, err = describeCompleted(admin, transactionalID); err != nil {
 				return ended, err
-			}
-			if last.State == "Ongoing" || strings.HasPrefix(last.State, "Prepare") {
-				return ended, fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, last.State)
 			}
 			described = true
 		}
@@ -376,10 +367,7 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 		}
 		// Only the partitions still holding the commit's records are
 		// asked again.
-		topics = map[string][]int32{}
-		for _, dp := range mine {
-			topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
-		}
+		topics = partitionsOf(nil, nil, mine...)
 		if firstSeen.IsZero() {
 			firstSeen = time.Now()
 		}
@@ -409,6 +397,36 @@ func EnsureCommitted(ctx context.Context, client sarama.Client, admin sarama.Clu
 		described = false
 		firstSeen, look = time.Time{}, markerFirstLook
 	}
+}
+
+// partitionsOf lists the partitions of written, offsets (when not nil)
+// and parts by topic.
+func partitionsOf(written map[txn.Partition]int64, offsets *txn.Partition, parts ...DanglingPartition) map[string][]int32 {
+	topics := map[string][]int32{}
+	for tp := range written {
+		topics[tp.Topic] = append(topics[tp.Topic], tp.Partition)
+	}
+	if offsets != nil {
+		topics[offsets.Topic] = append(topics[offsets.Topic], offsets.Partition)
+	}
+	for _, dp := range parts {
+		topics[dp.Topic] = append(topics[dp.Topic], dp.Partition)
+	}
+	return topics
+}
+
+// describeCompleted is DescribeLast of a transaction that must be
+// complete: ErrTxnInProgress while its coordinator still has it open or
+// is writing its markers (ask again a moment later).
+func describeCompleted(admin sarama.ClusterAdmin, transactionalID string) (LastTransaction, error) {
+	last, err := DescribeLast(admin, transactionalID)
+	if err != nil {
+		return last, err
+	}
+	if last.State == "Ongoing" || strings.HasPrefix(last.State, "Prepare") {
+		return last, fmt.Errorf("%w: %s is %s", ErrTxnInProgress, transactionalID, last.State)
+	}
+	return last, nil
 }
 
 // committedOpen sorts the records that open shows open of last's

@@ -30,7 +30,9 @@ type release struct {
 	done chan struct{}
 }
 
-// control opens tasks for new partitions and serves revocations.
+// control opens tasks for new partitions, starts the tasks whose restore
+// finished and serves revocations: the requests the claim goroutines left
+// for the loop.
 func (th *Thread) control() error {
 	th.mu.Lock()
 	opened, releases := th.opened, th.releases
@@ -43,6 +45,26 @@ func (th *Thread) control() error {
 	}
 	th.mu.Unlock()
 
+	if err := th.openClaimed(opened, claims); err != nil {
+		return err
+	}
+	started, err := th.startRestored()
+	if err != nil {
+		return err
+	}
+	if len(opened) > 0 || started {
+		th.publish()
+	}
+	if len(releases) == 0 {
+		return nil
+	}
+	return th.releaseRevoked(releases)
+}
+
+// openClaimed gives each newly claimed partition of opened to its task, created
+// when the thread has none yet; claims holds the partitions' claims, those
+// revoked already missing.
+func (th *Thread) openClaimed(opened []task.TP, claims map[task.TP]claim) error {
 	for _, p := range opened {
 		sub, ok := th.in.Layout.BySource[p.Topic]
 		if !ok {
@@ -68,8 +90,12 @@ func (th *Thread) control() error {
 		}
 		th.owner[p] = t
 	}
+	return nil
+}
 
-	changed := len(opened) > 0
+// startRestored starts the tasks whose restore finished; started reports
+// that one did.
+func (th *Thread) startRestored() (started bool, err error) {
 	for _, id := range th.order {
 		t := th.tasks[id]
 		if t.Running() {
@@ -77,19 +103,21 @@ func (th *Thread) control() error {
 		}
 		done, err := t.Restored()
 		if err != nil {
-			return err
+			return started, err
 		}
 		if done {
-			changed = true
+			started = true
 			th.log.Info("task running", "task", t.Name())
 		}
 	}
-	if changed {
-		th.publish()
-	}
-	if len(releases) == 0 {
-		return nil
-	}
+	return started, nil
+}
+
+// releaseRevoked commits and closes the tasks of revoked partitions, then lets
+// their claim goroutines return. A commit that fails stops the thread;
+// one that does not commit (aborted, fenced) leaves the uncommitted
+// records to the new owner.
+func (th *Thread) releaseRevoked(releases []release) error {
 	var closing []*task.Task
 	for _, r := range releases {
 		if t := th.owner[r.tp]; t != nil && !slices.Contains(closing, t) {

@@ -137,20 +137,13 @@ func (th *Thread) commitLocked() (outcome, error) {
 // commitOnce is commitLocked's work, without its guard.
 func (th *Thread) commitOnce() (outcome, error) {
 	th.lastCommit = time.Now()
-	for _, id := range th.order {
-		// What the record caches hold goes into this commit.
-		if o, settled, err := th.afterWork(th.tasks[id].Flush()); err != nil || settled {
-			return o, err
-		}
-	}
 	offsets := map[string]map[int32]int64{}
 	metadata := map[string]map[int32]string{}
 	for _, id := range th.order {
-		th.tasks[id].Offsets(offsets, metadata)
-	}
-	for _, id := range th.order {
-		if err := th.tasks[id].SendChangelog(); err != nil {
-			return th.settle(err)
+		// What the record caches hold, the changelog records and the
+		// task's positions go into this commit.
+		if o, settled, err := th.afterWork(th.tasks[id].PrepareCommit(offsets, metadata)); err != nil || settled {
+			return o, err
 		}
 	}
 	if err := th.failed(); err != nil {
@@ -337,7 +330,7 @@ func (th *Thread) progressed() {
 func (th *Thread) committed(offsets map[string]map[int32]int64) {
 	th.progressed()
 	for _, id := range th.order {
-		th.tasks[id].Committed(offsets)
+		th.tasks[id].PostCommit(offsets)
 	}
 	th.replayBytes, th.replayLost = 0, false
 	clear(th.isolate)

@@ -5,11 +5,13 @@
 //     feeds their records from bounded per-partition queues to the tasks
 //     in timestamp order, punctuates them, and commits every
 //     Config.CommitInterval;
-//   - the commit (commit.go): exactly once, one Kafka transaction per
-//     thread holding the tasks' output, their changelog records and the
-//     input offsets with the group's metadata; at least once, a flush then
-//     an offset commit. Local state is written only after a commit
-//     succeeded;
+//   - the commit (commit.go): each task's PrepareCommit (its caches,
+//     changelog records and positions), then, exactly once, one Kafka
+//     transaction per thread holding the tasks' output, their changelog
+//     records and the input offsets with the group's metadata; at least
+//     once, a flush then an offset commit. Local state is written only
+//     after that succeeded (one Badger batch for the thread's tasks), and
+//     each task's PostCommit ends the commit;
 //   - the collector (collector.go): the send path every record takes to
 //     the producer, and what a refused record becomes;
 //   - the failure authority (failure.go): every failure of a record, a

@@ -160,74 +160,11 @@ func (th *Thread) settle(err error) (outcome, error) {
 		if len(refused) == 0 {
 			refused, n = []*txn.RefusedError{re}, 1
 		}
-		re = refused[0]
-		if n > 1 {
-			// The broker refuses a whole batch for one bad record and does
-			// not say which (sarama drops KIP-467's record errors). Under
-			// exactly once the transaction is replayed with the refused
-			// topics' records sent one at a time, so that the next refusal
-			// names the culprit alone; at least once, nothing can be
-			// replayed and the refused records are reported as they are.
-			topics := map[string]bool{}
-			for _, r := range refused {
-				topics[r.Msg.Topic] = true
-			}
-			if th.in.ExactlyOnce {
-				th.log.Warn("Kafka refused a batch of records; replaying them one at a time to find the record it refuses",
-					"records", n, "topics", len(topics))
-				for topic := range topics {
-					th.isolate[topic] = true
-				}
-				if txnEnded(err) {
-					return th.act(err)
-				}
-				// Not wrapping re: no record of the batch is known to be bad.
-				return th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
-			}
-			if !th.in.PoliciesFor(re.Msg.Topic).Production.Fails() {
-				return aborted, fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
-					th.idx, n, re)
-			}
+		o, next, done := th.settleRefused(err, refused, n)
+		if done {
+			return o, next
 		}
-		errs := make([]*task.ProductionError, len(refused))
-		origins := make([]*client.Origin, len(refused))
-		for i, r := range refused {
-			origins[i], _ = r.Msg.Metadata.(*client.Origin)
-			errs[i] = task.NewProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
-			if th.mustFail(origins[i], errs[i]) {
-				return aborted, errs[i]
-			}
-		}
-		for i, pe := range errs {
-			th.skipped(pe)
-			if !th.in.ExactlyOnce {
-				// Nothing is replayed: the dead-letter record goes now.
-				if err := th.deadLetterRefused(origins[i], pe); err != nil {
-					return dropped, err
-				}
-				continue
-			}
-			if pe.Offset >= 0 {
-				if len(th.skips) >= maxSkips {
-					return aborted, fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe)
-				}
-				// The replay drops the record, and dead-letters it then,
-				// in the transaction that commits the input record.
-				th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink, recordDigest(refused[i].Msg)}] = pe
-			}
-		}
-		if n > len(refused) {
-			th.log.Warn("more records refused than reported", "reported", len(refused), "refused", n)
-		}
-		if !th.in.ExactlyOnce {
-			return dropped, nil
-		}
-		if txnEnded(err) {
-			return th.act(err)
-		}
-		if err = th.producer.Err(); err == nil {
-			err = fmt.Errorf("%w: %w", txn.ErrFailed, re)
-		}
+		err = next
 	}
 	if errors.Is(err, txn.ErrFailed) && !txnEnded(err) {
 		if !th.in.ExactlyOnce {
@@ -242,6 +179,96 @@ func (th *Thread) settle(err error) (outcome, error) {
 		err = aerr
 	}
 	return th.act(err)
+}
+
+// settleRefused is settle for records the broker refused (refused, of n
+// in all; err is the failure that reported them). When done, o and next
+// are settle's answer; otherwise next is the failed transaction that
+// settle aborts and replays, the refused records having been marked to
+// be skipped in the replay.
+func (th *Thread) settleRefused(err error, refused []*txn.RefusedError, n int) (o outcome, next error, done bool) {
+	re := refused[0]
+	if n > 1 {
+		if o, next, done = th.settleRefusedBatch(err, refused, n); done {
+			return o, next, true
+		}
+	}
+	errs := make([]*task.ProductionError, len(refused))
+	origins := make([]*client.Origin, len(refused))
+	for i, r := range refused {
+		origins[i], _ = r.Msg.Metadata.(*client.Origin)
+		errs[i] = task.NewProductionError(origins[i], r.Msg, r.Msg.ByteSize(2), 0, r.Err)
+		if th.mustFail(origins[i], errs[i]) {
+			return aborted, errs[i], true
+		}
+	}
+	for i, pe := range errs {
+		th.skipped(pe)
+		if !th.in.ExactlyOnce {
+			// Nothing is replayed: the dead-letter record goes now.
+			if err := th.deadLetterRefused(origins[i], pe); err != nil {
+				return dropped, err, true
+			}
+			continue
+		}
+		if pe.Offset >= 0 {
+			if len(th.skips) >= maxSkips {
+				return aborted, fmt.Errorf("weir: thread %d: more than %d refused records to skip: %w", th.idx, maxSkips, pe), true
+			}
+			// The replay drops the record, and dead-letters it then,
+			// in the transaction that commits the input record.
+			th.skips[skipKey{pe.Topic, pe.Partition, pe.Offset, pe.Sink, recordDigest(refused[i].Msg)}] = pe
+		}
+	}
+	if n > len(refused) {
+		th.log.Warn("more records refused than reported", "reported", len(refused), "refused", n)
+	}
+	if !th.in.ExactlyOnce {
+		return dropped, nil, true
+	}
+	if txnEnded(err) {
+		o, err := th.act(err)
+		return o, err, true
+	}
+	if next = th.producer.Err(); next == nil {
+		next = fmt.Errorf("%w: %w", txn.ErrFailed, re)
+	}
+	return aborted, next, false
+}
+
+// settleRefusedBatch is settleRefused for a refusal of n > 1 records. The
+// broker refuses a whole batch for one bad record and does not say which
+// (sarama drops KIP-467's record errors). Under exactly once the
+// transaction is replayed with the refused topics' records sent one at a
+// time, so that the next refusal names the culprit alone; at least once,
+// nothing can be replayed and the refused records are reported as they
+// are (not done: settleRefused goes on with them) unless the policy
+// skips them, which it cannot do without knowing which.
+func (th *Thread) settleRefusedBatch(err error, refused []*txn.RefusedError, n int) (o outcome, next error, done bool) {
+	re := refused[0]
+	topics := map[string]bool{}
+	for _, r := range refused {
+		topics[r.Msg.Topic] = true
+	}
+	if th.in.ExactlyOnce {
+		th.log.Warn("Kafka refused a batch of records; replaying them one at a time to find the record it refuses",
+			"records", n, "topics", len(topics))
+		for topic := range topics {
+			th.isolate[topic] = true
+		}
+		if txnEnded(err) {
+			o, err := th.act(err)
+			return o, err, true
+		}
+		// Not wrapping re: no record of the batch is known to be bad.
+		o, err := th.settle(fmt.Errorf("%w: a batch of %d records refused: %v", txn.ErrFailed, n, re))
+		return o, err, true
+	}
+	if !th.in.PoliciesFor(re.Msg.Topic).Production.Fails() {
+		return aborted, fmt.Errorf("weir: thread %d: Kafka refused a batch of %d records without saying which one it refuses; at least once they cannot be replayed to find out: %w",
+			th.idx, n, re), true
+	}
+	return 0, nil, false
 }
 
 // groupMovedOn reports a commit the group refused because this member's

@@ -499,10 +499,9 @@ func (th *Thread) consume(ctx context.Context) {
 // loop processes records until the thread's context ends or an error
 // stops it. It commits before it returns.
 func (th *Thread) loop() error {
-	cfg := th.in
 	th.lastCommit = time.Now()
 	th.lastPurge = time.Now()
-	th.setInterval(cfg.CommitInterval)
+	th.setInterval(th.in.CommitInterval)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastPublish := time.Now()
@@ -526,62 +525,87 @@ func (th *Thread) loop() error {
 			lastPublish = now
 			th.publish()
 		}
-		progressed, wait, err := th.processBatch(now)
+		progressed, wait, err := th.round(now)
 		if err != nil {
 			return th.shutdown(err)
-		}
-		for _, id := range th.order {
-			if t := th.tasks[id]; t.Running() {
-				_, settled, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
-				if err != nil {
-					return th.shutdown(err)
-				}
-				if settled {
-					break
-				}
-			}
-		}
-		if now.Sub(th.lastCommit) >= th.interval {
-			if _, err := th.commitDue(); err != nil {
-				return th.shutdown(err)
-			}
-			th.setInterval(th.nextInterval())
 		}
 		if progressed {
 			continue
 		}
-		deadline := th.lastCommit.Add(th.interval)
-		if th.inRebalance() {
-			// The commit waits for the assignment: look again later.
-			if later := now.Add(cfg.CommitInterval); later.After(deadline) {
-				deadline = later
+		th.sleep(timer, th.nextWake(now, wait, lastPublish.Add(publishInterval)))
+	}
+}
+
+// round is the work of one turn of the loop at now: a batch of records,
+// the wall-clock punctuations due and the commit due. progressed reports
+// that records were processed; wait, when not zero, is when a task's
+// queue may next hold a record it can process.
+func (th *Thread) round(now time.Time) (progressed bool, wait time.Time, err error) {
+	if progressed, wait, err = th.processBatch(now); err != nil {
+		return false, wait, err
+	}
+	for _, id := range th.order {
+		if t := th.tasks[id]; t.Running() {
+			_, settled, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
+			if err != nil {
+				return false, wait, err
+			}
+			if settled {
+				break // the tasks were rewound or closed
 			}
 		}
-		if !wait.IsZero() && wait.Before(deadline) {
-			deadline = wait
+	}
+	if now.Sub(th.lastCommit) >= th.interval {
+		if _, err := th.commitDue(); err != nil {
+			return false, wait, err
 		}
-		for _, id := range th.order {
-			if next := th.tasks[id].NextWallClock(); !next.IsZero() && next.Before(deadline) {
-				deadline = next
-			}
+		th.setInterval(th.nextInterval())
+	}
+	return progressed, wait, nil
+}
+
+// nextWake returns when the loop, with nothing to process at now, must
+// look again: the commit due (later while a rebalance holds it back),
+// wait (a queue's next processable record), a task's next wall-clock
+// punctuation or the next status publication, whichever comes first.
+func (th *Thread) nextWake(now, wait, publish time.Time) time.Time {
+	deadline := th.lastCommit.Add(th.interval)
+	if th.inRebalance() {
+		// The commit waits for the assignment: look again later.
+		if later := now.Add(th.in.CommitInterval); later.After(deadline) {
+			deadline = later
 		}
-		if next := lastPublish.Add(publishInterval); next.Before(deadline) {
+	}
+	if !wait.IsZero() && wait.Before(deadline) {
+		deadline = wait
+	}
+	for _, id := range th.order {
+		if next := th.tasks[id].NextWallClock(); !next.IsZero() && next.Before(deadline) {
 			deadline = next
 		}
-		timer.Reset(max(time.Until(deadline), time.Millisecond))
-		th.waited = true
-		th.clock.switchTo(idleState)
+	}
+	if publish.Before(deadline) {
+		deadline = publish
+	}
+	return deadline
+}
+
+// sleep idles the loop until deadline, something arrives (wake) or the
+// thread must stop; timer is the loop's, stopped and drained on return.
+func (th *Thread) sleep(timer *time.Timer, deadline time.Time) {
+	timer.Reset(max(time.Until(deadline), time.Millisecond))
+	th.waited = true
+	th.clock.switchTo(idleState)
+	select {
+	case <-th.wake:
+	case <-timer.C:
+	case <-th.ctx.Done():
+	}
+	th.clock.switchTo(busyState)
+	if !timer.Stop() {
 		select {
-		case <-th.wake:
 		case <-timer.C:
-		case <-th.ctx.Done():
-		}
-		th.clock.switchTo(busyState)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		default:
 		}
 	}
 }

@@ -429,11 +429,13 @@ func decodeMillis(s string) (time.Time, bool) {
 	return time.UnixMilli(ms), true
 }
 
-// committedAll records that the positions given by offsets are committed:
-// the records processed up to them will never be replayed.
-func (t *Task) Committed(out map[string]map[int32]int64) {
+// PostCommit records that the task's positions given by committed (the
+// offsets its thread committed) are committed: the records processed up
+// to them will never be replayed, and its stream time and version are the
+// committed ones a rewind goes back to.
+func (t *Task) PostCommit(committed map[string]map[int32]int64) {
 	for _, p := range t.parts {
-		if off, ok := out[p.tp.Topic][p.tp.Partition]; ok {
+		if off, ok := committed[p.tp.Topic][p.tp.Partition]; ok {
 			p.committed = off
 		}
 		clear(p.done)

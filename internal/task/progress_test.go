@@ -31,7 +31,7 @@ func TestReplayEndTravelsUntilPassed(t *testing.T) {
 	if p, ok := DecodeProgress(metas["b"][0]); !ok || p.ReplayEnd != 0 {
 		t.Fatalf("b/0 commits %q (%+v); want no replay end", metas["b"][0], p)
 	}
-	tk.Committed(offsets)
+	tk.PostCommit(offsets)
 	tk.parts[0].consumed = 20
 	offsets, metas = map[string]map[int32]int64{}, map[string]map[int32]string{}
 	tk.Offsets(offsets, metas)
@@ -146,7 +146,7 @@ func TestVersionCommittedWithoutNewOffsets(t *testing.T) {
 	if p, ok := DecodeProgress(metas["a"][0]); !ok || p.Version != 77 || !p.StreamTime.IsZero() {
 		t.Fatalf("metadata %q: %+v, %v", metas["a"][0], p, ok)
 	}
-	tk.Committed(offsets)
+	tk.PostCommit(offsets)
 	offsets, metas = map[string]map[int32]int64{}, map[string]map[int32]string{}
 	tk.Offsets(offsets, metas)
 	if len(offsets) != 0 {
