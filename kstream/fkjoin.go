@@ -118,29 +118,51 @@ type response[VO any] struct {
 }
 
 // fkJoin adds the nodes of a foreign-key join; leftJoin says it keeps
-// every row of t.
+// every row of t. The join is three steps, each behind a repartition:
+// t's rows subscribe to their foreign keys, other's side answers the
+// subscriptions, and t's side joins the answers.
 func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, VO], fk func(V) KO, join func(V, VO, bool) (VR, bool), results serde.Serde[VR], leftJoin bool) *Table[K, VR] {
+	if !checkFKJoin(t, name, other, fk, results) {
+		return &Table[K, VR]{b: t.b, name: name}
+	}
+	hashOf := fkValueHasher(name, t.values)
+	subs := fkSubscribe(t, name, other.keys, fk, hashOf)
+	resp := fkAnswer(t.b, name, t.keys, other, subs, leftJoin)
+	return fkResolve(t, name, resp, hashOf, join, results)
+}
+
+// checkFKJoin reports the first problem of a foreign-key join's arguments
+// to the Builder, and says whether the join's nodes can still be added:
+// without an extractor or a result serde they can (Build fails anyway),
+// without the tables' serdes or lookups they cannot.
+func checkFKJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, VO], fk func(V) KO, results serde.Serde[VR]) bool {
 	b := t.b
 	switch {
 	case other == nil || other.b != b:
 		b.fail("foreign-key join %q of %q: the other table is nil or from another Builder", name, t.name)
-		return &Table[K, VR]{b: b, name: name}
+		return false
 	case fk == nil:
 		b.fail("foreign-key join %q of %q: nil foreign-key extractor", name, t.name)
 	case t.values == nil || t.keys == nil:
 		b.fail("foreign-key join %q of %q: the table's key or value serde is unknown (it comes from a MapValues)", name, t.name)
-		return &Table[K, VR]{b: b, name: name}
+		return false
 	case other.keys == nil || other.values == nil:
 		b.fail("foreign-key join %q: the key or value serde of %q is unknown (it comes from a MapValues)", name, other.name)
-		return &Table[K, VR]{b: b, name: name}
+		return false
 	case t.lookup == nil || other.lookup == nil:
 		b.fail("foreign-key join %q of %q and %q: a table that comes from a Suppress cannot be joined", name, t.name, other.name)
-		return &Table[K, VR]{b: b, name: name}
+		return false
 	case results == nil:
 		b.fail("foreign-key join %q of %q: nil result serde", name, t.name)
 	}
-	keys, values, okeys := t.keys, t.values, other.keys
-	hashOf := func(v V) ([16]byte, error) {
+	return true
+}
+
+// fkValueHasher returns the hash a subscription carries of a row's value:
+// the first 16 bytes of the SHA-256 of its serialized form, which any
+// instance computes alike when the answer comes back.
+func fkValueHasher[V any](name string, values serde.Serde[V]) func(V) ([16]byte, error) {
+	return func(v V) ([16]byte, error) {
 		vb, err := values.Serialize(name, v)
 		if err != nil {
 			return [16]byte{}, fmt.Errorf("kstream: %s: serialize value: %w", name, err)
@@ -148,41 +170,23 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 		sum := sha256.Sum256(vb)
 		return [16]byte(sum[:16]), nil
 	}
+}
 
-	// The left table's rows subscribe to their foreign keys.
-	sub := b.t.AddProcessor(name+"-subscribe", processor.Func(func(ctx processor.Context[KO, subscription[K]], rec processor.Record[K, change[V]]) error {
-		c := rec.Value
-		hs := rec.Headers
-		send := func(fk KO, s subscription[K]) error {
-			return ctx.Forward(processor.Record[KO, subscription[K]]{Key: fk, Value: s, Timestamp: rec.Timestamp, Headers: hs})
-		}
-		if !c.hasNew {
-			if !c.hasOld {
-				return nil
-			}
-			return send(fk(c.old), subscription[K]{key: rec.Key, ask: unsubscribeAndAnswer, deleted: true})
-		}
-		h, err := hashOf(c.new)
-		if err != nil {
-			return err
-		}
-		newFK := fk(c.new)
-		if c.hasOld {
-			if oldFK := fk(c.old); !sameKey(okeys, name, oldFK, newFK) {
-				if err := send(oldFK, subscription[K]{key: rec.Key, ask: unsubscribe, hash: h}); err != nil {
-					return err
-				}
-				// Moved: deleted from the result if the new foreign key
-				// has no row. A new row answers only when it has one.
-				hs = withNullIfAbsent(hs)
-			}
-		}
-		return send(newFK, subscription[K]{key: rec.Key, ask: subscribe, hash: h})
-	}), t.node)
-	subs := b.t.AddRepartition(name+"-subscription", okeys, serde.Serde[subscription[K]](subscriptionSerde[K]{keys}), sub)
+// fkSubscribe adds the node by which t's rows subscribe to their foreign
+// keys, and the subscription topic that takes the subscriptions to the
+// partitions of the foreign keys.
+func fkSubscribe[K, V, KO any](t *Table[K, V], name string, okeys serde.Serde[KO], fk func(V) KO, hashOf func(V) ([16]byte, error)) processor.Node[KO, subscription[K]] {
+	s := fkSubscriber[K, V, KO]{name: name, okeys: okeys, fk: fk, hashOf: hashOf}
+	sub := t.b.t.AddProcessor(name+"-subscribe", processor.Func(s.process), t.node)
+	return t.b.t.AddRepartition(name+"-subscription", okeys, serde.Serde[subscription[K]](subscriptionSerde[K]{t.keys}), sub)
+}
 
-	// The foreign keys' side keeps the subscriptions and answers them, and
-	// answers them again when its row changes.
+// fkAnswer adds the foreign keys' side, which keeps the subscriptions and
+// answers them, and answers them again when its row changes, and the
+// response topic that takes the answers back to the partitions of the
+// subscribing rows' keys.
+func fkAnswer[K, KO, VO any](b *Builder, name string, keys serde.Serde[K], other *Table[KO, VO], subs processor.Node[KO, subscription[K]], leftJoin bool) processor.Node[K, response[VO]] {
+	okeys := other.keys
 	sspec := processor.KeyValue(name+"-subscriptions", serde.Serde[subKey[KO, K]](subKeySerde[KO, K]{okeys, keys}), serde.Serde[[16]byte](hashSerde{}))
 	ol := other.lookup
 	answer := b.t.AddProcessor(name+"-answer", func() processor.Processor[KO, subscription[K], K, response[VO]] {
@@ -197,9 +201,13 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 	answers := b.t.AddProcessor(name+"-answers", processor.Func(func(ctx processor.Context[K, response[VO]], rec processor.Record[K, response[VO]]) error {
 		return ctx.Forward(rec)
 	}), answer, rowChange)
-	resp := b.t.AddRepartition(name+"-response", keys, serde.Serde[response[VO]](responseSerde[VO]{other.values}), answers)
+	return b.t.AddRepartition(name+"-response", keys, serde.Serde[response[VO]](responseSerde[VO]{other.values}), answers)
+}
 
-	// The left table's side joins the answers that are still current.
+// fkResolve adds the left table's side, which joins the answers that are
+// still current into the result table, keyed as t.
+func fkResolve[K, V, VO, VR any](t *Table[K, V], name string, resp processor.Node[K, response[VO]], hashOf func(V) ([16]byte, error), join func(V, VO, bool) (VR, bool), results serde.Serde[VR]) *Table[K, VR] {
+	b, keys := t.b, t.keys
 	rspec := processor.KeyValue(name, keys, results)
 	ll := t.lookup
 	n := b.t.AddProcessor(name, func() processor.Processor[K, response[VO], K, change[VR]] {
@@ -209,6 +217,45 @@ func fkJoin[K, V, KO, VO, VR any](t *Table[K, V], name string, other *Table[KO, 
 	b.t.KeyedByPartition(rspec.Name())
 	b.t.ConnectStore(n, ll.stores...)
 	return &Table[K, VR]{b: b, node: n, name: name, keys: keys, values: results, lookup: storeLookup(rspec)}
+}
+
+// fkSubscriber sends the subscriptions of the left table's rows to their
+// foreign keys: Kafka Streams' SubscriptionSendProcessorSupplier.
+type fkSubscriber[K, V, KO any] struct {
+	name   string
+	okeys  serde.Serde[KO]
+	fk     func(V) KO
+	hashOf func(V) ([16]byte, error)
+}
+
+func (s fkSubscriber[K, V, KO]) process(ctx processor.Context[KO, subscription[K]], rec processor.Record[K, change[V]]) error {
+	c := rec.Value
+	hs := rec.Headers
+	send := func(fk KO, sub subscription[K]) error {
+		return ctx.Forward(processor.Record[KO, subscription[K]]{Key: fk, Value: sub, Timestamp: rec.Timestamp, Headers: hs})
+	}
+	if !c.hasNew {
+		if !c.hasOld {
+			return nil
+		}
+		return send(s.fk(c.old), subscription[K]{key: rec.Key, ask: unsubscribeAndAnswer, deleted: true})
+	}
+	h, err := s.hashOf(c.new)
+	if err != nil {
+		return err
+	}
+	newFK := s.fk(c.new)
+	if c.hasOld {
+		if oldFK := s.fk(c.old); !sameKey(s.okeys, s.name, oldFK, newFK) {
+			if err := send(oldFK, subscription[K]{key: rec.Key, ask: unsubscribe, hash: h}); err != nil {
+				return err
+			}
+			// Moved: deleted from the result if the new foreign key
+			// has no row. A new row answers only when it has one.
+			hs = withNullIfAbsent(hs)
+		}
+	}
+	return send(newFK, subscription[K]{key: rec.Key, ask: subscribe, hash: h})
 }
 
 // fkAnswerer keeps subscriptions and answers them with the foreign key's

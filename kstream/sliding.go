@@ -288,21 +288,13 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	if rec.Tombstone {
 		return nil // aggregations skip records without a value
 	}
-	kb, err := a.keys.Serialize(a.name, rec.Key)
+	now, err := a.observe(ctx, rec)
 	if err != nil {
-		return fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+		return err
 	}
-	// A key that serializes to nothing may be a null Kafka key's, whose
-	// writes the runtime drops (and counts): put checks each write back.
-	a.emptyKey = len(kb) == 0
 	t := rec.Timestamp.UnixMilli()
-	d := a.windows.diff.Milliseconds()
-	now, _ := a.now.Get()
-	if !a.emptyKey {
-		now = a.now.Observe(ctx, t)
-	}
 	closeAt := now - a.windows.grace.Milliseconds()
-	if t+1+d <= closeAt {
+	if t+1+a.windows.diff.Milliseconds() <= closeAt {
 		// Even the window starting right after the record is closed.
 		a.late(ctx, t, now)
 		return nil
@@ -311,59 +303,109 @@ func (a *slidingAggregator[K, V, A, O]) Process(ctx processor.Context[Windowed[K
 	if err != nil {
 		return err
 	}
-	missed := false // a window of the record was closed
-	early := sc.early
-	// Latest first, as Kafka Streams scans them; for an early record,
-	// earliest first (its processEarly scans forward).
-	order := slices.Backward(sc.holding)
-	if early {
-		order = slices.All(sc.holding)
-	}
-	for _, w := range order {
-		if err := a.update(w.start, w.v, rec, closeAt, &missed); err != nil {
-			return err
-		}
-	}
-	// The window right after the previous record, if it does not exist
-	// and now holds this record: this record alone.
-	if sc.prev != nil && !sc.starts[*sc.prev+1] && *sc.prev+1+d >= t {
-		agg := stamped[A]{agg: a.fn(rec.Key, rec.Value, a.init()), ts: t}
-		if err := a.put(*sc.prev+1, agg, rec, closeAt, &missed); err != nil {
-			return err
-		}
-	}
-	// The window ending at this record; an early record updates its
-	// ([0, d]) last, in Kafka Streams' order.
-	if !early {
-		if err := a.left(sc, rec, closeAt, &missed); err != nil {
-			return err
-		}
-	}
-	// For an early record, without a window after it that holds it, the
-	// records of [0, d] later than it are the ones after it: the combined
-	// window gives the window starting right after it, as in Kafka
-	// Streams' processEarly (a record of [0, d] earlier than this one
-	// would have made a window after it, found above).
-	if early && sc.rightAgg == nil && sc.combined != nil && sc.combined.ts > t {
-		v := *sc.combined
-		sc.rightAgg = &v
-	}
-	// The window starting right after this record, holding the records
-	// after it (they were in the window rightAgg came from).
-	if !sc.rightDone && sc.rightAgg != nil && sc.rightAgg.ts > t {
-		if err := a.put(t+1, *sc.rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, &missed); err != nil {
-			return err
-		}
-	}
-	if early {
-		if err := a.left(sc, rec, closeAt, &missed); err != nil {
-			return err
-		}
+	missed, err := a.aggregate(sc, rec, closeAt)
+	if err != nil {
+		return err
 	}
 	if missed {
 		a.late(ctx, t, now)
 	}
 	return nil
+}
+
+// observe notes whether rec's key serializes to nothing and returns the
+// stream time, advanced to rec's timestamp unless its key is empty.
+func (a *slidingAggregator[K, V, A, O]) observe(ctx processor.Context[Windowed[K], O], rec processor.Record[K, V]) (now int64, err error) {
+	kb, err := a.keys.Serialize(a.name, rec.Key)
+	if err != nil {
+		return 0, fmt.Errorf("kstream: %s: serialize key: %w", a.name, err)
+	}
+	// A key that serializes to nothing may be a null Kafka key's, whose
+	// writes the runtime drops (and counts): put checks each write back.
+	a.emptyKey = len(kb) == 0
+	now, _ = a.now.Get()
+	if !a.emptyKey {
+		now = a.now.Observe(ctx, rec.Timestamp.UnixMilli())
+	}
+	return now, nil
+}
+
+// aggregate adds rec to the windows that hold it and creates its new
+// windows, in Kafka Streams' order (which decides the order of the
+// updates downstream), and reports whether a window of rec was closed.
+func (a *slidingAggregator[K, V, A, O]) aggregate(sc slidingScan[A], rec processor.Record[K, V], closeAt int64) (missed bool, err error) {
+	if err := a.updateHolding(sc, rec, closeAt, &missed); err != nil {
+		return missed, err
+	}
+	if err := a.afterPrevious(sc, rec, closeAt, &missed); err != nil {
+		return missed, err
+	}
+	// The window ending at this record; an early record updates its
+	// ([0, d]) last, in Kafka Streams' order.
+	if !sc.early {
+		if err := a.left(sc, rec, closeAt, &missed); err != nil {
+			return missed, err
+		}
+	}
+	if err := a.right(sc, rec, closeAt, &missed); err != nil {
+		return missed, err
+	}
+	if sc.early {
+		if err := a.left(sc, rec, closeAt, &missed); err != nil {
+			return missed, err
+		}
+	}
+	return missed, nil
+}
+
+// updateHolding adds rec to the existing windows that hold its time:
+// latest first, as Kafka Streams scans them; for an early record,
+// earliest first (its processEarly scans forward).
+func (a *slidingAggregator[K, V, A, O]) updateHolding(sc slidingScan[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
+	order := slices.Backward(sc.holding)
+	if sc.early {
+		order = slices.All(sc.holding)
+	}
+	for _, w := range order {
+		if err := a.update(w.start, w.v, rec, closeAt, missed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// afterPrevious creates the window starting right after the previous
+// record, if it does not exist and now holds this record: this record
+// alone.
+func (a *slidingAggregator[K, V, A, O]) afterPrevious(sc slidingScan[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
+	t, d := rec.Timestamp.UnixMilli(), a.windows.diff.Milliseconds()
+	if sc.prev == nil || sc.starts[*sc.prev+1] || *sc.prev+1+d < t {
+		return nil
+	}
+	agg := stamped[A]{agg: a.fn(rec.Key, rec.Value, a.init()), ts: t}
+	return a.put(*sc.prev+1, agg, rec, closeAt, missed)
+}
+
+// right creates the window starting right after rec's time t, holding the
+// records after it (they were in the window rightAgg came from), unless
+// it exists.
+func (a *slidingAggregator[K, V, A, O]) right(sc slidingScan[A], rec processor.Record[K, V], closeAt int64, missed *bool) error {
+	t := rec.Timestamp.UnixMilli()
+	rightAgg := sc.rightAgg
+	// For an early record, without a window after it that holds it, the
+	// records of [0, d] later than it are the ones after it: the combined
+	// window gives the window starting right after it, as in Kafka
+	// Streams' processEarly (a record of [0, d] earlier than this one
+	// would have made a window after it, found by scan).
+	if sc.early && rightAgg == nil && sc.combined != nil && sc.combined.ts > t {
+		v := *sc.combined
+		rightAgg = &v
+	}
+	if sc.rightDone || rightAgg == nil || rightAgg.ts <= t {
+		return nil
+	}
+	// Without rec's value: the window holds only the records after rec.
+	return a.put(t+1, *rightAgg, processor.Record[K, V]{Key: rec.Key, Timestamp: rec.Timestamp, Headers: rec.Headers}, closeAt, missed)
 }
 
 // left adds rec to the window ending at its time t, made from the window

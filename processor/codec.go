@@ -3,6 +3,7 @@ package processor
 import (
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/weirstream/weir/serde"
 )
@@ -58,31 +59,68 @@ func (c *codec[K, V]) decodeValue(b []byte) (V, error) {
 	return v, nil
 }
 
-// decodeEach yields the decoded entries of seq until yield stops or an
-// entry does not decode (kept for Err), then keeps errOf's error: the
-// byte store's iteration error, when the loop ran to its end.
-func (c *codec[K, V]) decodeEach(seq iter.Seq2[[]byte, []byte], errOf func() error, yield func(K, V) bool) {
-	for kb, vb := range seq {
-		k, err := c.decodeKey(kb)
+// each yields the entries of seq, their keys decoded by keyOf and their
+// values by the value serde, until yield stops or an entry does not
+// decode (kept for Err). It reports whether it ran to the end of seq.
+func (c *codec[K, V]) each[BK, UK any](seq iter.Seq2[BK, []byte], keyOf func(BK) (UK, error), yield func(UK, V) bool) bool {
+	for bk, vb := range seq {
+		k, err := keyOf(bk)
 		if err != nil {
 			c.fail(err)
-			return
+			return false
 		}
 		v, err := c.decodeValue(vb)
 		if err != nil {
 			c.fail(err)
-			return
+			return false
 		}
 		if !yield(k, v) {
-			return
+			return false
 		}
 	}
-	if err := errOf(); err != nil {
-		c.fail(err)
-	}
+	return true
 }
 
-// fail keeps the first iteration error.
+// found decodes the value a point read returned with err, the read's
+// error: a nil value is a miss.
+func (c *codec[K, V]) found(vb []byte, err error) (V, bool, error) {
+	var zero V
+	if err != nil || vb == nil {
+		return zero, false, err
+	}
+	v, err := c.decodeValue(vb)
+	if err != nil {
+		return zero, false, err
+	}
+	return v, true, nil
+}
+
+// foundStamped is found for a read that returns the value's timestamp.
+func (c *codec[K, V]) foundStamped(vb []byte, ms int64, stamped bool, err error) (V, time.Time, bool, error) {
+	v, ok, err := c.found(vb, err)
+	if !ok {
+		return v, time.Time{}, false, err
+	}
+	return v, stampTime(ms, stamped), true, nil
+}
+
+// stampTime is a stored timestamp as a time: the zero time for none.
+func stampTime(ms int64, stamped bool) time.Time {
+	if !stamped {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// wrap names the store in an error of its byte layout; nil stays nil.
+func (c *codec[K, V]) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store %s: %w", c.name, err)
+}
+
+// fail keeps the first iteration error; a nil err is none.
 func (c *codec[K, V]) fail(err error) {
 	if c.err == nil {
 		c.err = err

@@ -10,8 +10,8 @@ type storeSerdes interface {
 	serdes() (keys, values any)
 }
 
-func (s *KeyValueSpec[K, V]) serdes() (keys, values any)  { return s.keys, s.values }
-func (s *TTLSpec[K, V]) serdes() (keys, values any)       { return s.keys, s.values }
-func (s *WindowSpec[K, V]) serdes() (keys, values any)    { return s.keys, s.values }
-func (s *SessionSpec[K, V]) serdes() (keys, values any)   { return s.keys, s.values }
-func (s *VersionedSpec[K, V]) serdes() (keys, values any) { return s.keys, s.values }
+func (s *KeyValueSpec[K, V]) serdes() (keys, values any)  { return s.base.keys, s.base.values }
+func (s *TTLSpec[K, V]) serdes() (keys, values any)       { return s.base.keys, s.base.values }
+func (s *WindowSpec[K, V]) serdes() (keys, values any)    { return s.base.keys, s.base.values }
+func (s *SessionSpec[K, V]) serdes() (keys, values any)   { return s.base.keys, s.base.values }
+func (s *VersionedSpec[K, V]) serdes() (keys, values any) { return s.base.keys, s.base.values }

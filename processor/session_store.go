@@ -80,10 +80,8 @@ type SessionStore[K, V any] interface {
 // SessionSpec declares a session store with its serdes. Create one with
 // [Session].
 type SessionSpec[K, V any] struct {
-	name      string
+	base      storeSpec[K, V]
 	retention time.Duration
-	keys      serde.Serde[K]
-	values    serde.Serde[V]
 }
 
 // Session declares a session store named name, whose sessions are
@@ -98,28 +96,25 @@ type SessionSpec[K, V any] struct {
 // so Kafka drops what the store has expired. A spec that breaks these
 // bounds makes Open fail, naming the store.
 func Session[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) *SessionSpec[K, V] {
-	return &SessionSpec[K, V]{name: name, retention: retention, keys: keys, values: values}
+	return &SessionSpec[K, V]{base: storeSpec[K, V]{name, keys, values}, retention: retention}
 }
 
 // Name implements StoreSpec.
-func (s *SessionSpec[K, V]) Name() string { return s.name }
+func (s *SessionSpec[K, V]) Name() string { return s.base.name }
 
 // Retention returns the retention given to [Session].
 func (s *SessionSpec[K, V]) Retention() time.Duration { return s.retention }
 
 func (s *SessionSpec[K, V]) graphStore() *graph.Store {
-	return &graph.Store{Name: s.name, Kind: graph.SessionStore, Retention: s.retention}
+	return &graph.Store{Name: s.base.name, Kind: graph.SessionStore, Retention: s.retention}
 }
 
 func (s *SessionSpec[K, V]) validate() error {
-	var errs []error
-	if s.keys == nil || s.values == nil {
-		errs = append(errs, fmt.Errorf("processor: store %q: nil serde", s.name))
-	}
+	var short error
 	if s.retention < time.Millisecond {
-		errs = append(errs, fmt.Errorf("processor: store %q: retention %v is below one millisecond", s.name, s.retention))
+		short = fmt.Errorf("processor: store %q: retention %v is below one millisecond", s.base.name, s.retention)
 	}
-	return errors.Join(errs...)
+	return errors.Join(s.base.checkSerdes(), short)
 }
 
 // Open returns the task's partition of the store; call it from Init of a
@@ -127,44 +122,27 @@ func (s *SessionSpec[K, V]) validate() error {
 // spec is invalid (see [Session]). The store follows the stream time of
 // ctx (see [SessionStore]).
 func (s *SessionSpec[K, V]) Open(ctx StoreContext) (SessionStore[K, V], error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	b, err := ctx.storeBytes(s.name)
+	core, err := s.base.open(ctx, s.validate(), func(b statelog.Bytes) (*statelog.SessionBytes, error) {
+		return statelog.NewSessionBytes(b, s.retention)
+	})
 	if err != nil {
 		return nil, err
 	}
-	sb, err := statelog.NewSessionBytes(b, s.retention)
-	if err != nil {
-		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
-	}
-	st := &sessionStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, s: sb, nulls: nullKeysOf(b)}
-	st.clock.init(ctx, sb.Expire)
-	return st, nil
+	core.expire = onAdvance(core.b.Expire)
+	return &sessionStore[K, V]{core}, nil
 }
 
-// sessionStore puts serdes over a SessionBytes. The serdes see the
-// store's name as their topic.
+// sessionStore puts serdes over a SessionBytes, whose byte keys put a
+// prefix before the user key and the session's times after it. The serdes
+// see the store's name as their topic.
 type sessionStore[K, V any] struct {
-	codec[K, V]
-	s     *statelog.SessionBytes
-	clock expiryClock
-	// nulls is asked about the user key: s's byte keys put a prefix before
-	// it and the session's times after it, so the Bytes under s never sees
-	// it alone.
-	nulls nullKeys
+	typedStore[K, V, *statelog.SessionBytes]
 }
 
 func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
-	if err := s.clock.advance(s.name); err != nil {
+	kb, ok, err := s.userKey(session.Key, s.nulls.drop)
+	if !ok {
 		return err
-	}
-	kb, err := s.key(session.Key)
-	if err != nil {
-		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
 	}
 	vb, err := s.value(value)
 	if err != nil {
@@ -173,108 +151,41 @@ func (s *sessionStore[K, V]) Put(session Windowed[K], value V) error {
 	if vb == nil {
 		vb = []byte{} // a nil value would remove the session
 	}
-	if err := s.s.Put(kb, session.Start, session.End, vb); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
-	}
-	return nil
+	return s.wrap(s.b.Put(kb, session.Start, session.End, vb))
 }
 
 func (s *sessionStore[K, V]) Remove(session Windowed[K]) error {
-	if err := s.clock.advance(s.name); err != nil {
+	kb, ok, err := s.userKey(session.Key, s.nulls.drop)
+	if !ok {
 		return err
 	}
-	kb, err := s.key(session.Key)
-	if err != nil {
-		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
-	}
-	if err := s.s.Remove(kb, session.Start, session.End); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
-	}
-	return nil
+	return s.wrap(s.b.Remove(kb, session.Start, session.End))
 }
 
 func (s *sessionStore[K, V]) Fetch(session Windowed[K]) (V, bool, error) {
-	var zero V
-	if err := s.clock.advance(s.name); err != nil {
+	kb, ok, err := s.userKey(session.Key, s.nulls.miss)
+	if !ok {
+		var zero V
 		return zero, false, err
 	}
-	kb, err := s.key(session.Key)
-	if err != nil {
-		return zero, false, err
-	}
-	if s.nulls.miss(kb) {
-		return zero, false, nil
-	}
-	vb, err := s.s.FetchSession(kb, session.Start, session.End)
-	if err != nil {
-		return zero, false, fmt.Errorf("store %s: %w", s.name, err)
-	}
-	if vb == nil {
-		return zero, false, nil
-	}
-	v, err := s.decodeValue(vb)
-	if err != nil {
-		return zero, false, err
-	}
-	return v, true, nil
+	vb, err := s.b.FetchSession(kb, session.Start, session.End)
+	return s.found(vb, s.wrap(err))
 }
 
 func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart time.Time) iter.Seq2[Windowed[K], V] {
-	return func(yield func(Windowed[K], V) bool) {
-		if err := s.clock.advance(s.name); err != nil {
-			s.fail(err)
-			return
-		}
-		kb, err := s.key(key)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		if s.nulls.miss(kb) {
-			return
-		}
-		s.decode(s.s.FindSessions(kb, earliestEnd, latestStart), yield)
-	}
+	return s.scanKey(key, func(kb []byte) iter.Seq2[statelog.SessionKey, []byte] {
+		return s.b.FindSessions(kb, earliestEnd, latestStart)
+	}, s.session)
 }
 
 func (s *sessionStore[K, V]) All() iter.Seq2[Windowed[K], V] {
-	return func(yield func(Windowed[K], V) bool) {
-		if err := s.clock.advance(s.name); err != nil {
-			s.fail(err)
-			return
-		}
-		s.decode(s.s.All(), yield)
-	}
+	return s.scan(s.b.All(), s.session)
 }
 
-// decode yields the sessions of seq with their keys and values decoded.
-// A key is decoded even where the caller gave it (FindSessions), so that
-// what is yielded is the caller's own copy.
-func (s *sessionStore[K, V]) decode(seq iter.Seq2[statelog.SessionKey, []byte], yield func(Windowed[K], V) bool) {
-	defer s.drain()
-	for sk, vb := range seq {
-		k, err := s.decodeKey(sk.Key)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		v, err := s.decodeValue(vb)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		if !yield(Windowed[K]{Key: k, Start: sk.Start, End: sk.End}, v) {
-			return
-		}
-	}
-}
-
-// drain moves an error the byte store's iterator met into s.err.
-func (s *sessionStore[K, V]) drain() {
-	if err := s.s.Err(); err != nil {
-		s.fail(fmt.Errorf("store %s: %w", s.name, err))
-	}
+// session decodes the key of a session. A key is decoded even where the
+// caller gave it (FindSessions), so that what is yielded is the caller's
+// own copy.
+func (s *sessionStore[K, V]) session(sk statelog.SessionKey) (Windowed[K], error) {
+	k, err := s.decodeKey(sk.Key)
+	return Windowed[K]{Key: k, Start: sk.Start, End: sk.End}, err
 }

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"fmt"
 	"iter"
 	"slices"
 	"time"
@@ -56,27 +55,6 @@ func (c *nodeContext[K, V]) storeBytes(name string) (statelog.Bytes, error) {
 	}
 	return b, nil
 }
-
-// nullKeys asks the runtime whether a serialized user key is the empty key
-// of an input record with a null Kafka key (see "Records with a null key"
-// in the package documentation, and graph.NullKeyGuard). The bytes of a
-// key-value store see the user's keys and apply the rule themselves; a
-// window or session store composes the user key into longer byte keys, so
-// it asks here first, with the user key. Bytes without a guard (a
-// StoreContext other than weir's runtime) drop nothing.
-type nullKeys struct{ g graph.NullKeyGuard }
-
-func nullKeysOf(b statelog.Bytes) nullKeys {
-	g, _ := b.(graph.NullKeyGuard)
-	return nullKeys{g}
-}
-
-// miss reports whether a read of key is a miss.
-func (n nullKeys) miss(key []byte) bool { return n.g != nil && n.g.NullKey(key) }
-
-// drop reports whether a write of key is dropped; the runtime has then
-// counted and logged it.
-func (n nullKeys) drop(key []byte) bool { return n.g != nil && n.g.DropNullKey(key) }
 
 // AddStore adds a state store used by the given processors. Processors
 // that share a store run in the same sub-topology.
@@ -150,25 +128,25 @@ func (t *Topology) AddGlobalStore[K, V any](spec *KeyValueSpec[K, V], topic stri
 		return
 	}
 	switch {
-	case spec.name == "":
+	case spec.base.name == "":
 		t.fail("a global store has an empty name; every store needs an explicit name")
-	case !graph.LegalName(spec.name):
-		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", spec.name)
-	case t.storeExists(spec.name):
-		t.fail("duplicate store name %q", spec.name)
+	case !graph.LegalName(spec.base.name):
+		t.fail("store name %q: use only letters, digits, '.', '_' and '-'", spec.base.name)
+	case t.storeExists(spec.base.name):
+		t.fail("duplicate store name %q", spec.base.name)
 		return
-	case spec.keys == nil || spec.values == nil:
-		t.fail("global store %q: nil serde", spec.name)
+	case spec.base.keys == nil || spec.base.values == nil:
+		t.fail("global store %q: nil serde", spec.base.name)
 	}
-	t.checkTopic("global store "+spec.name, topic)
+	t.checkTopic("global store "+spec.base.name, topic)
 	if prev, ok := t.topics[topic]; ok {
-		t.fail("topic %q is read by %q and by global store %q; one reader per topic", topic, prev, spec.name)
+		t.fail("topic %q is read by %q and by global store %q; one reader per topic", topic, prev, spec.base.name)
 	} else {
-		t.topics[topic] = "global store " + spec.name
+		t.topics[topic] = "global store " + spec.base.name
 	}
-	t.g.Globals = append(t.g.Globals, &graph.GlobalStore{Name: spec.name, Topic: topic,
-		Keys: graph.SchemaSerdeOf(spec.keys), Values: graph.SchemaSerdeOf(spec.values),
-		KeyFormat: graph.SerdeFormat(spec.keys), ValueFormat: graph.SerdeFormat(spec.values)})
+	t.g.Globals = append(t.g.Globals, &graph.GlobalStore{Name: spec.base.name, Topic: topic,
+		Keys: graph.SchemaSerdeOf(spec.base.keys), Values: graph.SchemaSerdeOf(spec.base.values),
+		KeyFormat: graph.SerdeFormat(spec.base.keys), ValueFormat: graph.SerdeFormat(spec.base.values)})
 }
 
 // ConnectStore gives the processor user access to the stores names,
@@ -312,42 +290,36 @@ type KeyValueStore[K, V any] interface {
 
 // KeyValueSpec declares a key-value store with its serdes.
 type KeyValueSpec[K, V any] struct {
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
+	base storeSpec[K, V]
 }
 
 // KeyValue declares a key-value store named name. Kafka Streams'
 // Stores.persistentKeyValueStore.
 func KeyValue[K, V any](name string, keys serde.Serde[K], values serde.Serde[V]) *KeyValueSpec[K, V] {
-	return &KeyValueSpec[K, V]{name: name, keys: keys, values: values}
+	return &KeyValueSpec[K, V]{base: storeSpec[K, V]{name, keys, values}}
 }
 
 // Name implements StoreSpec.
-func (s *KeyValueSpec[K, V]) Name() string { return s.name }
+func (s *KeyValueSpec[K, V]) Name() string { return s.base.name }
 
 func (s *KeyValueSpec[K, V]) graphStore() *graph.Store {
-	return &graph.Store{Name: s.name, Kind: graph.KeyValueStore}
+	return &graph.Store{Name: s.base.name, Kind: graph.KeyValueStore}
 }
 
 // Open returns the task's partition of the store; call it from Init of a
 // processor the store is attached to.
 func (s *KeyValueSpec[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], error) {
-	if s.keys == nil || s.values == nil {
-		return nil, fmt.Errorf("processor: store %q: nil serde", s.name)
-	}
-	b, err := ctx.storeBytes(s.name)
+	core, err := s.base.open(ctx, s.base.checkSerdes(), asIs[statelog.Bytes])
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, b: b}, nil
+	return &kvStore[K, V]{core}, nil
 }
 
 // kvStore puts serdes over a store partition's bytes. The serdes see the
 // store's name as their topic.
 type kvStore[K, V any] struct {
-	codec[K, V]
-	b statelog.Bytes
+	typedStore[K, V, statelog.Bytes]
 }
 
 func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
@@ -356,28 +328,12 @@ func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
 }
 
 func (s *kvStore[K, V]) GetStamped(key K) (V, time.Time, bool, error) {
-	var zero V
 	kb, err := s.key(key)
 	if err != nil {
+		var zero V
 		return zero, time.Time{}, false, err
 	}
-	vb, ms, stamped, err := s.b.GetStamped(kb)
-	if err != nil || vb == nil {
-		return zero, time.Time{}, false, err
-	}
-	v, err := s.decodeValue(vb)
-	if err != nil {
-		return zero, time.Time{}, false, err
-	}
-	return v, stampTime(ms, stamped), true, nil
-}
-
-// stampTime is a stored timestamp as a time: the zero time for none.
-func stampTime(ms int64, stamped bool) time.Time {
-	if !stamped {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
+	return s.foundStamped(s.b.GetStamped(kb))
 }
 
 func (s *kvStore[K, V]) Put(key K, value V) error {
@@ -443,6 +399,11 @@ func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) { s.decode(s.b.Range(nil, nil), yield) }
 }
 
+// decode yields the entries of seq decoded. Unlike the stores with
+// expiry, a key-value store keeps its Bytes' iteration error as it is,
+// and only after a loop that ran to its end.
 func (s *kvStore[K, V]) decode(seq iter.Seq2[[]byte, []byte], yield func(K, V) bool) {
-	s.decodeEach(seq, s.b.Err, yield)
+	if s.each(seq, s.decodeKey, yield) {
+		s.fail(s.b.Err())
+	}
 }

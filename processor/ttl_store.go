@@ -1,7 +1,7 @@
 package processor
 
 import (
-	"fmt"
+	"cmp"
 	"iter"
 	"time"
 
@@ -86,10 +86,8 @@ type TTLStore[K, V any] interface {
 
 // TTLSpec declares a TTL store with its serdes. Create one with [TTL].
 type TTLSpec[K, V any] struct {
-	name   string
-	ttl    time.Duration
-	keys   serde.Serde[K]
-	values serde.Serde[V]
+	base storeSpec[K, V]
+	ttl  time.Duration
 }
 
 // TTL declares a TTL store named name, whose entries expire ttl after
@@ -99,146 +97,75 @@ type TTLSpec[K, V any] struct {
 // window store and delete old entries from a punctuator, which this
 // store does for you.
 func TTL[K, V any](name string, ttl time.Duration, keys serde.Serde[K], values serde.Serde[V]) *TTLSpec[K, V] {
-	return &TTLSpec[K, V]{name: name, ttl: ttl, keys: keys, values: values}
+	return &TTLSpec[K, V]{base: storeSpec[K, V]{name, keys, values}, ttl: ttl}
 }
 
 // Name implements StoreSpec.
-func (s *TTLSpec[K, V]) Name() string { return s.name }
+func (s *TTLSpec[K, V]) Name() string { return s.base.name }
 
 // TTL returns the ttl given to [TTL].
 func (s *TTLSpec[K, V]) TTL() time.Duration { return s.ttl }
 
 func (s *TTLSpec[K, V]) graphStore() *graph.Store {
-	return &graph.Store{Name: s.name, Kind: graph.TTLStore}
+	return &graph.Store{Name: s.base.name, Kind: graph.TTLStore}
 }
 
 // Open returns the task's partition of the store; call it from Init of a
 // processor the store is attached to. It fails, naming the store, if the
 // spec is invalid (see [TTL]). The store follows the stream time of ctx.
 func (s *TTLSpec[K, V]) Open(ctx StoreContext) (TTLStore[K, V], error) {
-	if s.keys == nil || s.values == nil {
-		return nil, fmt.Errorf("processor: store %q: nil serde", s.name)
-	}
-	if s.ttl < time.Millisecond || s.ttl%time.Millisecond != 0 {
-		return nil, fmt.Errorf("processor: store %q: ttl %v is not a positive whole number of milliseconds", s.name, s.ttl)
-	}
-	b, err := ctx.storeBytes(s.name)
+	invalid := cmp.Or(s.base.checkSerdes(), s.base.checkMillis("ttl", s.ttl))
+	core, err := s.base.open(ctx, invalid, func(b statelog.Bytes) (*statelog.TTLBytes, error) {
+		return statelog.NewTTLBytes(b, s.ttl)
+	})
 	if err != nil {
 		return nil, err
 	}
-	tb, err := statelog.NewTTLBytes(b, s.ttl)
-	if err != nil {
-		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
+	purge := core.b.Expire
+	core.expire = func(now time.Time) error {
+		_, err := purge(now, ttlPurgeLimit)
+		return err
 	}
-	st := &ttlStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, b: tb, nulls: nullKeysOf(b)}
-	st.clock, _ = ctx.(interface{ StreamTime() time.Time })
-	return st, nil
+	return &ttlStore[K, V]{core}, nil
 }
 
-// ttlStore puts serdes over a TTLBytes. The serdes see the store's name
-// as their topic.
+// ttlStore puts serdes over a TTLBytes, whose byte keys put a prefix
+// before the user key. The serdes see the store's name as their topic.
+// Every call first deletes up to ttlPurgeLimit expired entries.
 type ttlStore[K, V any] struct {
-	codec[K, V]
-	b *statelog.TTLBytes
-	// clock is the Context the store was opened with. Every Context has a
-	// StreamTime; a StoreContext that lacks one leaves clock nil, and the
-	// store then stays at the zero stream time.
-	clock interface{ StreamTime() time.Time }
-	// nulls is asked about the user key: b's byte keys put a prefix before
-	// it, so the Bytes under b never sees it alone.
-	nulls nullKeys
-}
-
-// expire brings the store to the task's stream time, deleting up to
-// ttlPurgeLimit expired entries.
-func (s *ttlStore[K, V]) expire() error {
-	if s.clock == nil {
-		return nil
-	}
-	if _, err := s.b.Expire(s.clock.StreamTime(), ttlPurgeLimit); err != nil {
-		return fmt.Errorf("store %s: expire: %w", s.name, err)
-	}
-	return nil
+	typedStore[K, V, *statelog.TTLBytes]
 }
 
 func (s *ttlStore[K, V]) Get(key K) (V, bool, error) {
-	var zero V
-	if err := s.expire(); err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.miss)
+	if !ok {
+		var zero V
 		return zero, false, err
-	}
-	kb, err := s.key(key)
-	if err != nil {
-		return zero, false, err
-	}
-	if s.nulls.miss(kb) {
-		return zero, false, nil
 	}
 	vb, err := s.b.Get(kb)
-	if err != nil {
-		return zero, false, fmt.Errorf("store %s: %w", s.name, err)
-	}
-	if vb == nil {
-		return zero, false, nil
-	}
-	v, err := s.decodeValue(vb)
-	if err != nil {
-		return zero, false, err
-	}
-	return v, true, nil
+	return s.found(vb, s.wrap(err))
 }
 
 func (s *ttlStore[K, V]) Put(key K, value V) error {
-	if err := s.expire(); err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.drop)
+	if !ok {
 		return err
-	}
-	kb, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
 	}
 	vb, err := s.value(value)
 	if err != nil {
 		return err
 	}
-	if err := s.b.Put(kb, vb); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
-	}
-	return nil
+	return s.wrap(s.b.Put(kb, vb))
 }
 
 func (s *ttlStore[K, V]) Delete(key K) error {
-	if err := s.expire(); err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.drop)
+	if !ok {
 		return err
 	}
-	kb, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
-	}
-	if err := s.b.Delete(kb); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
-	}
-	return nil
+	return s.wrap(s.b.Delete(kb))
 }
 
 func (s *ttlStore[K, V]) All() iter.Seq2[K, V] {
-	return func(yield func(K, V) bool) {
-		if err := s.expire(); err != nil {
-			s.fail(err)
-			return
-		}
-		defer s.drain()
-		s.decodeEach(s.b.All(), func() error { return nil }, yield)
-	}
-}
-
-// drain moves an error the byte store's iterator met into s.err.
-func (s *ttlStore[K, V]) drain() {
-	if err := s.b.Err(); err != nil {
-		s.fail(fmt.Errorf("store %s: %w", s.name, err))
-	}
+	return s.scan(s.b.All(), s.decodeKey)
 }

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,10 +68,8 @@ type VersionedStore[K, V any] interface {
 
 // VersionedSpec declares a versioned store. Create one with [Versioned].
 type VersionedSpec[K, V any] struct {
-	name    string
+	base    storeSpec[K, V]
 	history time.Duration
-	keys    serde.Serde[K]
-	values  serde.Serde[V]
 }
 
 // Versioned declares a versioned store named name, keeping history
@@ -78,44 +77,36 @@ type VersionedSpec[K, V any] struct {
 // behind the task's stream time. Kafka Streams'
 // Stores.persistentVersionedKeyValueStore.
 func Versioned[K, V any](name string, history time.Duration, keys serde.Serde[K], values serde.Serde[V]) *VersionedSpec[K, V] {
-	return &VersionedSpec[K, V]{name: name, history: history, keys: keys, values: values}
+	return &VersionedSpec[K, V]{base: storeSpec[K, V]{name, keys, values}, history: history}
 }
 
 // Name implements StoreSpec.
-func (s *VersionedSpec[K, V]) Name() string { return s.name }
+func (s *VersionedSpec[K, V]) Name() string { return s.base.name }
 
 // History returns the history given to [Versioned].
 func (s *VersionedSpec[K, V]) History() time.Duration { return s.history }
 
 func (s *VersionedSpec[K, V]) graphStore() *graph.Store {
-	return &graph.Store{Name: s.name, Kind: graph.VersionedStore}
+	return &graph.Store{Name: s.base.name, Kind: graph.VersionedStore}
 }
 
 // Open returns the task's partition of the store; call it from Init of a
 // processor the store is attached to. It fails, naming the store, if the
 // spec is invalid. The store follows the stream time of ctx.
 func (s *VersionedSpec[K, V]) Open(ctx StoreContext) (VersionedStore[K, V], error) {
-	if s.keys == nil || s.values == nil {
-		return nil, fmt.Errorf("processor: store %q: nil serde", s.name)
-	}
-	if s.history < time.Millisecond || s.history%time.Millisecond != 0 {
-		return nil, fmt.Errorf("processor: store %q: history %v is not a positive whole number of milliseconds", s.name, s.history)
-	}
-	b, err := ctx.storeBytes(s.name)
+	invalid := cmp.Or(s.base.checkSerdes(), s.base.checkMillis("history", s.history))
+	core, err := s.base.open(ctx, invalid, asIs[statelog.Bytes])
 	if err != nil {
 		return nil, err
 	}
-	st := &versionedStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, b: b, history: s.history.Milliseconds(), nulls: nullKeysOf(b)}
-	st.clock, _ = ctx.(interface{ StreamTime() time.Time })
-	return st, nil
+	return &versionedStore[K, V]{typedStore: core, history: s.history.Milliseconds()}, nil
 }
 
+// versionedStore keeps the versions of a key in the store's bytes, under
+// keys that put the user key inside longer keys (see [VersionedStore]).
 type versionedStore[K, V any] struct {
-	codec[K, V]
-	b       statelog.Bytes
+	typedStore[K, V, statelog.Bytes]
 	history int64
-	clock   interface{ StreamTime() time.Time }
-	nulls   nullKeys
 }
 
 // versionPrefix is the bytes every version of the user key kb starts with.
@@ -156,16 +147,13 @@ func (s *versionedStore[K, V]) write(key K, v []byte, validFrom time.Time) error
 	if cut := s.cutoff(); ms < cut {
 		return fmt.Errorf("store %s: %w: a version from %v is before the history's start %v", s.name, changelog.ErrExpired, time.UnixMilli(ms).UTC(), time.UnixMilli(cut).UTC())
 	}
-	kb, err := s.key(key)
-	if err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.drop)
+	if !ok {
 		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
 	}
 	p := versionPrefix(kb)
 	if err := s.b.Put(versionKey(p, ms), v); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
+		return s.wrap(err)
 	}
 	return s.trim(p)
 }
@@ -187,11 +175,11 @@ func (s *versionedStore[K, V]) trim(p []byte) error {
 		old = append(old, append([]byte(nil), k...))
 	}
 	if err := s.b.Err(); err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
+		return s.wrap(err)
 	}
 	for _, k := range old {
 		if err := s.b.Delete(k); err != nil {
-			return fmt.Errorf("store %s: %w", s.name, err)
+			return s.wrap(err)
 		}
 	}
 	return nil
@@ -222,12 +210,9 @@ func (s *versionedStore[K, V]) GetAsOf(key K, asOf time.Time) (V, time.Time, boo
 // find returns key's newest version valid from ms or earlier.
 func (s *versionedStore[K, V]) find(key K, ms int64) (V, time.Time, bool, error) {
 	var zero V
-	kb, err := s.key(key)
-	if err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.miss)
+	if !ok {
 		return zero, time.Time{}, false, err
-	}
-	if s.nulls.miss(kb) {
-		return zero, time.Time{}, false, nil
 	}
 	p := versionPrefix(kb)
 	var k, v []byte
@@ -236,7 +221,7 @@ func (s *versionedStore[K, V]) find(key K, ms int64) (V, time.Time, bool, error)
 		break
 	}
 	if err := s.b.Err(); err != nil {
-		return zero, time.Time{}, false, fmt.Errorf("store %s: %w", s.name, err)
+		return zero, time.Time{}, false, s.wrap(err)
 	}
 	if k == nil {
 		return zero, time.Time{}, false, nil

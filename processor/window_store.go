@@ -98,11 +98,9 @@ type WindowStore[K, V any] interface {
 // WindowSpec declares a window store with its serdes. Create one with
 // [Window].
 type WindowSpec[K, V any] struct {
-	name      string
+	base      storeSpec[K, V]
 	size      time.Duration
 	retention time.Duration
-	keys      serde.Serde[K]
-	values    serde.Serde[V]
 }
 
 // Window declares a window store named name, for windows size long,
@@ -117,11 +115,11 @@ type WindowSpec[K, V any] struct {
 // so Kafka drops what the store has expired. A spec that breaks these
 // bounds makes Open fail, naming the store.
 func Window[K, V any](name string, size, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) *WindowSpec[K, V] {
-	return &WindowSpec[K, V]{name: name, size: size, retention: retention, keys: keys, values: values}
+	return &WindowSpec[K, V]{base: storeSpec[K, V]{name, keys, values}, size: size, retention: retention}
 }
 
 // Name implements StoreSpec.
-func (s *WindowSpec[K, V]) Name() string { return s.name }
+func (s *WindowSpec[K, V]) Name() string { return s.base.name }
 
 // Size returns the window size given to [Window].
 func (s *WindowSpec[K, V]) Size() time.Duration { return s.size }
@@ -130,21 +128,15 @@ func (s *WindowSpec[K, V]) Size() time.Duration { return s.size }
 func (s *WindowSpec[K, V]) Retention() time.Duration { return s.retention }
 
 func (s *WindowSpec[K, V]) graphStore() *graph.Store {
-	return &graph.Store{Name: s.name, Kind: graph.WindowStore, Retention: s.retention}
+	return &graph.Store{Name: s.base.name, Kind: graph.WindowStore, Retention: s.retention}
 }
 
 func (s *WindowSpec[K, V]) validate() error {
-	var errs []error
-	if s.keys == nil || s.values == nil {
-		errs = append(errs, fmt.Errorf("processor: store %q: nil serde", s.name))
-	}
-	if s.size < time.Millisecond || s.size%time.Millisecond != 0 {
-		errs = append(errs, fmt.Errorf("processor: store %q: window size %v is not a positive whole number of milliseconds", s.name, s.size))
-	}
+	var short error
 	if s.retention < s.size {
-		errs = append(errs, fmt.Errorf("processor: store %q: retention %v is shorter than the window size %v", s.name, s.retention, s.size))
+		short = fmt.Errorf("processor: store %q: retention %v is shorter than the window size %v", s.base.name, s.retention, s.size)
 	}
-	return errors.Join(errs...)
+	return errors.Join(s.base.checkSerdes(), s.base.checkMillis("window size", s.size), short)
 }
 
 // Open returns the task's partition of the store; call it from Init of a
@@ -152,67 +144,22 @@ func (s *WindowSpec[K, V]) validate() error {
 // spec is invalid (see [Window]). The store follows the stream time of
 // ctx (see [WindowStore]).
 func (s *WindowSpec[K, V]) Open(ctx StoreContext) (WindowStore[K, V], error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	b, err := ctx.storeBytes(s.name)
+	core, err := s.base.open(ctx, s.validate(), func(b statelog.Bytes) (*statelog.WindowBytes, error) {
+		return statelog.NewWindowBytes(b, s.retention, s.size)
+	})
 	if err != nil {
 		return nil, err
 	}
-	w, err := statelog.NewWindowBytes(b, s.retention, s.size)
-	if err != nil {
-		return nil, fmt.Errorf("processor: store %q: %w", s.name, err)
-	}
-	st := &windowStore[K, V]{codec: codec[K, V]{name: s.name, keys: s.keys, values: s.values}, w: w, size: s.size, nulls: nullKeysOf(b)}
-	st.clock.init(ctx, w.Expire)
-	return st, nil
+	core.expire = onAdvance(core.b.Expire)
+	return &windowStore[K, V]{typedStore: core, size: s.size}, nil
 }
 
-// expiryClock drives a byte store's Expire from the task's stream time,
-// once per advance.
-type expiryClock struct {
-	// src is the Context the store was opened with. Every Context has a
-	// StreamTime; a StoreContext that lacks one leaves src nil, and the
-	// store then never expires anything.
-	src    interface{ StreamTime() time.Time }
-	expire func(time.Time) (int, error)
-	last   time.Time // the stream time of the last successful Expire
-}
-
-func (c *expiryClock) init(ctx StoreContext, expire func(time.Time) (int, error)) {
-	c.src, _ = ctx.(interface{ StreamTime() time.Time })
-	c.expire = expire
-}
-
-// advance expires what the stream time's advance since the last call
-// makes expired. Stream time starts at the zero time and never goes back,
-// so a zero or unchanged stream time costs one comparison. After an error
-// the next call tries again.
-func (c *expiryClock) advance(store string) error {
-	if c.src == nil {
-		return nil
-	}
-	now := c.src.StreamTime()
-	if !now.After(c.last) {
-		return nil
-	}
-	if _, err := c.expire(now); err != nil {
-		return fmt.Errorf("store %s: expire: %w", store, err)
-	}
-	c.last = now
-	return nil
-}
-
-// windowStore puts serdes over a WindowBytes. The serdes see the store's
+// windowStore puts serdes over a WindowBytes, whose byte keys put a prefix
+// before the user key and the start after it. The serdes see the store's
 // name as their topic.
 type windowStore[K, V any] struct {
-	codec[K, V]
-	w     *statelog.WindowBytes
-	size  time.Duration
-	clock expiryClock
-	// nulls is asked about the user key: w's byte keys put a prefix before
-	// it and the start after it, so the Bytes under w never sees it alone.
-	nulls nullKeys
+	typedStore[K, V, *statelog.WindowBytes]
+	size time.Duration
 }
 
 func (s *windowStore[K, V]) Put(key K, windowStart time.Time, value V) error {
@@ -227,15 +174,9 @@ func (s *windowStore[K, V]) PutStamped(key K, windowStart time.Time, value V, ts
 // put is Put, with the value's timestamp in milliseconds when ms is not
 // nil.
 func (s *windowStore[K, V]) put(key K, windowStart time.Time, value V, ms *int64) error {
-	if err := s.clock.advance(s.name); err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.drop)
+	if !ok {
 		return err
-	}
-	kb, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	if s.nulls.drop(kb) {
-		return nil
 	}
 	vb, err := s.value(value)
 	if err != nil {
@@ -245,14 +186,9 @@ func (s *windowStore[K, V]) put(key K, windowStart time.Time, value V, ms *int64
 		vb = []byte{} // a nil value would delete the window
 	}
 	if ms != nil {
-		err = s.w.PutStamped(kb, windowStart, vb, *ms)
-	} else {
-		err = s.w.Put(kb, windowStart, vb)
+		return s.wrap(s.b.PutStamped(kb, windowStart, vb, *ms))
 	}
-	if err != nil {
-		return fmt.Errorf("store %s: %w", s.name, err)
-	}
-	return nil
+	return s.wrap(s.b.Put(kb, windowStart, vb))
 }
 
 func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error) {
@@ -261,107 +197,37 @@ func (s *windowStore[K, V]) Fetch(key K, windowStart time.Time) (V, bool, error)
 }
 
 func (s *windowStore[K, V]) FetchStamped(key K, windowStart time.Time) (V, time.Time, bool, error) {
-	var zero V
-	if err := s.clock.advance(s.name); err != nil {
+	kb, ok, err := s.userKey(key, s.nulls.miss)
+	if !ok {
+		var zero V
 		return zero, time.Time{}, false, err
 	}
-	kb, err := s.key(key)
-	if err != nil {
-		return zero, time.Time{}, false, err
-	}
-	if s.nulls.miss(kb) {
-		return zero, time.Time{}, false, nil
-	}
-	vb, ms, stamped, err := s.w.FetchStamped(kb, windowStart)
-	if err != nil || vb == nil {
-		return zero, time.Time{}, false, err
-	}
-	v, err := s.decodeValue(vb)
-	if err != nil {
-		return zero, time.Time{}, false, err
-	}
-	return v, stampTime(ms, stamped), true, nil
+	return s.foundStamped(s.b.FetchStamped(kb, windowStart))
 }
 
 func (s *windowStore[K, V]) FetchRange(key K, from, to time.Time) iter.Seq2[time.Time, V] {
-	return s.fetchRange(key, from, to, s.w.FetchRange)
+	return s.scanKey(key, func(kb []byte) iter.Seq2[time.Time, []byte] {
+		return s.b.FetchRange(kb, from, to)
+	}, asIs)
 }
 
 func (s *windowStore[K, V]) FetchRangeBackward(key K, from, to time.Time) iter.Seq2[time.Time, V] {
-	return s.fetchRange(key, from, to, s.w.FetchRangeBackward)
-}
-
-func (s *windowStore[K, V]) fetchRange(key K, from, to time.Time, scan func([]byte, time.Time, time.Time) iter.Seq2[time.Time, []byte]) iter.Seq2[time.Time, V] {
-	return func(yield func(time.Time, V) bool) {
-		if err := s.clock.advance(s.name); err != nil {
-			s.fail(err)
-			return
-		}
-		kb, err := s.key(key)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		if s.nulls.miss(kb) {
-			return
-		}
-		defer s.drain()
-		for start, vb := range scan(kb, from, to) {
-			v, err := s.decodeValue(vb)
-			if err != nil {
-				s.fail(err)
-				return
-			}
-			if !yield(start, v) {
-				return
-			}
-		}
-	}
+	return s.scanKey(key, func(kb []byte) iter.Seq2[time.Time, []byte] {
+		return s.b.FetchRangeBackward(kb, from, to)
+	}, asIs)
 }
 
 func (s *windowStore[K, V]) FetchAll(from, to time.Time) iter.Seq2[Windowed[K], V] {
-	return func(yield func(Windowed[K], V) bool) {
-		if err := s.clock.advance(s.name); err != nil {
-			s.fail(err)
-			return
-		}
-		s.decode(s.w.FetchAll(from, to), yield)
-	}
+	return s.scan(s.b.FetchAll(from, to), s.windowed)
 }
 
 func (s *windowStore[K, V]) All() iter.Seq2[Windowed[K], V] {
-	return func(yield func(Windowed[K], V) bool) {
-		if err := s.clock.advance(s.name); err != nil {
-			s.fail(err)
-			return
-		}
-		s.decode(s.w.All(), yield)
-	}
+	return s.scan(s.b.All(), s.windowed)
 }
 
-// decode yields the windows of seq with their keys and values decoded.
-func (s *windowStore[K, V]) decode(seq iter.Seq2[statelog.WindowKey, []byte], yield func(Windowed[K], V) bool) {
-	defer s.drain()
-	for wk, vb := range seq {
-		k, err := s.decodeKey(wk.Key)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		v, err := s.decodeValue(vb)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		if !yield(Windowed[K]{Key: k, Start: wk.Start, End: wk.Start.Add(s.size)}, v) {
-			return
-		}
-	}
-}
-
-// drain moves an error the byte store's iterator met into s.err.
-func (s *windowStore[K, V]) drain() {
-	if err := s.w.Err(); err != nil {
-		s.fail(fmt.Errorf("store %s: %w", s.name, err))
-	}
+// windowed decodes the key of a window, which ends the store's window size
+// after it starts.
+func (s *windowStore[K, V]) windowed(wk statelog.WindowKey) (Windowed[K], error) {
+	k, err := s.decodeKey(wk.Key)
+	return Windowed[K]{Key: k, Start: wk.Start, End: wk.Start.Add(s.size)}, err
 }

@@ -29,74 +29,117 @@ const ReadTimeout = 30 * time.Second
 // before it has been seen) rather than at a count.
 func ReadAll(t testing.TB, c *Env, topic string, isolation sarama.IsolationLevel, until func(got []*sarama.ConsumerMessage) bool) []*sarama.ConsumerMessage {
 	t.Helper()
-	cfg := c.SaramaConfig()
-	cfg.Consumer.IsolationLevel = isolation
-	cfg.Consumer.Return.Errors = true
-	consumer, err := sarama.NewConsumer(c.Brokers, cfg)
-	if err != nil {
-		t.Fatalf("weirtest/kafka: consumer for %v: %v", c.Brokers, err)
+	consumer, parts, ok := openTopic(t, c, topic, isolation)
+	if !ok {
 		return nil
 	}
-	parts, err := consumer.Partitions(topic)
-	if err != nil {
-		_ = consumer.Close()
-		t.Fatalf("weirtest/kafka: partitions of %q: %v", topic, err)
-		return nil
-	}
-
-	// One goroutine per partition forwards records into msgs until done is
-	// closed; the deferred shutdown closes done, waits for them, then closes
-	// the partition consumers (which drain what is left) and the consumer.
-	var (
-		msgs    = make(chan *sarama.ConsumerMessage)
-		done    = make(chan struct{})
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		lastErr error
-		pcs     []sarama.PartitionConsumer
-	)
-	defer func() {
-		close(done)
-		wg.Wait()
-		for _, pc := range pcs {
-			_ = pc.Close()
-		}
-		_ = consumer.Close()
-	}()
+	r := &topicReader{consumer: consumer, msgs: make(chan *sarama.ConsumerMessage), done: make(chan struct{})}
+	defer r.close()
 	deadline := time.Now().Add(ReadTimeout)
 	for _, p := range parts {
-		pc, err := consumePartition(consumer, topic, p, deadline)
-		if err != nil {
+		if err := r.consume(topic, p, deadline); err != nil {
 			t.Fatalf("weirtest/kafka: consume %s/%d: %v", topic, p, err)
 			return nil
 		}
-		pcs = append(pcs, pc)
-		wg.Go(func() {
-			for {
-				select {
-				case m, ok := <-pc.Messages():
-					if !ok {
-						return
-					}
-					select {
-					case msgs <- m:
-					case <-done:
-						return
-					}
-				case e, ok := <-pc.Errors():
-					if !ok {
-						return
-					}
-					mu.Lock()
-					lastErr = e
-					mu.Unlock()
-				case <-done:
-					return
-				}
-			}
-		})
 	}
+	return r.readUntil(t, topic, isolation, until)
+}
 
+// openTopic returns a new consumer at the isolation level and the
+// partitions of topic; ok is false when t failed.
+func openTopic(t testing.TB, c *Env, topic string, isolation sarama.IsolationLevel) (consumer sarama.Consumer, parts []int32, ok bool) {
+	t.Helper()
+	cfg := c.SaramaConfig()
+	cfg.Consumer.IsolationLevel = isolation
+	cfg.Consumer.Return.Errors = true // for the timeout's message
+	consumer, err := sarama.NewConsumer(c.Brokers, cfg)
+	if err != nil {
+		t.Fatalf("weirtest/kafka: consumer for %v: %v", c.Brokers, err)
+		return nil, nil, false
+	}
+	parts, err = consumer.Partitions(topic)
+	if err != nil {
+		_ = consumer.Close()
+		t.Fatalf("weirtest/kafka: partitions of %q: %v", topic, err)
+		return nil, nil, false
+	}
+	return consumer, parts, true
+}
+
+// topicReader merges the partitions of a topic: one goroutine per
+// partition forwards its records into msgs until done is closed, and
+// keeps the partition's last error for the timeout's message.
+type topicReader struct {
+	consumer sarama.Consumer
+	msgs     chan *sarama.ConsumerMessage
+	done     chan struct{}
+	wg       sync.WaitGroup
+	pcs      []sarama.PartitionConsumer
+	mu       sync.Mutex
+	lastErr  error
+}
+
+// consume starts forwarding the records of topic/p, from its earliest
+// offset.
+func (r *topicReader) consume(topic string, p int32, deadline time.Time) error {
+	pc, err := consumePartition(r.consumer, topic, p, deadline)
+	if err != nil {
+		return err
+	}
+	r.pcs = append(r.pcs, pc)
+	r.wg.Go(func() { r.forward(pc) })
+	return nil
+}
+
+// forward sends pc's records into msgs and keeps its errors, until pc or
+// done is closed.
+func (r *topicReader) forward(pc sarama.PartitionConsumer) {
+	for {
+		select {
+		case m, ok := <-pc.Messages():
+			if !ok {
+				return
+			}
+			select {
+			case r.msgs <- m:
+			case <-r.done:
+				return
+			}
+		case e, ok := <-pc.Errors():
+			if !ok {
+				return
+			}
+			r.mu.Lock()
+			r.lastErr = e
+			r.mu.Unlock()
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// close closes done and waits for the goroutines, then closes the
+// partition consumers (which drain what is left) and the consumer.
+func (r *topicReader) close() {
+	close(r.done)
+	r.wg.Wait()
+	for _, pc := range r.pcs {
+		_ = pc.Close()
+	}
+	_ = r.consumer.Close()
+}
+
+// lastError returns the last error of any partition.
+func (r *topicReader) lastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// readUntil collects the records from msgs until until reports true for
+// them, and fails t after [ReadTimeout].
+func (r *topicReader) readUntil(t testing.TB, topic string, isolation sarama.IsolationLevel, until func(got []*sarama.ConsumerMessage) bool) []*sarama.ConsumerMessage {
+	t.Helper()
 	var got []*sarama.ConsumerMessage
 	if until(got) {
 		return got
@@ -105,17 +148,14 @@ func ReadAll(t testing.TB, c *Env, topic string, isolation sarama.IsolationLevel
 	defer timeout.Stop()
 	for {
 		select {
-		case m := <-msgs:
+		case m := <-r.msgs:
 			got = append(got, m)
 			if until(got) {
 				return got
 			}
 		case <-timeout.C:
-			mu.Lock()
-			err := lastErr
-			mu.Unlock()
 			t.Fatalf("weirtest/kafka: reading %q (%s) from the start: condition not met after %v and %d records; last consumer error: %v",
-				topic, isolationName(isolation), ReadTimeout, len(got), err)
+				topic, isolationName(isolation), ReadTimeout, len(got), r.lastError())
 			return nil
 		}
 	}
