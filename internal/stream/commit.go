@@ -37,6 +37,10 @@ const (
 	// dropped: at least once, records Kafka refused were dropped under
 	// ProductionErrors=Skip or DeadLetter; nothing was undone.
 	dropped
+	// untouched: not a commit's outcome, afterWork's when there was no
+	// failure to settle: the tasks are as they were, and the caller goes
+	// on with them.
+	untouched
 )
 
 // committer makes what a thread sent since its last commit durable with
@@ -142,7 +146,7 @@ func (th *Thread) commitOnce() (outcome, error) {
 	for _, id := range th.order {
 		// What the record caches hold, the changelog records and the
 		// task's positions go into this commit.
-		if o, settled, err := th.afterWork(th.tasks[id].PrepareCommit(offsets, metadata)); err != nil || settled {
+		if o, err := th.afterWork(th.tasks[id].PrepareCommit(offsets, metadata)); err != nil || o != untouched {
 			return o, err
 		}
 	}
@@ -412,6 +416,8 @@ func (o outcome) String() string {
 		return "ambiguous"
 	case dropped:
 		return "dropped"
+	case untouched:
+		return "untouched"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }

@@ -161,9 +161,8 @@ func TestSwallowedDeliveryFailureIsSettled(t *testing.T) {
 	}
 	waitFailed(t, th)
 	// The processor returned nil: it swallowed the failure.
-	o, settled, err := th.afterWork(nil)
-	if err != nil || !settled || o != aborted {
-		t.Fatalf("afterWork(nil) after a lost record = %v, %v, %v; want aborted, settled, nil", o, settled, err)
+	if o, err := th.afterWork(nil); err != nil || o != aborted {
+		t.Fatalf("afterWork(nil) after a lost record = %v, %v; want aborted, nil", o, err)
 	}
 	if fake.Aborted != 1 || fake.Committed != 0 {
 		t.Fatalf("aborted %d, committed %d times; want 1 and 0", fake.Aborted, fake.Committed)
@@ -484,5 +483,25 @@ func TestStopDuringProducerRebuildIsClean(t *testing.T) {
 	}
 	if n := counterValue(t, th.in.Metrics.Transactions, "0", "committed"); n != 0 {
 		t.Fatalf("a transaction was counted as committed (%v)", n)
+	}
+}
+
+// TestAfterWorkLeavesHealthyTasksUntouched: with no failure to settle,
+// afterWork says so (untouched), and hands a processor's own error back
+// as it is, so that the loop goes on with its tasks or stops on the
+// error; only a settled failure makes it leave the round.
+func TestAfterWorkLeavesHealthyTasksUntouched(t *testing.T) {
+	t.Parallel()
+	fake := txntest.New(true)
+	th := committerThread(t, Config{}, fake)
+	if o, err := th.afterWork(nil); o != untouched || err != nil {
+		t.Fatalf("afterWork(nil) = %v, %v; want untouched, nil", o, err)
+	}
+	bad := errors.New("processor failed")
+	if o, err := th.afterWork(bad); o != untouched || !errors.Is(err, bad) {
+		t.Fatalf("afterWork(a processor's error) = %v, %v; want untouched and the error", o, err)
+	}
+	if fake.Aborted != 0 {
+		t.Fatalf("aborted %d transactions with nothing to settle", fake.Aborted)
 	}
 }

@@ -116,23 +116,22 @@ func (th *Thread) failed() error {
 
 // afterWork settles the outcome of one input record or punctuation: the
 // thread's failure state comes first, then the error user code returned.
-// It returns nil when the thread goes on; settled reports that a failure
-// was settled, with outcome o (the tasks may have been rewound or closed),
-// so the caller must not touch them again this round.
-func (th *Thread) afterWork(err error) (o outcome, settled bool, _ error) {
+// It returns nil when the thread goes on, with untouched when there was
+// nothing to settle; any other outcome says a failure was settled (the
+// tasks may have been rewound or closed), so the caller must not touch
+// them again this round.
+func (th *Thread) afterWork(err error) (outcome, error) {
 	if f := th.failed(); f != nil {
-		o, err := th.settle(f)
-		return o, true, err
+		return th.settle(f)
 	}
 	if err != nil && (isTxnError(err) || errors.Is(err, txn.ErrClosed)) {
-		o, err := th.settle(err)
-		return o, true, err
+		return th.settle(err)
 	}
 	var rw *task.ReplayWithoutError
 	if errors.As(err, &rw) {
-		return aborted, true, th.replayWithout(rw.Record)
+		return aborted, th.replayWithout(rw.Record)
 	}
-	return committed, false, err
+	return untouched, err
 }
 
 // settle decides what a failure means. It returns what the thread did

@@ -546,11 +546,11 @@ func (th *Thread) round(now time.Time) (progressed bool, wait time.Time, err err
 	}
 	for _, id := range th.order {
 		if t := th.tasks[id]; t.Running() {
-			_, settled, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
+			o, err := th.afterWork(t.Punctuate(graph.WallClockTime, now))
 			if err != nil {
 				return false, wait, err
 			}
-			if settled {
+			if o != untouched {
 				break // the tasks were rewound or closed
 			}
 		}
@@ -668,8 +668,7 @@ func (th *Thread) processBatch(now time.Time) (progressed bool, wait time.Time, 
 			// The thread's failure state decides before the record's own
 			// error: a processor may have returned (or swallowed) the
 			// error of a record that was refused or not delivered.
-			_, settled, err := th.afterWork(t.Process(p))
-			if err != nil || settled {
+			if o, err := th.afterWork(t.Process(p)); err != nil || o != untouched {
 				return progressed, wait, err
 			}
 			progressed = true
