@@ -31,14 +31,18 @@ import (
 // are read with Kafka's DumpLogSegments (env/kafka-tool.sh dump-log),
 // straight from the data directories of the brokers up.sh started.
 
-// span is a range of offsets of one partition, both ends included.
-type span struct{ lo, hi int64 }
+// span is a range of offsets of one partition, both ends included; the
+// zero span holds none.
+type span struct {
+	lo, hi int64
+	set    bool
+}
 
 func (s span) with(o int64) span {
-	if s.lo == 0 && s.hi == 0 {
-		return span{o, o}
+	if !s.set {
+		return span{o, o, true}
 	}
-	return span{min(s.lo, o), max(s.hi, o)}
+	return span{min(s.lo, o), max(s.hi, o), true}
 }
 
 // dumpBatch is one record batch of a DumpLogSegments listing.
@@ -386,7 +390,7 @@ func TestViolationLogsShowProducersAndMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := violationLogs(dirs, out, map[int32]span{0: {0, 3}}, in, group, map[int32]span{0: {7, 7}})
+	got := violationLogs(dirs, out, map[int32]span{0: {0, 3, true}}, in, group, map[int32]span{0: {7, 7, true}})
 	t.Logf("\n%s", got)
 	pe := fmt.Sprintf("pid %d epoch %d", last.ProducerID, last.ProducerEpoch)
 	for _, want := range []string{
