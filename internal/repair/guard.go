@@ -272,8 +272,8 @@ func (g *Guard) checkedPartitions() (map[string][]int32, error) {
 		if err == nil {
 			if len(ps) > 0 {
 				topics[OffsetsTopic] = ps
-				g.offsetsPart = &txn.Partition{Topic: OffsetsTopic, Partition: groupPartition(g.cfg.Group, int32(len(ps)))}
 			}
+			g.noteOffsets(ps)
 			break
 		}
 		if err := g.awaitCheckable(err); err != nil {
@@ -418,10 +418,16 @@ func (g *Guard) lookUpOffsetsPartition() error {
 		return err
 	}
 	g.offsetsAsked = time.Now()
+	g.noteOffsets(ps)
+	return nil
+}
+
+// noteOffsets sets offsetsPart from the partitions of __consumer_offsets
+// (offsetsPartitions), leaving it as it is when there are none.
+func (g *Guard) noteOffsets(ps []int32) {
 	if len(ps) > 0 {
 		g.offsetsPart = &txn.Partition{Topic: OffsetsTopic, Partition: groupPartition(g.cfg.Group, int32(len(ps)))}
 	}
-	return nil
 }
 
 // splitDangling sorts the partitions of de into those holding records of
