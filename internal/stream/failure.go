@@ -306,17 +306,30 @@ const (
 // cluster's (a transaction coordinator that failed over, a transaction
 // that outlived its timeout), which a rebuilt producer heals however
 // often they come.
-type fenceLog struct{ times []time.Time }
+//
+// A producer is fenced once: a fenced producer that is not rebuilt (a
+// thread that stops tries its commit before revocation and its final
+// commit on it) fails again on the same epoch, and those failures are not
+// new fencings.
+type fenceLog struct {
+	times []time.Time
+	last  *txn.Producer // the producer of the last fencing recorded
+}
 
-// fenced records a fencing at now and returns how many the log holds
-// within fenceWindow.
-func (f *fenceLog) fenced(now time.Time) int {
-	f.times = append(slices.DeleteFunc(f.times, func(t time.Time) bool { return now.Sub(t) > fenceWindow }), now)
+// fenced records a fencing of p at now and returns how many the log holds
+// within fenceWindow; a fencing of the producer already recorded last
+// counts nothing more.
+func (f *fenceLog) fenced(now time.Time, p *txn.Producer) int {
+	f.times = slices.DeleteFunc(f.times, func(t time.Time) bool { return now.Sub(t) > fenceWindow })
+	if p == nil || p != f.last {
+		f.times = append(f.times, now)
+	}
+	f.last = p
 	return len(f.times)
 }
 
 // committed forgets the fencings: a transaction committed since.
-func (f *fenceLog) committed() { f.times = f.times[:0] }
+func (f *fenceLog) committed() { f.times, f.last = f.times[:0], nil }
 
 // isTxnError reports a failed transaction, from a commit or from sending a
 // record into it.
@@ -395,7 +408,7 @@ func (th *Thread) act(err error) (outcome, error) {
 		// whatever their cause.
 		open := th.producer.OpenFor()
 		th.resetTasks()
-		if n := th.fences.fenced(time.Now()); open < th.in.TransactionTimeout || n >= maxFences {
+		if n := th.fences.fenced(time.Now(), th.producer); open < th.in.TransactionTimeout || n >= maxFences {
 			return o, fmt.Errorf("%w (transaction open %v, %d fencings in %v without a commit): another instance runs with this instance's process id (%s); this one stops: %w",
 				ErrFenced, open.Round(time.Millisecond), n, fenceWindow, th.in.ProcessID, err)
 		}
