@@ -691,6 +691,7 @@ func (c Config) withDefaults() Config {
 	}
 	orDefault(&c.Stores.MaxBufferBytes, defaultMaxBufferBytes)
 	orDefault(&c.Stores.MaxConcurrentRestores, defaultMaxConcurrentRestores)
+	orDefault(&c.Stores.BulkRestoreMinRecords, defaultBulkRestoreMinRecords)
 	orDefault(&c.Stores.CleanupDelay, defaultCleanupDelay)
 	orDefault(&c.MaxConsecutiveAborts, defaultMaxAborts)
 	orDefault(&c.MaxWarmups, defaultMaxWarmups)

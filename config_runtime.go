@@ -53,6 +53,7 @@ func (c *Config) taskConfig() task.Config {
 		TopicErrors:           maps.Clone(c.TopicErrors),
 		ExactlyOnce:           c.Guarantee == ExactlyOnce,
 		CleanupDelay:          c.Stores.CleanupDelay,
+		BulkRestoreMin:        c.Stores.BulkRestoreMinRecords,
 	}
 	if c.Stores.RestoreListener != nil {
 		tc.RestoreListener = c.Stores.RestoreListener

@@ -34,6 +34,17 @@ type StoresConfig struct {
 	// restores at the same time; each holds one fetch (1 MiB) in memory.
 	// Default 2.
 	MaxConcurrentRestores int
+	// BulkRestoreMinRecords is the smallest full restore, in changelog
+	// offsets, that goes through Badger's bulk path: a store partition
+	// that is empty when its restore starts is sorted in runs on disk
+	// beside the state directory (in "<state>-bulk", at most 64 MiB of a
+	// run in memory per restore) and written straight into Badger's
+	// tables, at about twice the rate of the normal write path. While a
+	// load writes its tables (about a second per million records) the
+	// instance's other state writes wait, and at its end reads wait a few
+	// milliseconds. Smaller restores, replays from a checkpoint and
+	// standbys use the normal path. Default 100,000; negative: never.
+	BulkRestoreMinRecords int64
 	// RestoreListener, when set, is told about every restore. Its methods
 	// are called from restore goroutines and must be safe for concurrent
 	// use.
@@ -50,6 +61,7 @@ const (
 	defaultMaxBufferBytes        = 16 << 20
 	defaultMaxConcurrentRestores = 2
 	defaultCleanupDelay          = 10 * time.Minute
+	defaultBulkRestoreMinRecords = 100_000
 )
 
 // ErrStateEncryptionKey is wrapped by the error Run returns when the state

@@ -17,7 +17,7 @@ import (
 func (s *Space) Checkpoint() (Checkpoint, bool, error) {
 	c := Checkpoint{Store: s.store, Partition: s.partition}
 	found := false
-	err := s.db.bdb.View(func(txn *badger.Txn) (err error) {
+	err := s.db.view(func(txn *badger.Txn) (err error) {
 		c.Offset, c.Time, found, err = readCheckpoint(txn, s.ckpt, s.ckptTime)
 		return err
 	})
@@ -62,7 +62,7 @@ func (s *Space) SetCheckpointAt(offset int64, at time.Time) error {
 // is not the store's changelog topic (SetLog); "" for the changelog.
 func (s *Space) Log() (string, error) {
 	var log string
-	err := s.db.bdb.View(func(txn *badger.Txn) error {
+	err := s.db.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(s.ckptLog)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -173,7 +173,7 @@ type Checkpoint struct {
 // this instance holds state for.
 func (d *DB) Checkpoints() ([]Checkpoint, error) {
 	var out []Checkpoint
-	err := d.bdb.View(func(txn *badger.Txn) error {
+	err := d.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindCheckpoint}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -40,6 +40,13 @@ type DB struct {
 	lastWritten time.Time
 	// maxValue is the largest value Badger takes (see entryTooLarge).
 	maxValue int64
+	// bulkDir holds bulk restores' runs and markers (bulk.go); "" for an
+	// in-memory database.
+	bulkDir string
+	// readers is what a bulk load waits on before Badger swaps its
+	// transaction oracle: every read transaction passes it.
+	readers readGate
+	logger  *slog.Logger
 }
 
 // Open opens or creates the database in dir.
@@ -93,7 +100,75 @@ func Open(dir string, o changelog.Options) (*DB, error) {
 	if o.InMemory {
 		maxValue = min(maxValue, opts.ValueThreshold)
 	}
-	return &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last, maxValue: maxValue}, nil
+	d := &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last, maxValue: maxValue, logger: o.Logger}
+	d.readers.cond.L = &d.readers.mu
+	if !o.InMemory {
+		d.bulkDir = dir + "-bulk"
+		if err := d.recoverBulk(); err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("changelog: opening state in %s: finishing interrupted bulk restores: %w", dir, err)
+		}
+	}
+	return d, nil
+}
+
+// InMemory reports whether the database keeps nothing on disk.
+func (d *DB) InMemory() bool { return d.bulkDir == "" }
+
+// view runs fn in a read transaction (see readGate).
+func (d *DB) view(fn func(txn *badger.Txn) error) error {
+	d.readers.enter()
+	defer d.readers.leave()
+	return d.bdb.View(fn)
+}
+
+// readGate counts the database's read transactions, so that a bulk load
+// can wait for a moment without any before Badger replaces the
+// transaction oracle (StreamWriter.Flush), which a transaction begun
+// before and ended after would corrupt. A read that begins during the swap
+// waits for it. Writes need no gate: the drop lock keeps them out.
+type readGate struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	active int
+	paused bool
+}
+
+func (g *readGate) enter() {
+	g.mu.Lock()
+	for g.paused {
+		g.cond.Wait()
+	}
+	g.active++
+	g.mu.Unlock()
+}
+
+func (g *readGate) leave() {
+	g.mu.Lock()
+	g.active--
+	if g.active == 0 {
+		g.cond.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// pause waits until no read is under way and holds new ones back. A read
+// in progress may begin others (a scan's loop body reads): pause only
+// closes the gate once none is left, so those never wait on it.
+func (g *readGate) pause() {
+	g.mu.Lock()
+	for g.active > 0 {
+		g.cond.Wait()
+	}
+	g.paused = true
+	g.mu.Unlock()
+}
+
+func (g *readGate) resume() {
+	g.mu.Lock()
+	g.paused = false
+	g.cond.Broadcast()
+	g.mu.Unlock()
 }
 
 // newestModTime returns the latest modification time of dir and the files
@@ -208,7 +283,7 @@ func (s *Space) GetStamped(key []byte) ([]byte, int64, bool, error) {
 		return append(make([]byte, 0, len(c.val)), c.val...), c.ts, c.stamped, nil
 	}
 	var v local
-	err := s.db.bdb.View(func(txn *badger.Txn) error {
+	err := s.db.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			s.db.cache.fill(k, local{}, true, gen)
@@ -345,6 +420,8 @@ func (s *Space) Backward(lo, hi []byte) iter.Seq2[[]byte, []byte] { return s.sca
 func (s *Space) scan(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 	lo, hi = cloneBound(lo), cloneBound(hi) // not retained from the caller
 	return func(yield func([]byte, []byte) bool) {
+		s.db.readers.enter()
+		defer s.db.readers.leave()
 		txn := s.db.bdb.NewTransaction(false)
 		defer txn.Discard()
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, Reverse: reverse, PrefetchValues: false})
@@ -443,7 +520,7 @@ func (d *DB) DropStore(store string) error {
 // empty reports whether the partition has neither data nor checkpoint.
 func (s *Space) empty() bool {
 	found := false
-	_ = s.db.bdb.View(func(txn *badger.Txn) error {
+	_ = s.db.view(func(txn *badger.Txn) error {
 		for _, p := range [][]byte{s.prefix, s.ckpt, s.ckptTime, s.ckptLog} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			it.Rewind()
@@ -520,6 +597,15 @@ func (d *DB) refused(err error, key, value []byte) error {
 	return &entryTooLarge{key: len(key), value: len(value), maxKey: badgerMaxKey, maxValue: d.maxValue, err: err}
 }
 
+// checkSize returns an *entryTooLarge when Badger would refuse key (with
+// its Space's prefix) and value for their size, and nil otherwise.
+func (d *DB) checkSize(key, value []byte) error {
+	if len(key) <= badgerMaxKey && int64(len(value)) <= d.maxValue {
+		return nil
+	}
+	return d.refused(badger.ErrTxnTooBig, key, value)
+}
+
 // badgerLogger forwards Badger's warnings and errors to slog. A byte slice
 // among a line's arguments is a key or a value (Badger logs the key of a
 // value it cannot read) and is logged as its length only.
@@ -571,7 +657,7 @@ func cloneBound(b []byte) []byte {
 // walks the keys without reading values: O(keys).
 func (s *Space) Count() (int64, error) {
 	var n int64
-	err := s.db.bdb.View(func(txn *badger.Txn) error {
+	err := s.db.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

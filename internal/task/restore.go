@@ -108,6 +108,7 @@ func (t *Task) restoreStore(ctx context.Context, st *taskStore, mode restoreMode
 		return 0, err
 	}
 	behind = max(rr.end-rr.from, 0)
+	defer rr.cancelBulk()
 	next, err := rr.read(ctx)
 	if err != nil {
 		return 0, err
@@ -157,6 +158,12 @@ type restoreRun struct {
 	bufs     [2][]statelog.Entry
 	cur      int
 	inflight *restoreBatch
+	// bulk, when set, takes the records instead of write batches: a full
+	// restore of an active task's empty store partition of at least
+	// Config.BulkRestoreMin offsets (see statelog.Bulk). Nothing reaches
+	// the database before finish, which writes the data and the
+	// checkpoint.
+	bulk *statelog.Bulk
 }
 
 // plan finds the log's end and where the restore starts: the local
@@ -224,8 +231,33 @@ func (rr *restoreRun) plan(ctx context.Context) (upToDate bool, err error) {
 			return false, err
 		}
 		rr.since = rr.start
+		return false, rr.startBulk()
 	}
 	return false, nil
+}
+
+// startBulk starts a bulk load of the emptied store partition when the
+// restore is one (see restoreRun.bulk); a database that has no bulk path
+// (in memory) restores through write batches.
+func (rr *restoreRun) startBulk() error {
+	min := rr.t.sh.BulkRestoreMin
+	if rr.mode != restoreActive || min <= 0 || rr.end-rr.from < min || rr.t.sh.DB.InMemory() {
+		return nil
+	}
+	b, err := rr.t.sh.DB.NewBulk(rr.st.space, 0)
+	if err != nil {
+		return err
+	}
+	rr.bulk = b
+	return nil
+}
+
+// cancelBulk drops a bulk load that did not finish, and its runs.
+func (rr *restoreRun) cancelBulk() {
+	if rr.bulk != nil {
+		rr.bulk.Cancel()
+		rr.bulk = nil
+	}
 }
 
 // settle waits for the batch being written, and counts it.
@@ -270,7 +302,11 @@ func (rr *restoreRun) apply(recs []statelog.Record, next int64) error {
 	rr.cur ^= 1
 	b := &restoreBatch{recs: len(recs), next: next, done: make(chan error, 1)}
 	db, space, at := rr.t.sh.DB, rr.st.space, rr.since
-	go func() { b.done <- db.Restore(space, entries, next, at) }()
+	if bulk := rr.bulk; bulk != nil {
+		go func() { b.done <- bulk.Add(entries) }()
+	} else {
+		go func() { b.done <- db.Restore(space, entries, next, at) }()
+	}
 	rr.inflight = b
 	return nil
 }
@@ -310,6 +346,13 @@ func (rr *restoreRun) read(ctx context.Context) (next int64, err error) {
 		}
 		if err := st.space.Drop(); err != nil {
 			return 0, err
+		}
+		if rr.bulk != nil {
+			// Nothing of the load reached the database: start it again.
+			rr.cancelBulk()
+			if rr.bulk, err = t.sh.DB.NewBulk(st.space, 0); err != nil {
+				return 0, err
+			}
 		}
 		logStart, err := rr.r.Start(ctx)
 		if err != nil {
@@ -364,11 +407,21 @@ func (rr *restoreRun) finish(next int64) error {
 	t, st := rr.t, rr.st
 	// Having read up to end, the state holds everything the changelog had
 	// when the restore started; later records are newer than start.
-	if err := st.space.SetCheckpointAt(next, rr.start); err != nil {
-		return err
-	}
-	if err := st.space.SetLog(st.sourceLog()); err != nil {
-		return err
+	bulk, fallback := rr.bulk != nil, false
+	if bulk {
+		b := rr.bulk
+		rr.bulk = nil
+		if err := b.Finish(next, rr.start, st.sourceLog()); err != nil {
+			return err
+		}
+		fallback = b.Fallback
+	} else {
+		if err := st.space.SetCheckpointAt(next, rr.start); err != nil {
+			return err
+		}
+		if err := st.space.SetLog(st.sourceLog()); err != nil {
+			return err
+		}
 	}
 	st.ckpt, st.ckptAt = next, rr.start
 	t.sh.Local.Checkpointed(st.spec.Name, t.id.Partition, next)
@@ -381,7 +434,7 @@ func (rr *restoreRun) finish(next int64) error {
 		return nil
 	}
 	t.sh.Metrics.RestoreDuration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
-	t.log.Info("store restored", "store", st.spec.Name, "records", rr.records, "full", rr.full, "took", took)
+	t.log.Info("store restored", "store", st.spec.Name, "records", rr.records, "full", rr.full, "bulk", bulk && !fallback, "took", took)
 	if rr.listener != nil {
 		rr.listener.OnRestoreEnd(st.spec.Name, t.id.Partition, rr.records, took)
 	}

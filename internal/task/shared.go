@@ -83,7 +83,11 @@ type Config struct {
 	ExactlyOnce bool
 	// CleanupDelay is Stores.CleanupDelay, which dates a checkpoint
 	// written without a time (see checkpointSince).
-	CleanupDelay    time.Duration
+	CleanupDelay time.Duration
+	// BulkRestoreMin is Stores.BulkRestoreMinRecords: the smallest full
+	// restore of an active task's store partition, in changelog offsets,
+	// that goes through the database's bulk path; zero or less: never.
+	BulkRestoreMin  int64
 	RestoreListener RestoreListener // nil: none
 	// Clock is the wall clock of wall-clock punctuators; nil is the
 	// system clock. weirtest sets it to its controlled time.

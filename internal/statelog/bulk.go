@@ -1,0 +1,652 @@
+package statelog
+
+// Bulk restores: a store partition that is empty when its full restore
+// starts is loaded through Badger's StreamWriter, which writes sorted keys
+// straight into tables and skips the memtable, its log, flushes and
+// compactions: the write path that makes a restore through write batches
+// cost about three times its fetch.
+//
+// A StreamWriter takes keys in order, and a changelog partition holds its
+// keys in the order they were last written. The Bulk therefore sorts what
+// the fetches bring in runs of bounded size (RunBytes), writes each full
+// run to a file beside the database, and at the end merges the runs into
+// the StreamWriter, keeping each key's latest record and dropping keys
+// whose latest record is a tombstone (the partition was empty, so a
+// deletion leaves nothing). Sorting and spilling overlap the fetch; the
+// merge is the only step that holds the database.
+//
+// # What the load holds
+//
+// The StreamWriter blocks every write to the database while it writes
+// (Badger refuses them; the DB's drop lock makes weir's writers wait), and
+// Badger replaces its transaction oracle when it finishes, which no read
+// may see: the load waits for a moment without reads, and reads wait for
+// the few milliseconds of the swap. The load writes its tables one level
+// above the highest level that holds tables, which needs empty memtables
+// and an empty level 0. When either holds data (another task committed
+// since the database opened), the merged records go through write batches
+// instead, as a restore did before: still sorted, still without the
+// duplicates, at the normal path's speed.
+//
+// # Crash safety
+//
+// The StreamWriter writes the partition's checkpoint with its data, and
+// Badger registers each table as it is written: a crash in the middle of a
+// load would leave a checkpoint beside part of the data. Before the load
+// starts, a marker file naming the partition is written (and synced) in
+// the bulk directory, and removed once Badger has synced the last table.
+// Open drops the data and checkpoint of every partition whose marker it
+// finds, so the next start restores that partition in full again.
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// DefaultBulkRunBytes is how many bytes of keys and values a Bulk sorts in
+// memory before it writes them to a run file: with the per-record
+// bookkeeping about twice that in memory, per restore running at once.
+const DefaultBulkRunBytes = 64 << 20
+
+// bulkWriteBytes is how many bytes of records the merge hands the
+// StreamWriter at once.
+const bulkWriteBytes = 4 << 20
+
+// bulkMarkerPrefix starts the name of a load's marker file; the space's
+// data prefix follows in hex.
+const bulkMarkerPrefix = "loading-"
+
+// Bulk is the full restore of one empty store partition through Badger's
+// bulk path (see bulk.go's header). Add the records' entries in changelog
+// order, then Finish with the checkpoint; or Cancel. A Bulk is used by one
+// goroutine. It holds at most RunBytes of keys and values in memory, and
+// the rest in run files in the bulk directory until Finish or Cancel.
+type Bulk struct {
+	db       *DB
+	s        *Space
+	runBytes int
+	dir      string // this load's run files
+	arena    []byte
+	refs     []bulkRef
+	runs     []string
+	// Fallback reports, after Finish, that the records went through write
+	// batches because the database was not ready for the StreamWriter.
+	Fallback bool
+}
+
+// bulkRef is one entry of the run in memory: its key and value in the
+// arena, one after the other.
+type bulkRef struct {
+	off        int
+	klen, vlen int32
+	meta       byte
+	deleted    bool
+}
+
+// NewBulk starts a bulk load of s, which must hold neither data nor a
+// checkpoint. runBytes bounds the run in memory (DefaultBulkRunBytes when
+// zero or less). It fails for an in-memory database, which has no
+// directory for runs: restore through write batches instead.
+func (d *DB) NewBulk(s *Space, runBytes int) (*Bulk, error) {
+	if d.bulkDir == "" {
+		return nil, errors.New("changelog: bulk restore needs a database on disk")
+	}
+	if runBytes <= 0 {
+		runBytes = DefaultBulkRunBytes
+	}
+	dir, err := os.MkdirTemp(d.bulkDir, "runs-")
+	if err != nil {
+		return nil, fmt.Errorf("changelog: bulk restore of %s/%d: %w", s.store, s.partition, err)
+	}
+	return &Bulk{db: d, s: s, runBytes: runBytes, dir: dir}, nil
+}
+
+// Add takes the next entries of the changelog, in order: a later entry of a
+// key replaces an earlier one. The entries are copied.
+func (b *Bulk) Add(entries []Entry) error {
+	for _, e := range entries {
+		if len(b.arena) >= b.runBytes {
+			if err := b.spill(); err != nil {
+				return err
+			}
+		}
+		r := bulkRef{off: len(b.arena), klen: int32(len(e.Key)), deleted: e.Deleted}
+		b.arena = append(b.arena, e.Key...)
+		if !e.Deleted {
+			v, meta := encodeLocal(e)
+			if err := b.db.checkSize(b.s.key(e.Key), v); err != nil {
+				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+			}
+			r.vlen, r.meta = int32(len(v)), meta
+			b.arena = append(b.arena, v...)
+		}
+		b.refs = append(b.refs, r)
+	}
+	return nil
+}
+
+func (b *Bulk) key(r bulkRef) []byte { return b.arena[r.off : r.off+int(r.klen)] }
+
+func (b *Bulk) value(r bulkRef) []byte {
+	start := r.off + int(r.klen)
+	return b.arena[start : start+int(r.vlen)]
+}
+
+// sorted sorts the run in memory by key and keeps each key's last entry.
+func (b *Bulk) sorted() []bulkRef {
+	slices.SortStableFunc(b.refs, func(x, y bulkRef) int { return bytes.Compare(b.key(x), b.key(y)) })
+	out := b.refs[:0]
+	for i, r := range b.refs {
+		if i+1 < len(b.refs) && bytes.Equal(b.key(r), b.key(b.refs[i+1])) {
+			continue // a later entry of the key follows
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// spill writes the run in memory, sorted, to a run file, and empties it.
+// Tombstones are kept: a key deleted in this run may have a value in an
+// earlier one.
+func (b *Bulk) spill() error {
+	name := filepath.Join(b.dir, fmt.Sprintf("run-%06d", len(b.runs)))
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var hdr [2*binary.MaxVarintLen64 + 2]byte
+	for _, r := range b.sorted() {
+		h := binary.AppendUvarint(hdr[:0], uint64(r.klen))
+		h = binary.AppendUvarint(h, uint64(r.vlen))
+		flags := r.meta << 1
+		if r.deleted {
+			flags |= 1
+		}
+		h = append(h, flags)
+		w.Write(h)
+		w.Write(b.key(r))
+		w.Write(b.value(r))
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("changelog: bulk restore of %s/%d: writing a run: %w", b.s.store, b.s.partition, err)
+	}
+	b.runs = append(b.runs, name)
+	b.arena, b.refs = b.arena[:0], b.refs[:0]
+	return nil
+}
+
+// Cancel drops the load: its runs and what it holds in memory. The
+// partition stays as it was, empty. Safe after Finish.
+func (b *Bulk) Cancel() {
+	_ = os.RemoveAll(b.dir)
+	b.arena, b.refs, b.runs = nil, nil, nil
+}
+
+// Finish merges the runs into the partition and writes its checkpoint, the
+// next changelog offset the state reflects as of at, and the log the
+// checkpoint is an offset of (Space.SetLog; "" for the changelog). The
+// partition must still be empty. Whatever happens, the runs are removed.
+func (b *Bulk) Finish(offset int64, at time.Time, log string) error {
+	defer b.Cancel()
+	srcs, err := b.sources()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range srcs {
+			s.close()
+		}
+	}()
+	m := newMerge(srcs)
+	ckpt := checkpointEntries(b.s, offset, at, log)
+	b.db.drop.Lock()
+	defer b.db.drop.Unlock()
+	ok, err := b.db.streamReady()
+	if err != nil {
+		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	}
+	if !ok {
+		b.Fallback = true
+		return b.writeBatches(m, ckpt)
+	}
+	return b.stream(m, ckpt)
+}
+
+// sources opens every run file and the run in memory, oldest first.
+func (b *Bulk) sources() ([]*runSource, error) {
+	var srcs []*runSource
+	for i, name := range b.runs {
+		f, err := os.Open(name)
+		if err != nil {
+			for _, s := range srcs {
+				s.close()
+			}
+			return nil, fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+		}
+		srcs = append(srcs, &runSource{rank: i, f: f, r: bufio.NewReaderSize(f, 256<<10)})
+	}
+	srcs = append(srcs, &runSource{rank: len(b.runs), b: b, mem: b.sorted()})
+	return srcs, nil
+}
+
+// checkpointEntries returns the keys of s's checkpoint (see
+// readCheckpoint) as entries with database keys, in key order.
+func checkpointEntries(s *Space, offset int64, at time.Time, log string) []Entry {
+	out := []Entry{{Key: s.ckpt, Value: binary.BigEndian.AppendUint64(nil, uint64(offset))}}
+	if log != "" {
+		out = append(out, Entry{Key: s.ckptLog, Value: []byte(log)})
+	}
+	out = append(out, Entry{Key: s.ckptTime, Value: binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli()))})
+	slices.SortFunc(out, func(x, y Entry) int { return bytes.Compare(x.Key, y.Key) })
+	return out
+}
+
+// streamReady reports whether the StreamWriter can write beside the
+// database's data without Badger flattening its tree: nothing in the
+// memtables or in level 0. The caller holds the drop lock, so no write of
+// weir's comes in between.
+func (d *DB) streamReady() (bool, error) {
+	if levels := d.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
+		return false, nil
+	}
+	// The memtables PrepareIncremental checks itself (see stream).
+	return true, nil
+}
+
+// stream writes the merge and the checkpoint through a StreamWriter, with
+// the partition's marker file in place while it does.
+func (b *Bulk) stream(m *merge, ckpt []Entry) error {
+	marker := filepath.Join(b.db.bulkDir, bulkMarkerPrefix+hex.EncodeToString(b.s.prefix))
+	if err := writeSynced(marker); err != nil {
+		return fmt.Errorf("changelog: bulk restore of %s/%d: marking the load: %w", b.s.store, b.s.partition, err)
+	}
+	sw := b.db.bdb.NewStreamWriter()
+	if err := sw.PrepareIncremental(); err != nil {
+		sw.Cancel()
+		_ = removeSynced(marker) // nothing was written
+		if strings.Contains(err.Error(), "MemTable has data") {
+			b.Fallback = true
+			return b.writeBatches(m, ckpt)
+		}
+		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	}
+	if err := b.feed(sw, m, ckpt); err != nil {
+		sw.Cancel()
+		return b.undo(marker, err)
+	}
+	b.db.readers.pause()
+	err := sw.Flush()
+	b.db.readers.resume()
+	if err != nil {
+		return b.undo(marker, err)
+	}
+	b.db.cache.clear()
+	if err := removeSynced(marker); err != nil {
+		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	}
+	return nil
+}
+
+// undo drops what a failed load wrote (tables Badger registered, maybe
+// with the checkpoint), so that the partition is empty again, and then its
+// marker; if the drop fails too, the marker stays for the next Open. It
+// returns the load's error.
+func (b *Bulk) undo(marker string, err error) error {
+	s := b.s
+	err = fmt.Errorf("changelog: bulk restore of %s/%d: %w", s.store, s.partition, err)
+	if derr := b.db.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime, s.ckptLog); derr != nil {
+		return fmt.Errorf("%w (dropping what it wrote: %w)", err, derr)
+	}
+	b.db.cache.clear()
+	_ = removeSynced(marker)
+	return err
+}
+
+// feed hands the StreamWriter the partition's keys in order, in one
+// stream: the checkpoint's offset key sorts before the data and its log and
+// time keys after it (see the key kinds).
+func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
+	buf := z.NewBuffer(bulkWriteBytes+bulkWriteBytes/4, "weir.bulk")
+	defer buf.Release()
+	kv := &pb.KV{Version: 1, StreamId: 1}
+	add := func(key, value []byte, meta byte) error {
+		kv.Key, kv.Value, kv.UserMeta = key, value, nil
+		if meta != 0 {
+			kv.UserMeta = []byte{meta}
+		}
+		badger.KVToBuffer(kv, buf)
+		if buf.LenNoPadding() < bulkWriteBytes {
+			return nil
+		}
+		err := sw.Write(buf)
+		buf.Reset()
+		return err
+	}
+	var rest []Entry
+	for _, e := range ckpt {
+		if bytes.Compare(e.Key, b.s.prefix) < 0 {
+			if err := add(e.Key, e.Value, 0); err != nil {
+				return err
+			}
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	key := make([]byte, 0, 64)
+	for {
+		e, ok, err := m.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		key = append(append(key[:0], b.s.prefix...), e.key...)
+		if err := add(key, e.value, e.meta); err != nil {
+			return err
+		}
+	}
+	for _, e := range rest {
+		if err := add(e.Key, e.Value, 0); err != nil {
+			return err
+		}
+	}
+	if buf.LenNoPadding() == 0 {
+		return nil
+	}
+	return sw.Write(buf)
+}
+
+// writeBatches writes the merge and the checkpoint through write batches,
+// the checkpoint last. The caller holds the drop lock.
+func (b *Bulk) writeBatches(m *merge, ckpt []Entry) error {
+	const batch = 10_000
+	for {
+		wb := b.db.bdb.NewWriteBatch()
+		n := 0
+		for ; n < batch; n++ {
+			e, ok, err := m.next()
+			if err != nil {
+				wb.Cancel()
+				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+			}
+			if !ok {
+				break
+			}
+			// The batch keeps the value until it is flushed; the merge
+			// reuses its buffer.
+			v := append([]byte(nil), e.value...)
+			if err := wb.SetEntry(badger.NewEntry(b.s.key(e.key), v).WithMeta(e.meta)); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+			}
+		}
+		last := n < batch
+		if last {
+			for _, e := range ckpt {
+				if err := wb.Set(e.Key, e.Value); err != nil {
+					wb.Cancel()
+					return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+				}
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+		}
+		if last {
+			b.db.cache.clear()
+			return nil
+		}
+	}
+}
+
+// mergeEntry is one key's latest entry, as the merge yields it: the key
+// without the space's prefix and the value as Badger keeps it.
+type mergeEntry struct {
+	key, value []byte
+	meta       byte
+	deleted    bool
+}
+
+// runSource yields the entries of one sorted run: a file, or the run in
+// memory (b and mem).
+type runSource struct {
+	rank int // later runs win
+	f    *os.File
+	r    *bufio.Reader
+	b    *Bulk
+	mem  []bulkRef
+	cur  mergeEntry
+	kbuf []byte
+}
+
+func (s *runSource) close() {
+	if s.f != nil {
+		_ = s.f.Close()
+	}
+}
+
+// advance loads the source's next entry into cur; false at its end.
+func (s *runSource) advance() (bool, error) {
+	if s.b != nil {
+		if len(s.mem) == 0 {
+			return false, nil
+		}
+		r := s.mem[0]
+		s.mem = s.mem[1:]
+		s.cur = mergeEntry{key: s.b.key(r), value: s.b.value(r), meta: r.meta, deleted: r.deleted}
+		return true, nil
+	}
+	klen, err := binary.ReadUvarint(s.r)
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading a run: %w", err)
+	}
+	vlen, err := binary.ReadUvarint(s.r)
+	if err != nil {
+		return false, fmt.Errorf("reading a run: %w", noEOF(err))
+	}
+	flags, err := s.r.ReadByte()
+	if err != nil {
+		return false, fmt.Errorf("reading a run: %w", noEOF(err))
+	}
+	if need := int(klen + vlen); cap(s.kbuf) < need {
+		s.kbuf = make([]byte, need)
+	}
+	data := s.kbuf[:klen+vlen]
+	if _, err := io.ReadFull(s.r, data); err != nil {
+		return false, fmt.Errorf("reading a run: %w", noEOF(err))
+	}
+	s.cur = mergeEntry{key: data[:klen], value: data[klen:], meta: flags >> 1, deleted: flags&1 != 0}
+	return true, nil
+}
+
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// merge yields the live entries of sorted runs in key order: of equal
+// keys, the latest run's, and nothing for a key whose latest entry is a
+// deletion. What it yields stays valid until the next call.
+type merge struct {
+	h       runHeap
+	started bool
+	srcs    []*runSource
+	out     mergeEntry
+	buf     []byte
+}
+
+func newMerge(srcs []*runSource) *merge { return &merge{srcs: srcs} }
+
+func (m *merge) start() error {
+	m.started = true
+	for _, s := range m.srcs {
+		ok, err := s.advance()
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.h = append(m.h, s)
+		}
+	}
+	heap.Init(&m.h)
+	return nil
+}
+
+func (m *merge) next() (mergeEntry, bool, error) {
+	if !m.started {
+		if err := m.start(); err != nil {
+			return mergeEntry{}, false, err
+		}
+	}
+	for len(m.h) > 0 {
+		// The heap's top is the smallest key, of the latest run among
+		// equal keys: take it, and pass over the other runs' entries of
+		// the key.
+		top := m.h[0]
+		m.buf = append(append(m.buf[:0], top.cur.key...), top.cur.value...)
+		m.out = mergeEntry{key: m.buf[:len(top.cur.key)], value: m.buf[len(top.cur.key):], meta: top.cur.meta, deleted: top.cur.deleted}
+		for len(m.h) > 0 && bytes.Equal(m.h[0].cur.key, m.out.key) {
+			s := m.h[0]
+			ok, err := s.advance()
+			if err != nil {
+				return mergeEntry{}, false, err
+			}
+			if ok {
+				heap.Fix(&m.h, 0)
+			} else {
+				heap.Pop(&m.h)
+			}
+		}
+		if !m.out.deleted {
+			return m.out, true, nil
+		}
+	}
+	return mergeEntry{}, false, nil
+}
+
+// runHeap orders sources by their current key, then latest run first.
+type runHeap []*runSource
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].cur.key, h[j].cur.key); c != 0 {
+		return c < 0
+	}
+	return cmp.Compare(h[i].rank, h[j].rank) > 0
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runSource)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return s
+}
+
+// writeSynced creates an empty file and syncs it and its directory.
+func writeSynced(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+// removeSynced removes a file and syncs its directory.
+func removeSynced(name string) error {
+	if err := os.Remove(name); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recoverBulk drops the partitions of the loads a crash interrupted (their
+// marker files), and the runs they left; called by Open before anything
+// reads the database.
+func (d *DB) recoverBulk() error {
+	entries, err := os.ReadDir(d.bulkDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(d.bulkDir, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "runs-") {
+			if err := os.RemoveAll(filepath.Join(d.bulkDir, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		hexPrefix, ok := strings.CutPrefix(name, bulkMarkerPrefix)
+		if !ok {
+			continue
+		}
+		prefix, err := hex.DecodeString(hexPrefix)
+		if err != nil || len(prefix) == 0 || prefix[0] != kindData {
+			return fmt.Errorf("malformed bulk marker %s", name)
+		}
+		store, partition, ok := parseSpacePrefix(append([]byte{kindCheckpoint}, prefix[1:]...))
+		if !ok {
+			return fmt.Errorf("malformed bulk marker %s", name)
+		}
+		s := d.Space(store, partition)
+		if d.logger != nil {
+			d.logger.Warn("state of a bulk restore that did not finish; dropping it to restore in full", "store", store, "partition", partition)
+		}
+		if err := d.bdb.DropPrefix(s.prefix, s.ckpt, s.ckptTime, s.ckptLog); err != nil {
+			return err
+		}
+		if err := removeSynced(filepath.Join(d.bulkDir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

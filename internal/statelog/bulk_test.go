@@ -1,0 +1,308 @@
+package statelog
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/changelog"
+)
+
+// bulkModel is what a changelog of random puts, stamped puts and
+// deletions leaves in a store partition: each key's latest entry.
+type bulkModel map[string]Entry
+
+// randomChangelog returns n entries over keys distinct keys, in changelog
+// order, and the state they leave.
+func randomChangelog(seed uint64, n, keys int) ([]Entry, bulkModel) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	model := bulkModel{}
+	var out []Entry
+	for i := range n {
+		k := fmt.Appendf(nil, "key-%05d", rng.IntN(keys))
+		var e Entry
+		switch rng.IntN(5) {
+		case 0:
+			e = Entry{Key: k, Deleted: true}
+			delete(model, string(k))
+		case 1:
+			e = Entry{Key: k, Value: fmt.Appendf(nil, "stamped-%d", i), Stamped: true, Time: int64(i)}
+			model[string(k)] = e
+		case 2:
+			e = Entry{Key: k, Value: []byte{}} // empty, not deleted
+			model[string(k)] = e
+		default:
+			e = Entry{Key: k, Value: fmt.Appendf(nil, "value-%d", i)}
+			model[string(k)] = e
+		}
+		out = append(out, e)
+	}
+	return out, model
+}
+
+// checkSpace fails t unless s holds exactly the model.
+func checkSpace(t *testing.T, s *Space, model bulkModel) {
+	t.Helper()
+	n, err := s.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(len(model)) {
+		t.Errorf("%s/%d holds %d keys, want %d", s.store, s.partition, n, len(model))
+	}
+	for k, want := range model {
+		v, ts, stamped, err := s.GetStamped([]byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil || string(v) != string(want.Value) || stamped != want.Stamped || ts != want.Time {
+			t.Fatalf("%s = %q (time %d, stamped %v), want %q (time %d, stamped %v)", k, v, ts, stamped, want.Value, want.Time, want.Stamped)
+		}
+	}
+	for k, v := range s.Range(nil, nil) {
+		if _, ok := model[string(k)]; !ok {
+			t.Fatalf("%s = %q is not in the changelog's state", k, v)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bulkLoad loads entries into s in batches of 1,000 and finishes with the
+// checkpoint offset len(entries).
+func bulkLoad(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string) *Bulk {
+	t.Helper()
+	b, err := db.NewBulk(s, runBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(entries); i += 1000 {
+		if err := b.Add(entries[i:min(i+1000, len(entries))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Finish(int64(len(entries)), time.UnixMilli(1_700_000_000_000), log); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func checkCheckpoint(t *testing.T, s *Space, offset int64, log string) {
+	t.Helper()
+	c, ok, err := s.Checkpoint()
+	if err != nil || !ok || c.Offset != offset || c.Time.UnixMilli() != 1_700_000_000_000 {
+		t.Errorf("checkpoint = %+v, %v, %v; want offset %d at 1700000000000", c, ok, err, offset)
+	}
+	if got, err := s.Log(); err != nil || got != log {
+		t.Errorf("checkpoint log = %q, %v; want %q", got, err, log)
+	}
+}
+
+func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		runBytes int // small ones spill many runs
+	}{
+		{"one run in memory", 0},
+		{"spilled runs", 4 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db, err := Open(dir, changelog.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, model := randomChangelog(7, 20_000, 3_000)
+			s := db.Space("counts", 3)
+			b := bulkLoad(t, db, s, entries, tc.runBytes, "")
+			if b.Fallback {
+				t.Error("a load into a fresh database went through write batches")
+			}
+			if tc.runBytes > 0 && len(b.runs) == 0 && b.dir == "" {
+				t.Error("no run was spilled")
+			}
+			checkSpace(t, s, model)
+			checkCheckpoint(t, s, 20_000, "")
+			// The runs are gone, and the load survives a reopen.
+			if runs, _ := filepath.Glob(filepath.Join(dir+"-bulk", "*")); len(runs) != 0 {
+				t.Errorf("bulk directory after the load: %v", runs)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if db, err = Open(dir, changelog.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			checkSpace(t, db.Space("counts", 3), model)
+			checkCheckpoint(t, db.Space("counts", 3), 20_000, "")
+		})
+	}
+}
+
+func TestBulkSpillsRuns(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := db.NewBulk(db.Space("s", 0), 1<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Cancel()
+	entries, _ := randomChangelog(1, 1_000, 100)
+	if err := b.Add(entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.runs) < 10 {
+		t.Errorf("%d runs spilled for ~20 KB of records with runs of 1 KiB", len(b.runs))
+	}
+	if len(b.arena) > 2<<10 {
+		t.Errorf("%d bytes in memory, want at most about the run size", len(b.arena))
+	}
+}
+
+// Loads after other writes, and beside other partitions' data: each
+// partition holds its own changelog's state whichever path the load took.
+func TestBulkBesideOtherState(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e1, m1 := randomChangelog(1, 5_000, 1_000)
+	e2, m2 := randomChangelog(2, 5_000, 1_000)
+	e3, m3 := randomChangelog(3, 5_000, 1_000)
+	s1, s2, s3 := db.Space("counts", 0), db.Space("counts", 1), db.Space("other", 0)
+	if b := bulkLoad(t, db, s1, e1, 0, ""); b.Fallback {
+		t.Error("first load went through write batches")
+	}
+	// A second stream-written load lands one level above the first.
+	if b := bulkLoad(t, db, s2, e2, 0, "input-topic"); b.Fallback {
+		t.Error("second load on an unwritten database went through write batches")
+	}
+	// A commit in between leaves data in the memtable: the next load
+	// takes the write batches.
+	if err := db.Space("counts", 9).Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if b := bulkLoad(t, db, s3, e3, 2<<10, ""); !b.Fallback {
+		t.Error("a load after a write did not fall back to write batches")
+	}
+	checkSpace(t, s1, m1)
+	checkSpace(t, s2, m2)
+	checkSpace(t, s3, m3)
+	checkCheckpoint(t, s2, 5_000, "input-topic")
+	checkCheckpoint(t, s3, 5_000, "")
+	// Later writes to a loaded partition win over the loaded versions.
+	for k := range m1 {
+		if err := s1.Delete([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		delete(m1, k)
+		break
+	}
+	if err := s1.Put([]byte("new"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	m1["new"] = Entry{Key: []byte("new"), Value: []byte("v")}
+	checkSpace(t, s1, m1)
+	// And a drop removes a loaded partition.
+	if err := s2.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	checkSpace(t, s2, bulkModel{})
+}
+
+// A load that a crash interrupted leaves its marker; the next Open drops
+// the partition, data and checkpoint, and leaves the others.
+func TestBulkInterruptedIsDroppedAtOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db, err := Open(dir, changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, half := db.Space("counts", 0), db.Space("counts", 1)
+	if err := keep.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := keep.SetCheckpoint(5); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash during a load leaves: the marker, some of the data,
+	// the checkpoint, and a run directory.
+	if err := half.Put([]byte("b"), []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := half.SetCheckpoint(100); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir+"-bulk", bulkMarkerPrefix+hex.EncodeToString(half.prefix))
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir+"-bulk", "runs-123", "run-000000"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, changelog.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkSpace(t, db.Space("counts", 1), bulkModel{})
+	if _, ok, _ := db.Space("counts", 1).Checkpoint(); ok {
+		t.Error("the interrupted partition kept its checkpoint")
+	}
+	checkSpace(t, db.Space("counts", 0), bulkModel{"a": {Value: []byte("1")}})
+	if c, ok, _ := db.Space("counts", 0).Checkpoint(); !ok || c.Offset != 5 {
+		t.Errorf("the other partition's checkpoint = %+v, %v", c, ok)
+	}
+	left, _ := os.ReadDir(dir + "-bulk")
+	if len(left) != 0 {
+		t.Errorf("bulk directory after Open holds %d entries", len(left))
+	}
+}
+
+func TestBulkRefusesAnOversizedEntryByLength(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := db.NewBulk(db.Space("s", 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Cancel()
+	err = b.Add([]Entry{{Key: []byte(strings.Repeat("k", badgerMaxKey+1)), Value: []byte("secret")}})
+	if err == nil || !strings.Contains(err.Error(), "over Badger's limit") || strings.Contains(err.Error(), "kkkk") {
+		t.Errorf("oversized key: %v", err)
+	}
+}
+
+func TestBulkNeedsADatabaseOnDisk(t *testing.T) {
+	t.Parallel()
+	db, err := Open("", changelog.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.NewBulk(db.Space("s", 0), 0); err == nil {
+		t.Error("NewBulk on an in-memory database succeeded")
+	}
+}
