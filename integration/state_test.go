@@ -86,7 +86,7 @@ func seqRecords(topic string, keys, from, to int) []*sarama.ProducerMessage {
 
 // restoreEvent is one RestoreListener call.
 type restoreEvent struct {
-	Kind      string `json:"kind"` // start, end
+	Kind      string `json:"kind"` // start, batch, end
 	Store     string `json:"store"`
 	Partition int32  `json:"partition"`
 	From      int64  `json:"from"`
@@ -114,7 +114,9 @@ func (l *restoreLog) add(e restoreEvent) {
 func (l *restoreLog) OnRestoreStart(store string, p int32, from, end int64, full bool) {
 	l.add(restoreEvent{Kind: "start", Store: store, Partition: p, From: from, End: end, Full: full})
 }
-func (l *restoreLog) OnBatchRestored(string, int32, int64, int) {}
+func (l *restoreLog) OnBatchRestored(store string, p int32, next int64, records int) {
+	l.add(restoreEvent{Kind: "batch", Store: store, Partition: p, End: next, Records: int64(records)})
+}
 func (l *restoreLog) OnRestoreEnd(store string, p int32, records int64, _ time.Duration) {
 	l.add(restoreEvent{Kind: "end", Store: store, Partition: p, Records: records})
 }
@@ -443,6 +445,7 @@ const childEnv = "WEIR_IT_CHILD"
 func runChild() int {
 	get := func(k string) string { return os.Getenv("WEIR_IT_" + k) }
 	commit, _ := time.ParseDuration(get("COMMIT"))
+	bulkMin, _ := strconv.ParseInt(get("BULK_MIN"), 10, 64) // 0: the default
 	enc := json.NewEncoder(os.Stdout)
 	var mu sync.Mutex
 	log := &restoreLog{out: func(e restoreEvent) {
@@ -457,7 +460,7 @@ func runChild() int {
 		Guarantee:      weir.AtLeastOnce,
 		CommitInterval: commit,
 		Consumer:       weir.ConsumerConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond},
-		Stores:         weir.StoresConfig{RestoreListener: log},
+		Stores:         weir.StoresConfig{RestoreListener: log, BulkRestoreMinRecords: bulkMin},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
