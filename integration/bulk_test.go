@@ -120,20 +120,3 @@ func TestBulkRestoreKilledMidwayRestoresAgain(t *testing.T) {
 	}
 	equalStores(t, readStore(t, env["STATE_DIR"], app, 2), wantLatest(keys, seqs+1))
 }
-
-// stopChild stops a child instance with SIGTERM and fails t unless it
-// exits cleanly within 30 s.
-func stopChild(t *testing.T, ch *child) {
-	t.Helper()
-	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ch.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("child did not stop on SIGTERM")
-	}
-	if code := ch.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("child exited with %d", code)
-	}
-}

@@ -537,6 +537,23 @@ func (ch *child) snapshot() []restoreEvent {
 	return append([]restoreEvent(nil), ch.events...)
 }
 
+// stopChild stops a child instance with SIGTERM and fails t unless it
+// exits cleanly within 30 s.
+func stopChild(t *testing.T, ch *child) {
+	t.Helper()
+	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("child did not stop on SIGTERM")
+	}
+	if code := ch.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("child exited with %d", code)
+	}
+}
+
 // TestKill9RestoresOnlyTheTail kills an instance with SIGKILL while it
 // processes a stream and restarts it on the same state directory: the
 // restart replays only what the last commits wrote, never the whole
@@ -609,16 +626,6 @@ func TestKill9RestoresOnlyTheTail(t *testing.T) {
 	}
 	kafka.Produce(t, c, seqRecords(in, keys, seq, seq+1)...)
 	waitProcessed(t, c, out, keys, seq+1)
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-second.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("child did not stop on SIGTERM")
-	}
-	if code := second.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("child exited with %d", code)
-	}
+	stopChild(t, second)
 	equalStores(t, readStore(t, env["STATE_DIR"], app, 2), wantLatest(keys, seq+1))
 }

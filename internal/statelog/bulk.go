@@ -229,17 +229,23 @@ func (b *Bulk) Finish(offset int64, at time.Time, log string) error {
 	m := newMerge(srcs)
 	ckpt := checkpointEntries(b.s, offset, at, log)
 	b.db.drop.Lock()
-	defer b.db.drop.Unlock()
-	ok, err := b.db.streamReady()
-	if err != nil {
-		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	if b.db.streamReady() {
+		err = b.stream(m, ckpt)
+	} else {
+		err = errNotReady
 	}
-	if !ok {
+	b.db.drop.Unlock()
+	if errors.Is(err, errNotReady) {
+		// Nothing was written: the other writes need not wait for these.
 		b.Fallback = true
 		return b.writeBatches(m, ckpt)
 	}
-	return b.stream(m, ckpt)
+	return err
 }
+
+// errNotReady is stream's answer when the database holds recent writes
+// (see streamReady).
+var errNotReady = errors.New("the database holds recent writes")
 
 // sources opens every run file and the run in memory, oldest first.
 func (b *Bulk) sources() ([]*runSource, error) {
@@ -274,12 +280,10 @@ func checkpointEntries(s *Space, offset int64, at time.Time, log string) []Entry
 // database's data without Badger flattening its tree: nothing in the
 // memtables or in level 0. The caller holds the drop lock, so no write of
 // weir's comes in between.
-func (d *DB) streamReady() (bool, error) {
-	if levels := d.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
-		return false, nil
-	}
+func (d *DB) streamReady() bool {
 	// The memtables PrepareIncremental checks itself (see stream).
-	return true, nil
+	levels := d.bdb.Levels()
+	return len(levels) == 0 || levels[0].NumTables == 0
 }
 
 // stream writes the merge and the checkpoint through a StreamWriter, with
@@ -294,8 +298,7 @@ func (b *Bulk) stream(m *merge, ckpt []Entry) error {
 		sw.Cancel()
 		_ = removeSynced(marker) // nothing was written
 		if strings.Contains(err.Error(), "MemTable has data") {
-			b.Fallback = true
-			return b.writeBatches(m, ckpt)
+			return errNotReady
 		}
 		return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
 	}
@@ -387,46 +390,59 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 }
 
 // writeBatches writes the merge and the checkpoint through write batches,
-// the checkpoint last. The caller holds the drop lock.
+// the checkpoint last, each batch under the drop lock's read side as any
+// write.
 func (b *Bulk) writeBatches(m *merge, ckpt []Entry) error {
-	const batch = 10_000
 	for {
-		wb := b.db.bdb.NewWriteBatch()
-		n := 0
-		for ; n < batch; n++ {
-			e, ok, err := m.next()
-			if err != nil {
-				wb.Cancel()
-				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
-			}
-			if !ok {
-				break
-			}
-			// The batch keeps the value until it is flushed; the merge
-			// reuses its buffer.
-			v := append([]byte(nil), e.value...)
-			if err := wb.SetEntry(badger.NewEntry(b.s.key(e.key), v).WithMeta(e.meta)); err != nil {
-				wb.Cancel()
-				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
-			}
-		}
-		last := n < batch
-		if last {
-			for _, e := range ckpt {
-				if err := wb.Set(e.Key, e.Value); err != nil {
-					wb.Cancel()
-					return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
-				}
-			}
-		}
-		if err := wb.Flush(); err != nil {
-			return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
-		}
-		if last {
-			b.db.cache.clear()
-			return nil
+		last, err := b.writeBatch(m, ckpt)
+		if err != nil || last {
+			return err
 		}
 	}
+}
+
+// writeBatch writes the merge's next 10,000 entries, and with the last
+// ones the checkpoint.
+func (b *Bulk) writeBatch(m *merge, ckpt []Entry) (last bool, err error) {
+	const batch = 10_000
+	b.db.drop.RLock()
+	defer b.db.drop.RUnlock()
+	wb := b.db.bdb.NewWriteBatch()
+	defer wb.Cancel() // a no-op after Flush
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+	}
+	n := 0
+	for ; n < batch; n++ {
+		e, ok, err := m.next()
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			break
+		}
+		// The batch keeps the value until it is flushed; the merge
+		// reuses its buffer.
+		v := append([]byte(nil), e.value...)
+		if err := wb.SetEntry(badger.NewEntry(b.s.key(e.key), v).WithMeta(e.meta)); err != nil {
+			return fail(err)
+		}
+	}
+	last = n < batch
+	if last {
+		for _, e := range ckpt {
+			if err := wb.Set(e.Key, e.Value); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fail(err)
+	}
+	if last {
+		b.db.cache.clear()
+	}
+	return last, nil
 }
 
 // mergeEntry is one key's latest entry, as the merge yields it: the key
