@@ -42,8 +42,10 @@ type StoresConfig struct {
 	// tables, at about twice the rate of the normal write path. While a
 	// load writes its tables (about a second per million records) the
 	// instance's other state writes wait, and at its end reads wait a few
-	// milliseconds. Smaller restores, replays from a checkpoint and
-	// standbys use the normal path. Default 100,000; negative: never.
+	// milliseconds. The batches a RestoreListener hears of reach the
+	// database together, when the restore ends. Smaller restores, replays
+	// from a checkpoint and standbys use the normal path. Default 100,000;
+	// negative: never.
 	BulkRestoreMinRecords int64
 	// RestoreListener, when set, is told about every restore. Its methods
 	// are called from restore goroutines and must be safe for concurrent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -432,7 +433,11 @@ func startPeer(o *options, self, peer string, a peerArgs) (*running, error) {
 		return nil, err
 	}
 	p := &running{peer: peer, cmd: cmd, out: &strings.Builder{}, exited: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
+	var out io.Writer = p.out
+	if os.Getenv("WEIR_PEERS_LOG") != "" {
+		out = io.MultiWriter(p.out, os.Stderr) // the weir peer's log, as it runs
+	}
+	cmd.Stdout, cmd.Stderr = out, out // one writer: exec writes from one goroutine
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -125,6 +126,7 @@ func runWeir(args []string) error {
 		// The driver's -caches; 10 MiB, its default, is Kafka Streams'
 		// default (weir's is none).
 		CacheMaxBytes: a.cache,
+		Logger:        peerLogger(),
 	})
 	if err != nil {
 		return err
@@ -244,4 +246,19 @@ func runGoka(args []string) error {
 	ctx, stop := untilSIGTERM()
 	defer stop()
 	return p.Run(ctx)
+}
+
+// peerLogger returns the weir peer's logger: weir's log on stderr at the
+// level WEIR_PEERS_LOG names (debug, info, warn, error), or none when it is
+// unset, as the peer runs in a measurement.
+func peerLogger() *slog.Logger {
+	name := os.Getenv("WEIR_PEERS_LOG")
+	if name == "" {
+		return nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -23,10 +23,13 @@ package statelog
 // may see: the load waits for a moment without reads, and reads wait for
 // the few milliseconds of the swap. The load writes its tables one level
 // above the highest level that holds tables, which needs empty memtables
-// and an empty level 0. When either holds data (another task committed
-// since the database opened), the merged records go through write batches
-// instead, as a restore did before: still sorted, still without the
-// duplicates, at the normal path's speed.
+// and an empty level 0. When they hold data (another task committed since
+// the database opened), the load flushes the memtables and compacts the
+// tree into one level itself, provided the tables hold at most
+// flattenFactor times the load (see makeRoom). Beside a larger database
+// the merged records go through write batches instead, as a restore did
+// before: still sorted, still without the duplicates, at the normal
+// path's speed.
 //
 // # Crash safety
 //
@@ -53,16 +56,20 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
-// DefaultBulkRunBytes is how many bytes of keys and values a Bulk sorts in
-// memory before it writes them to a run file: with the per-record
-// bookkeeping about twice that in memory, per restore running at once.
+// DefaultBulkRunBytes is how many bytes a Bulk holds in memory before it
+// writes them, sorted, to a run file: keys, values and bulkRefBytes per
+// record, per restore running at once.
 const DefaultBulkRunBytes = 64 << 20
+
+// bulkRefBytes is what a record costs a run besides its key and value.
+const bulkRefBytes = int(unsafe.Sizeof(bulkRef{}))
 
 // bulkWriteBytes is how many bytes of records the merge hands the
 // StreamWriter at once.
@@ -85,6 +92,7 @@ type Bulk struct {
 	arena    []byte
 	refs     []bulkRef
 	runs     []string
+	bytes    int // keys and values added, all runs together
 	// Fallback reports, after Finish, that the records went through write
 	// batches because the database was not ready for the StreamWriter.
 	Fallback bool
@@ -93,10 +101,23 @@ type Bulk struct {
 // bulkRef is one entry of the run in memory: its key and value in the
 // arena, one after the other.
 type bulkRef struct {
+	// head is the key's first 8 bytes, big-endian and zero-padded: most
+	// comparisons of the sort end on it, without a look into the arena.
+	head       uint64
 	off        int
 	klen, vlen int32
 	meta       byte
 	deleted    bool
+}
+
+// keyHead returns the first 8 bytes of key as a big-endian number, padded
+// with zeros: heads compare as the keys' first 8 bytes do, and equal heads
+// leave the order to the rest of the keys (a shorter key's padding
+// compares equal to a longer key's zeros, so bytes.Compare decides).
+func keyHead(key []byte) uint64 {
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // NewBulk starts a bulk load of s, which must hold neither data nor a
@@ -121,12 +142,12 @@ func (d *DB) NewBulk(s *Space, runBytes int) (*Bulk, error) {
 // key replaces an earlier one. The entries are copied.
 func (b *Bulk) Add(entries []Entry) error {
 	for _, e := range entries {
-		if len(b.arena) >= b.runBytes {
+		if len(b.arena)+len(b.refs)*bulkRefBytes >= b.runBytes {
 			if err := b.spill(); err != nil {
 				return err
 			}
 		}
-		r := bulkRef{off: len(b.arena), klen: int32(len(e.Key)), deleted: e.Deleted}
+		r := bulkRef{head: keyHead(e.Key), off: len(b.arena), klen: int32(len(e.Key)), deleted: e.Deleted}
 		b.arena = append(b.arena, e.Key...)
 		if !e.Deleted {
 			v, meta := encodeLocal(e)
@@ -137,6 +158,7 @@ func (b *Bulk) Add(entries []Entry) error {
 			b.arena = append(b.arena, v...)
 		}
 		b.refs = append(b.refs, r)
+		b.bytes += len(e.Key) + int(r.vlen)
 	}
 	return nil
 }
@@ -154,6 +176,9 @@ func (b *Bulk) sorted() []bulkRef {
 	// orders the entries of one key: an unstable sort with it as the
 	// tie-break is stable, and faster.
 	slices.SortFunc(b.refs, func(x, y bulkRef) int {
+		if x.head != y.head {
+			return cmp.Compare(x.head, y.head)
+		}
 		if c := bytes.Compare(b.key(x), b.key(y)); c != 0 {
 			return c
 		}
@@ -161,7 +186,7 @@ func (b *Bulk) sorted() []bulkRef {
 	})
 	out := b.refs[:0]
 	for i, r := range b.refs {
-		if i+1 < len(b.refs) && bytes.Equal(b.key(r), b.key(b.refs[i+1])) {
+		if i+1 < len(b.refs) && r.head == b.refs[i+1].head && bytes.Equal(b.key(r), b.key(b.refs[i+1])) {
 			continue // a later entry of the key follows
 		}
 		out = append(out, r)
@@ -229,10 +254,11 @@ func (b *Bulk) Finish(offset int64, at time.Time, log string) error {
 	m := newMerge(srcs)
 	ckpt := checkpointEntries(b.s, offset, at, log)
 	b.db.drop.Lock()
-	if b.db.streamReady() {
-		err = b.stream(m, ckpt)
-	} else {
-		err = errNotReady
+	err = b.stream(m, ckpt)
+	if errors.Is(err, errNotReady) {
+		if err = b.db.makeRoom(b.bytes); err == nil {
+			err = b.stream(m, ckpt)
+		}
 	}
 	b.db.drop.Unlock()
 	if errors.Is(err, errNotReady) {
@@ -243,8 +269,8 @@ func (b *Bulk) Finish(offset int64, at time.Time, log string) error {
 	return err
 }
 
-// errNotReady is stream's answer when the database holds recent writes
-// (see streamReady).
+// errNotReady is the answer of stream and makeRoom when the database's
+// memtables or level 0 hold data (see makeRoom).
 var errNotReady = errors.New("the database holds recent writes")
 
 // sources opens every run file and the run in memory, oldest first.
@@ -276,19 +302,54 @@ func checkpointEntries(s *Space, offset int64, at time.Time, log string) []Entry
 	return out
 }
 
-// streamReady reports whether the StreamWriter can write beside the
-// database's data without Badger flattening its tree: nothing in the
-// memtables or in level 0. The caller holds the drop lock, so no write of
-// weir's comes in between.
-func (d *DB) streamReady() bool {
-	// The memtables PrepareIncremental checks itself (see stream).
+// flattenFactor bounds the tables a bulk load of n bytes may rewrite to
+// make room for itself: flattenFactor × n. A leveled tree rewrites what
+// goes through its memtables about ten times on its way down, so rewriting
+// up to four times the load's size once costs less than what the load
+// saves. Larger databases take the write batches instead.
+const flattenFactor = 4
+
+// makeRoom readies the database for a StreamWriter beside its data, or
+// returns errNotReady: Badger's PrepareIncremental refuses while a
+// memtable holds data and, while level 0 holds tables, compacts the whole
+// tree into one level first (Flatten), which costs time in proportion to
+// the whole database. When the memtables and level 0 are empty already,
+// nothing is done. Otherwise, when the tables hold at most flattenFactor ×
+// load bytes, it flushes the memtables and flattens the tree itself; and
+// when they hold more, it gives up. The caller holds the drop lock, so no
+// write of weir's comes in between.
+func (d *DB) makeRoom(load int) error {
+	var tables int64
 	levels := d.bdb.Levels()
-	return len(levels) == 0 || levels[0].NumTables == 0
+	for _, l := range levels {
+		tables += l.Size
+	}
+	if tables > int64(flattenFactor)*int64(load) {
+		return errNotReady
+	}
+	// A key written and dropped at once: DropPrefix flushes every memtable
+	// that holds data before it drops.
+	key := []byte{kindFlush}
+	if err := d.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
+		return fmt.Errorf("flushing the memtables: %w", err)
+	}
+	if err := d.bdb.DropPrefix(key); err != nil {
+		return fmt.Errorf("flushing the memtables: %w", err)
+	}
+	if levels = d.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
+		if err := d.bdb.Flatten(2); err != nil {
+			return fmt.Errorf("compacting the tables into one level: %w", err)
+		}
+	}
+	return nil
 }
 
 // stream writes the merge and the checkpoint through a StreamWriter, with
 // the partition's marker file in place while it does.
 func (b *Bulk) stream(m *merge, ckpt []Entry) error {
+	if levels := b.db.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
+		return errNotReady // PrepareIncremental would flatten the tree
+	}
 	marker := filepath.Join(b.db.bulkDir, bulkMarkerPrefix+hex.EncodeToString(b.s.prefix))
 	if err := writeSynced(marker); err != nil {
 		return fmt.Errorf("changelog: bulk restore of %s/%d: marking the load: %w", b.s.store, b.s.partition, err)
@@ -544,6 +605,19 @@ func (m *merge) start() error {
 }
 
 func (m *merge) next() (mergeEntry, bool, error) {
+	if len(m.srcs) == 1 {
+		// One run (all of it fit in memory): its keys are unique
+		// already, and nothing needs copying.
+		for {
+			ok, err := m.srcs[0].advance()
+			if err != nil || !ok {
+				return mergeEntry{}, false, err
+			}
+			if !m.srcs[0].cur.deleted {
+				return m.srcs[0].cur, true, nil
+			}
+		}
+	}
 	if !m.started {
 		if err := m.start(); err != nil {
 			return mergeEntry{}, false, err

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,14 +190,15 @@ func TestBulkBesideOtherState(t *testing.T) {
 	if b := bulkLoad(t, db, s2, e2, 0, "input-topic"); b.Fallback {
 		t.Error("second load on an unwritten database went through write batches")
 	}
-	// A commit in between leaves data in the memtable: the next load
-	// takes the write batches.
+	// A commit in between leaves data in the memtable: the load flushes
+	// it and compacts the small tree, and streams.
 	if err := db.Space("counts", 9).Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if b := bulkLoad(t, db, s3, e3, 2<<10, ""); !b.Fallback {
-		t.Error("a load after a write did not fall back to write batches")
+	if b := bulkLoad(t, db, s3, e3, 2<<10, ""); b.Fallback {
+		t.Error("a load after a write into a small database went through write batches")
 	}
+	checkSpace(t, db.Space("counts", 9), bulkModel{"k": {Value: []byte("v")}})
 	checkSpace(t, s1, m1)
 	checkSpace(t, s2, m2)
 	checkSpace(t, s3, m3)
@@ -302,4 +304,66 @@ func TestBulkNeedsADatabaseOnDisk(t *testing.T) {
 	if _, err := db.NewBulk(db.Space("s", 0), 0); err == nil {
 		t.Error("NewBulk on an in-memory database succeeded")
 	}
+}
+
+// Keys that share their first 8 bytes, or differ only in length or in
+// trailing zeros, sort as bytes.Compare sorts them.
+func TestBulkSortsKeysThatShareTheirHead(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	keys := []string{"user-0000000002", "user-000", "user-0000000001", "user-000\x00", "u", "", "user-0000000001\x00", "\x00", "user-001", "user-000\x00\x00"}
+	var entries []Entry
+	model := bulkModel{}
+	for i, k := range keys {
+		e := Entry{Key: []byte(k), Value: fmt.Appendf(nil, "%d", i)}
+		entries = append(entries, e)
+		model[k] = e
+	}
+	s := db.Space("s", 0)
+	bulkLoad(t, db, s, entries, 0, "")
+	checkSpace(t, s, model)
+	var got []string
+	for k := range s.Range(nil, nil) {
+		got = append(got, string(k))
+	}
+	want := slices.Clone(keys)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("keys in the store: %q, want %q", got, want)
+	}
+}
+
+// A load far smaller than the database's tables does not flatten them: it
+// goes through write batches, with the same result.
+func TestBulkIntoALargeDatabaseTakesTheWriteBatches(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db, err := Open(dir, changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, bigModel := randomChangelog(4, 100_000, 50_000)
+	if err := db.Space("big", 0).Apply(big); err != nil {
+		t.Fatal(err)
+	}
+	// Closing flushes the memtables into tables.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, changelog.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	small, smallModel := randomChangelog(5, 100, 50)
+	s := db.Space("small", 0)
+	if b := bulkLoad(t, db, s, small, 0, ""); !b.Fallback {
+		t.Error("a load of a few KB beside megabytes of tables streamed")
+	}
+	checkSpace(t, s, smallModel)
+	checkCheckpoint(t, s, 100, "")
+	checkSpace(t, db.Space("big", 0), bigModel)
 }

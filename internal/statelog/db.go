@@ -226,6 +226,9 @@ const (
 	// kindCheckpointLog marks a partition whose checkpoint is an offset of
 	// another log than the store's changelog topic (SetLog).
 	kindCheckpointLog = 'l'
+	// kindFlush is a key written and dropped at once to make Badger
+	// flush its memtables (see DB.makeRoom); it never stays.
+	kindFlush = 'f'
 )
 
 func spacePrefix(kind byte, store string, partition int32) []byte {

@@ -240,8 +240,8 @@ func (rr *restoreRun) plan(ctx context.Context) (upToDate bool, err error) {
 // restore is one (see restoreRun.bulk); a database that has no bulk path
 // (in memory) restores through write batches.
 func (rr *restoreRun) startBulk() error {
-	min := rr.t.sh.BulkRestoreMin
-	if rr.mode != restoreActive || min <= 0 || rr.end-rr.from < min || rr.t.sh.DB.InMemory() {
+	least := rr.t.sh.BulkRestoreMin
+	if rr.mode != restoreActive || least <= 0 || rr.end-rr.from < least || rr.t.sh.DB.InMemory() {
 		return nil
 	}
 	b, err := rr.t.sh.DB.NewBulk(rr.st.space, 0)
