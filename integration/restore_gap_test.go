@@ -188,8 +188,23 @@ func fullRestores(t *testing.T, reg *prometheus.Registry, reason string) float64
 // it during the restore) used to fail the restore and stop the App. It now
 // starts over from the new log start on dropped state, and the store ends
 // up holding exactly the records the changelog still has.
+//
+// Both restore paths: write batches, and the bulk load (which starts over
+// with the store partition still empty, its runs dropped).
 func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		bulkMin int64
+	}{{"write batches", -1}, {"bulk", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fullRestoreStartsOverWhenLogStartMoves(t, tc.bulkMin)
+		})
+	}
+}
+
+func fullRestoreStartsOverWhenLogStartMoves(t *testing.T, bulkMin int64) {
 	c := kafka.Cluster(t)
 	in, out, app := c.Name(t, "in"), c.Name(t, "out"), c.Name(t, "app")
 	c.CreateTopic(t, in, 1, nil)
@@ -217,6 +232,7 @@ func TestFullRestoreStartsOverWhenLogStartMoves(t *testing.T) {
 	cfg := baseConfig(c, app, t)
 	cfg.Metrics = reg
 	cfg.Stores.RestoreListener = mover
+	cfg.Stores.BulkRestoreMinRecords = bulkMin
 	a := start(t, kvTopology(in, out), cfg)
 	kafka.Eventually(t, 60*time.Second, 50*time.Millisecond, func() (bool, string) {
 		failIfStopped(t, a)
