@@ -10,7 +10,9 @@ import (
 // memtables (MemTableSize × NumMemtables = 32 MiB), block cache (32 MiB),
 // index cache (16 MiB) plus the mmapped value log and table files, which
 // the OS pages in and out; weir's read cache in front of it adds up to
-// ReadCacheBytes (32 MiB).
+// ReadCacheBytes (32 MiB). Table files are 8 MiB at every level, and
+// Badger builds each in a 16 MiB buffer: a compaction or a bulk restore
+// holds one per table it writes at once.
 type Options struct {
 	// InMemory keeps everything in memory: nothing survives Close. For
 	// tests.

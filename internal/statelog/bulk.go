@@ -73,7 +73,7 @@ const bulkRefBytes = int(unsafe.Sizeof(bulkRef{}))
 
 // bulkWriteBytes is how many bytes of records the merge hands the
 // StreamWriter at once.
-const bulkWriteBytes = 4 << 20
+const bulkWriteBytes = 1 << 20
 
 // bulkMarkerPrefix starts the name of a load's marker file; the space's
 // data prefix follows in hex.

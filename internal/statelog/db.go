@@ -23,6 +23,10 @@ const (
 	defaultBlockCacheSize   = 32 << 20
 	defaultIndexCacheSize   = 16 << 20
 	defaultValueLogFileSize = 64 << 20
+	// defaultTableSize is the size of Badger's table files (SSTs) at every
+	// level but 0, whose tables are memtables: about 128 files per GiB of
+	// state (Badger keeps each open).
+	defaultTableSize = 8 << 20
 )
 
 // DB is the Badger database of one instance, shared by all its stores.
@@ -66,7 +70,14 @@ func Open(dir string, o changelog.Options) (*DB, error) {
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{o.Logger})
+		WithLogger(badgerLogger{o.Logger}).
+		WithBaseTableSize(defaultTableSize)
+	// Tables of one size at every level. Badger builds a table in memory,
+	// in a buffer twice the table's size that it pools afterwards; with
+	// its default growth (×2 per level from 2 MiB) the last level's tables
+	// are 64 MiB, and a compaction or bulk load into it held 128 MiB per
+	// table under way.
+	opts.TableSizeMultiplier = 1
 	// Badger refuses to open when values kept in the LSM tree (up to
 	// ValueThreshold, 1 MiB by default) could exceed a write batch, 15% of
 	// a memtable: below a 7 MiB memtable, larger values go to the value

@@ -1,8 +1,11 @@
 package statelog
 
 import (
+	"runtime/pprof"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,17 +40,12 @@ func TestZZBulkExp(t *testing.T) {
 	hwm()
 	fmt.Println()
 	const batch = 30000
-	all := make([][]Entry, parts)
-	for p := 0; p < parts; p++ {
-		per := n / parts
-		for j := 0; j < per; j++ {
-			k := fmt.Appendf(nil, "r%d", uint64(j+p*per)*0x9E3779B97F4A7C15%uint64(n))
-			all[p] = append(all[p], Entry{Key: k, Value: []byte("12345678")})
-		}
-	}
 	var ru0 syscall.Rusage
 	syscall.Getrusage(0, &ru0)
 	start := time.Now()
+	keys := make([]byte, batch*8)
+	val := []byte("12345678")
+	entries := make([]Entry, batch)
 	for p := 0; p < parts; p++ {
 		s := db.Space("counts", int32(p))
 		b, err := db.NewBulk(s, 0)
@@ -56,7 +54,13 @@ func TestZZBulkExp(t *testing.T) {
 		}
 		per := n / parts
 		for i := 0; i < per; i += batch {
-			if err := b.Add(all[p][i:min(i+batch, per)]); err != nil {
+			m := min(batch, per-i)
+			for j := 0; j < m; j++ {
+				k := keys[j*8 : j*8+8]
+				binary.BigEndian.PutUint64(k, uint64(i+j+p*per)*0x9E3779B97F4A7C15)
+				entries[j] = Entry{Key: k, Value: val}
+			}
+			if err := b.Add(entries[:m]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -66,6 +70,17 @@ func TestZZBulkExp(t *testing.T) {
 		if b.Fallback {
 			t.Fatal("fallback")
 		}
+		if p == parts-1 {
+			runtime.GC()
+			f, _ := os.Create("/tmp/heap5.prof")
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Printf("part %d: heapInuse=%dM heapSys=%dM sys=%dM ", p, ms.HeapInuse>>20, ms.HeapSys>>20, ms.Sys>>20)
+		hwm()
+		fmt.Println()
 	}
 	el := time.Since(start)
 	var ru syscall.Rusage
