@@ -402,15 +402,18 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 	buf := z.NewBuffer(bulkWriteBytes+bulkWriteBytes/4, "weir.bulk")
 	defer buf.Release()
 	kv := &pb.KV{Version: 1, StreamId: 1}
+	pace := b.db.newPacer()
 	add := func(key, value []byte, meta byte) error {
 		kv.Key, kv.Value, kv.UserMeta = key, value, nil
 		if meta != 0 {
 			kv.UserMeta = []byte{meta}
 		}
 		badger.KVToBuffer(kv, buf)
+		pace.fed += int64(len(key) + len(value) + tableEntryOverhead)
 		if buf.LenNoPadding() < bulkWriteBytes {
 			return nil
 		}
+		pace.wait()
 		err := sw.Write(buf)
 		buf.Reset()
 		return err
@@ -448,6 +451,50 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		return nil
 	}
 	return sw.Write(buf)
+}
+
+// maxTablesInFlight bounds the tables a bulk load has Badger build at
+// once. The StreamWriter hands each full table to a goroutine of its own
+// that compresses, writes and syncs it, up to 16 at a time, each in a
+// buffer of twice the table size: on a slow disk they pile up.
+const maxTablesInFlight = 3
+
+// tableEntryOverhead is roughly what an entry costs a table besides its
+// key and value: the version, meta bytes and block offsets.
+const tableEntryOverhead = 16
+
+// pacer keeps a bulk load at most maxTablesInFlight tables ahead of the
+// tables Badger has written. It counts the tables of the whole database:
+// while the StreamWriter runs, Badger's compactions and memtable flushes
+// are stopped, so only the load adds tables.
+type pacer struct {
+	db       *DB
+	fed      int64 // bytes handed to the StreamWriter, as tables count them
+	baseline int
+}
+
+func (d *DB) newPacer() *pacer { return &pacer{db: d, baseline: d.tableCount()} }
+
+func (d *DB) tableCount() int {
+	n := 0
+	for _, l := range d.bdb.Levels() {
+		n += l.NumTables
+	}
+	return n
+}
+
+// wait returns once the tables written cover all but maxTablesInFlight
+// tables' worth of what was fed, polling every 2 ms, and after at most 10 s
+// in any case: pacing only bounds memory.
+func (p *pacer) wait() {
+	const tableBytes = int64(defaultTableSize) * 95 / 100 // Badger closes a table at 95%
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		started := int(p.fed / tableBytes)
+		if started-(p.db.tableCount()-p.baseline) <= maxTablesInFlight {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // writeBatches writes the merge and the checkpoint through write batches,
