@@ -147,20 +147,38 @@ func (b *Bulk) Add(entries []Entry) error {
 				return err
 			}
 		}
+		if err := b.checkSize(e); err != nil {
+			return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+		}
 		r := bulkRef{head: keyHead(e.Key), off: len(b.arena), klen: int32(len(e.Key)), deleted: e.Deleted}
 		b.arena = append(b.arena, e.Key...)
 		if !e.Deleted {
-			v, meta := encodeLocal(e)
-			if err := b.db.checkSize(b.s.key(e.Key), v); err != nil {
-				return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
+			// The value as Badger keeps it (encodeLocal), written straight
+			// into the arena.
+			if e.Stamped {
+				b.arena = binary.BigEndian.AppendUint64(b.arena, uint64(e.Time))
+				r.meta = metaStamped
 			}
-			r.vlen, r.meta = int32(len(v)), meta
-			b.arena = append(b.arena, v...)
+			b.arena = append(b.arena, nonNil(e.Value)...)
+			r.vlen = int32(len(b.arena) - r.off - len(e.Key))
 		}
 		b.refs = append(b.refs, r)
 		b.bytes += len(e.Key) + int(r.vlen)
 	}
 	return nil
+}
+
+// checkSize returns an *entryTooLarge when Badger would refuse e for its
+// size, with its key as the database keeps it.
+func (b *Bulk) checkSize(e Entry) error {
+	vlen := len(e.Value)
+	if e.Stamped {
+		vlen += 8
+	}
+	if len(b.s.prefix)+len(e.Key) <= badgerMaxKey && int64(vlen) <= b.db.maxValue {
+		return nil
+	}
+	return &entryTooLarge{key: len(b.s.prefix) + len(e.Key), value: vlen, maxKey: badgerMaxKey, maxValue: b.db.maxValue}
 }
 
 func (b *Bulk) key(r bulkRef) []byte { return b.arena[r.off : r.off+int(r.klen)] }

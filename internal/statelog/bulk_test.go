@@ -367,3 +367,31 @@ func TestBulkIntoALargeDatabaseTakesTheWriteBatches(t *testing.T) {
 	checkCheckpoint(t, s, 100, "")
 	checkSpace(t, db.Space("big", 0), bigModel)
 }
+
+// Values over Badger's value threshold go to its value log, through the
+// StreamWriter as through a write batch.
+func TestBulkLoadsLargeValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db, err := Open(dir, changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := Entry{Key: []byte("big"), Value: []byte(strings.Repeat("v", 3<<20)), Stamped: true, Time: 42}
+	entries, model := randomChangelog(9, 1_000, 200)
+	entries = append(entries, big)
+	model["big"] = big
+	s := db.Space("s", 0)
+	if b := bulkLoad(t, db, s, entries, 0, ""); b.Fallback {
+		t.Error("the load went through write batches")
+	}
+	checkSpace(t, s, model)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, changelog.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkSpace(t, db.Space("s", 0), model)
+}

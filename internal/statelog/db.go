@@ -611,14 +611,6 @@ func (d *DB) refused(err error, key, value []byte) error {
 	return &entryTooLarge{key: len(key), value: len(value), maxKey: badgerMaxKey, maxValue: d.maxValue, err: err}
 }
 
-// checkSize returns an *entryTooLarge when Badger would refuse key (with
-// its Space's prefix) and value for their size, and nil otherwise.
-func (d *DB) checkSize(key, value []byte) error {
-	if len(key) <= badgerMaxKey && int64(len(value)) <= d.maxValue {
-		return nil
-	}
-	return d.refused(badger.ErrTxnTooBig, key, value)
-}
 
 // badgerLogger forwards Badger's warnings and errors to slog. A byte slice
 // among a line's arguments is a key or a value (Badger logs the key of a
