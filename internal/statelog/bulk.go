@@ -68,6 +68,12 @@ import (
 // record, per restore running at once.
 const DefaultBulkRunBytes = 64 << 20
 
+// bulkChunk is how many records Add sorts at a time. It sorts on the
+// restore's goroutine that applies a fetched batch while the next one is
+// fetched, so that the end of a restore merges sorted chunks instead of
+// sorting everything.
+const bulkChunk = 1 << 17
+
 // bulkRefBytes is what a record costs a run besides its key and value.
 const bulkRefBytes = int(unsafe.Sizeof(bulkRef{}))
 
@@ -92,7 +98,10 @@ type Bulk struct {
 	arena    []byte
 	refs     []bulkRef
 	runs     []string
-	bytes    int // keys and values added, all runs together
+	// chunks are the ends, in refs, of the sorted chunks of the run in
+	// memory; the refs after the last end are not sorted yet.
+	chunks []int
+	bytes  int // keys and values added, all runs together
 	// Fallback reports, after Finish, that the records went through write
 	// batches because the database was not ready for the StreamWriter.
 	Fallback bool
@@ -165,7 +174,43 @@ func (b *Bulk) Add(entries []Entry) error {
 		b.refs = append(b.refs, r)
 		b.bytes += len(e.Key) + int(r.vlen)
 	}
+	if len(b.refs)-b.sortedEnd() >= bulkChunk {
+		b.seal()
+	}
 	return nil
+}
+
+// sortedEnd is where the refs not sorted yet start.
+func (b *Bulk) sortedEnd() int {
+	if len(b.chunks) == 0 {
+		return 0
+	}
+	return b.chunks[len(b.chunks)-1]
+}
+
+// seal sorts the refs not sorted yet into a chunk of their own, each key
+// once.
+func (b *Bulk) seal() {
+	start := b.sortedEnd()
+	if start == len(b.refs) {
+		return
+	}
+	n := len(b.sortDedup(b.refs[start:]))
+	b.refs = b.refs[:start+n]
+	b.chunks = append(b.chunks, len(b.refs))
+}
+
+// memSources returns the sorted chunks of the run in memory as merge
+// sources ranked from rank on, sealing the last first.
+func (b *Bulk) memSources(rank int) []*runSource {
+	b.seal()
+	var srcs []*runSource
+	start := 0
+	for i, end := range b.chunks {
+		srcs = append(srcs, &runSource{rank: rank + i, b: b, mem: b.refs[start:end]})
+		start = end
+	}
+	return srcs
 }
 
 // checkSize returns an *entryTooLarge when Badger would refuse e for its
@@ -188,12 +233,13 @@ func (b *Bulk) value(r bulkRef) []byte {
 	return b.arena[start : start+int(r.vlen)]
 }
 
-// sorted sorts the run in memory by key and keeps each key's last entry.
-func (b *Bulk) sorted() []bulkRef {
+// sortDedup sorts refs by key, keeps each key's last entry, and returns
+// the kept prefix of refs.
+func (b *Bulk) sortDedup(refs []bulkRef) []bulkRef {
 	// Entries sit in the arena in the order they came, so the offset
 	// orders the entries of one key: an unstable sort with it as the
 	// tie-break is stable, and faster.
-	slices.SortFunc(b.refs, func(x, y bulkRef) int {
+	slices.SortFunc(refs, func(x, y bulkRef) int {
 		if x.head != y.head {
 			return cmp.Compare(x.head, y.head)
 		}
@@ -202,9 +248,9 @@ func (b *Bulk) sorted() []bulkRef {
 		}
 		return cmp.Compare(x.off, y.off)
 	})
-	out := b.refs[:0]
-	for i, r := range b.refs {
-		if i+1 < len(b.refs) && r.head == b.refs[i+1].head && bytes.Equal(b.key(r), b.key(b.refs[i+1])) {
+	out := refs[:0]
+	for i, r := range refs {
+		if i+1 < len(refs) && r.head == refs[i+1].head && bytes.Equal(b.key(r), b.key(refs[i+1])) {
 			continue // a later entry of the key follows
 		}
 		out = append(out, r)
@@ -223,17 +269,23 @@ func (b *Bulk) spill() error {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	var hdr [2*binary.MaxVarintLen64 + 2]byte
-	for _, r := range b.sorted() {
-		h := binary.AppendUvarint(hdr[:0], uint64(r.klen))
-		h = binary.AppendUvarint(h, uint64(r.vlen))
-		flags := r.meta << 1
-		if r.deleted {
+	m := newMerge(b.memSources(0))
+	m.keepDeleted = true
+	for {
+		e, ok, _ := m.next() // sources in memory do not fail
+		if !ok {
+			break
+		}
+		h := binary.AppendUvarint(hdr[:0], uint64(len(e.key)))
+		h = binary.AppendUvarint(h, uint64(len(e.value)))
+		flags := e.meta << 1
+		if e.deleted {
 			flags |= 1
 		}
 		h = append(h, flags)
 		w.Write(h)
-		w.Write(b.key(r))
-		w.Write(b.value(r))
+		w.Write(e.key)
+		w.Write(e.value)
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -243,7 +295,7 @@ func (b *Bulk) spill() error {
 		return fmt.Errorf("changelog: bulk restore of %s/%d: writing a run: %w", b.s.store, b.s.partition, err)
 	}
 	b.runs = append(b.runs, name)
-	b.arena, b.refs = b.arena[:0], b.refs[:0]
+	b.arena, b.refs, b.chunks = b.arena[:0], b.refs[:0], b.chunks[:0]
 	return nil
 }
 
@@ -251,7 +303,7 @@ func (b *Bulk) spill() error {
 // partition stays as it was, empty. Safe after Finish.
 func (b *Bulk) Cancel() {
 	_ = os.RemoveAll(b.dir)
-	b.arena, b.refs, b.runs = nil, nil, nil
+	b.arena, b.refs, b.runs, b.chunks = nil, nil, nil, nil
 }
 
 // Finish merges the runs into the partition and writes its checkpoint, the
@@ -304,8 +356,7 @@ func (b *Bulk) sources() ([]*runSource, error) {
 		}
 		srcs = append(srcs, &runSource{rank: i, f: f, r: bufio.NewReaderSize(f, 256<<10)})
 	}
-	srcs = append(srcs, &runSource{rank: len(b.runs), b: b, mem: b.sorted()})
-	return srcs, nil
+	return append(srcs, b.memSources(len(b.runs))...), nil
 }
 
 // checkpointEntries returns the keys of s's checkpoint (see
@@ -420,18 +471,15 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 	buf := z.NewBuffer(bulkWriteBytes+bulkWriteBytes/4, "weir.bulk")
 	defer buf.Release()
 	kv := &pb.KV{Version: 1, StreamId: 1}
-	pace := b.db.newPacer()
 	add := func(key, value []byte, meta byte) error {
 		kv.Key, kv.Value, kv.UserMeta = key, value, nil
 		if meta != 0 {
 			kv.UserMeta = []byte{meta}
 		}
 		badger.KVToBuffer(kv, buf)
-		pace.fed += int64(len(key) + len(value) + tableEntryOverhead)
 		if buf.LenNoPadding() < bulkWriteBytes {
 			return nil
 		}
-		pace.wait()
 		err := sw.Write(buf)
 		buf.Reset()
 		return err
@@ -469,50 +517,6 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		return nil
 	}
 	return sw.Write(buf)
-}
-
-// maxTablesInFlight bounds the tables a bulk load has Badger build at
-// once. The StreamWriter hands each full table to a goroutine of its own
-// that compresses, writes and syncs it, up to 16 at a time, each in a
-// buffer of twice the table size: on a slow disk they pile up.
-const maxTablesInFlight = 3
-
-// tableEntryOverhead is roughly what an entry costs a table besides its
-// key and value: the version, meta bytes and block offsets.
-const tableEntryOverhead = 16
-
-// pacer keeps a bulk load at most maxTablesInFlight tables ahead of the
-// tables Badger has written. It counts the tables of the whole database:
-// while the StreamWriter runs, Badger's compactions and memtable flushes
-// are stopped, so only the load adds tables.
-type pacer struct {
-	db       *DB
-	fed      int64 // bytes handed to the StreamWriter, as tables count them
-	baseline int
-}
-
-func (d *DB) newPacer() *pacer { return &pacer{db: d, baseline: d.tableCount()} }
-
-func (d *DB) tableCount() int {
-	n := 0
-	for _, l := range d.bdb.Levels() {
-		n += l.NumTables
-	}
-	return n
-}
-
-// wait returns once the tables written cover all but maxTablesInFlight
-// tables' worth of what was fed, polling every 2 ms, and after at most 10 s
-// in any case: pacing only bounds memory.
-func (p *pacer) wait() {
-	const tableBytes = int64(defaultTableSize) * 95 / 100 // Badger closes a table at 95%
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		started := int(p.fed / tableBytes)
-		if started-(p.db.tableCount()-p.baseline) <= maxTablesInFlight {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // writeBatches writes the merge and the checkpoint through write batches,
@@ -645,11 +649,13 @@ func noEOF(err error) error {
 // keys, the latest run's, and nothing for a key whose latest entry is a
 // deletion. What it yields stays valid until the next call.
 type merge struct {
-	h       runHeap
-	started bool
-	srcs    []*runSource
-	out     mergeEntry
-	buf     []byte
+	// keepDeleted yields deletions too (a spilled run keeps them).
+	keepDeleted bool
+	h           runHeap
+	started     bool
+	srcs        []*runSource
+	out         mergeEntry
+	buf         []byte
 }
 
 func newMerge(srcs []*runSource) *merge { return &merge{srcs: srcs} }
@@ -678,7 +684,7 @@ func (m *merge) next() (mergeEntry, bool, error) {
 			if err != nil || !ok {
 				return mergeEntry{}, false, err
 			}
-			if !m.srcs[0].cur.deleted {
+			if m.keepDeleted || !m.srcs[0].cur.deleted {
 				return m.srcs[0].cur, true, nil
 			}
 		}
@@ -707,7 +713,7 @@ func (m *merge) next() (mergeEntry, bool, error) {
 				heap.Pop(&m.h)
 			}
 		}
-		if !m.out.deleted {
+		if m.keepDeleted || !m.out.deleted {
 			return m.out, true, nil
 		}
 	}

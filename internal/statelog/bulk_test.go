@@ -110,9 +110,12 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		runBytes int // small ones spill many runs
+		n, keys  int // over bulkChunk records: several sorted chunks
 	}{
-		{"one run in memory", 0},
-		{"spilled runs", 4 << 10},
+		{"one run in memory", 0, 20_000, 3_000},
+		{"spilled runs", 4 << 10, 20_000, 3_000},
+		{"sorted chunks", 0, 3*bulkChunk + 5, 100_000},
+		{"sorted chunks and spilled runs", 8 << 20, 3*bulkChunk + 5, 100_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -121,14 +124,14 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entries, model := randomChangelog(7, 20_000, 3_000)
+			entries, model := randomChangelog(7, tc.n, tc.keys)
 			s := db.Space("counts", 3)
 			b := bulkLoad(t, db, s, entries, tc.runBytes, "")
 			if b.Fallback {
 				t.Error("a load into a fresh database went through write batches")
 			}
 			checkSpace(t, s, model)
-			checkCheckpoint(t, s, 20_000, "")
+			checkCheckpoint(t, s, int64(tc.n), "")
 			// The runs are gone, and the load survives a reopen.
 			if runs, _ := filepath.Glob(filepath.Join(dir+"-bulk", "*")); len(runs) != 0 {
 				t.Errorf("bulk directory after the load: %v", runs)
@@ -141,7 +144,7 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 			}
 			defer db.Close()
 			checkSpace(t, db.Space("counts", 3), model)
-			checkCheckpoint(t, db.Space("counts", 3), 20_000, "")
+			checkCheckpoint(t, db.Space("counts", 3), int64(tc.n), "")
 		})
 	}
 }
