@@ -102,6 +102,7 @@ type Bulk struct {
 	// memory; the refs after the last end are not sorted yet.
 	chunks []int
 	bytes  int // keys and values added, all runs together
+	expect int64
 	// Fallback reports, after Finish, that the records went through write
 	// batches because the database was not ready for the StreamWriter.
 	Fallback bool
@@ -147,9 +148,41 @@ func (d *DB) NewBulk(s *Space, runBytes int) (*Bulk, error) {
 	return &Bulk{db: d, s: s, runBytes: runBytes, dir: dir}, nil
 }
 
+// Expect tells the load about how many records will come (the changelog
+// offsets to restore, an upper bound), so that the run in memory is
+// allocated once at about its size rather than grown step by step, which
+// leaves several times its size to the garbage collector. Call it before
+// the first Add.
+func (b *Bulk) Expect(records int64) { b.expect = records }
+
+// reserve allocates the run in memory for the records expected, within
+// runBytes, at the size the first entries take in the arena; the refs get
+// a sixteenth more than that size predicts, so that a run whose later
+// entries are a little smaller does not grow them by half at its end.
+func (b *Bulk) reserve(entries []Entry) {
+	if b.expect <= 0 || cap(b.refs) > 0 || len(entries) == 0 {
+		return
+	}
+	per := 0
+	for _, e := range entries {
+		per += len(e.Key)
+		if !e.Deleted {
+			per += len(e.Value)
+			if e.Stamped {
+				per += 8
+			}
+		}
+	}
+	per = per/len(entries) + 1
+	fit := int64(b.runBytes / (bulkRefBytes + per))
+	b.refs = make([]bulkRef, 0, min(b.expect, fit+fit/16+1))
+	b.arena = make([]byte, 0, min(b.expect, fit)*int64(per))
+}
+
 // Add takes the next entries of the changelog, in order: a later entry of a
 // key replaces an earlier one. The entries are copied.
 func (b *Bulk) Add(entries []Entry) error {
+	b.reserve(entries)
 	for _, e := range entries {
 		if len(b.arena)+len(b.refs)*bulkRefBytes >= b.runBytes {
 			if err := b.spill(); err != nil {

@@ -79,9 +79,19 @@ func checkSpace(t *testing.T, s *Space, model bulkModel) {
 // checkpoint offset len(entries).
 func bulkLoad(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string) *Bulk {
 	t.Helper()
+	return bulkLoadExpecting(t, db, s, entries, runBytes, log, 0)
+}
+
+// bulkLoadExpecting loads entries after telling the load to expect that
+// many records (none when expect is 0).
+func bulkLoadExpecting(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string, expect int64) *Bulk {
+	t.Helper()
 	b, err := db.NewBulk(s, runBytes)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if expect != 0 {
+		b.Expect(expect)
 	}
 	for i := 0; i < len(entries); i += 1000 {
 		if err := b.Add(entries[i:min(i+1000, len(entries))]); err != nil {
@@ -109,13 +119,18 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		runBytes int // small ones spill many runs
-		n, keys  int // over bulkChunk records: several sorted chunks
+		runBytes int   // small ones spill many runs
+		n, keys  int   // over bulkChunk records: several sorted chunks
+		expect   int64 // records announced with Expect; 0 for none
 	}{
-		{"one run in memory", 0, 20_000, 3_000},
-		{"spilled runs", 4 << 10, 20_000, 3_000},
-		{"sorted chunks", 0, 3*bulkChunk + 5, 100_000},
-		{"sorted chunks and spilled runs", 8 << 20, 3*bulkChunk + 5, 100_000},
+		{"one run in memory", 0, 20_000, 3_000, 0},
+		{"spilled runs", 4 << 10, 20_000, 3_000, 0},
+		{"sorted chunks", 0, 3*bulkChunk + 5, 100_000, 0},
+		{"sorted chunks and spilled runs", 8 << 20, 3*bulkChunk + 5, 100_000, 0},
+		{"as many records as expected", 0, 20_000, 3_000, 20_000},
+		{"fewer records than expected", 0, 20_000, 3_000, 1_000_000},
+		{"more records than expected", 0, 20_000, 3_000, 10},
+		{"expected records over spilled runs", 4 << 10, 20_000, 3_000, 20_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -126,7 +141,7 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 			}
 			entries, model := randomChangelog(7, tc.n, tc.keys)
 			s := db.Space("counts", 3)
-			b := bulkLoad(t, db, s, entries, tc.runBytes, "")
+			b := bulkLoadExpecting(t, db, s, entries, tc.runBytes, "", tc.expect)
 			if b.Fallback {
 				t.Error("a load into a fresh database went through write batches")
 			}
@@ -170,6 +185,51 @@ func TestBulkSpillsRuns(t *testing.T) {
 	}
 	if len(b.arena) > 2<<10 {
 		t.Errorf("%d bytes in memory, want at most about the run size", len(b.arena))
+	}
+}
+
+// A load told how many records come allocates its run once, within the
+// run size.
+func TestBulkExpectAllocatesTheRunOnce(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct {
+		name     string
+		runBytes int
+		n        int
+	}{
+		{"run in memory", 0, 50_000},
+		{"spilled runs", 256 << 10, 50_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := db.NewBulk(db.Space("s", 0), tc.runBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Cancel()
+			b.Expect(int64(tc.n))
+			entries, _ := randomChangelog(3, tc.n, tc.n)
+			if err := b.Add(entries[:1000]); err != nil {
+				t.Fatal(err)
+			}
+			refs, arena := cap(b.refs), cap(b.arena)
+			if refs < 1000 || refs > tc.n+1 {
+				t.Fatalf("%d refs reserved for %d records expected", refs, tc.n)
+			}
+			if limit := max(tc.runBytes, DefaultBulkRunBytes); refs*bulkRefBytes+arena > limit*2 {
+				t.Fatalf("%d bytes reserved, over the run size %d", refs*bulkRefBytes+arena, limit)
+			}
+			if err := b.Add(entries[1000:]); err != nil {
+				t.Fatal(err)
+			}
+			if cap(b.refs) != refs {
+				t.Errorf("refs grew from %d to %d within the records expected", refs, cap(b.refs))
+			}
+		})
 	}
 }
 

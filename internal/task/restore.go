@@ -248,6 +248,7 @@ func (rr *restoreRun) startBulk() error {
 	if err != nil {
 		return err
 	}
+	b.Expect(rr.end - rr.from)
 	rr.bulk = b
 	return nil
 }
