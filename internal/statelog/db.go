@@ -611,7 +611,6 @@ func (d *DB) refused(err error, key, value []byte) error {
 	return &entryTooLarge{key: len(key), value: len(value), maxKey: badgerMaxKey, maxValue: d.maxValue, err: err}
 }
 
-
 // badgerLogger forwards Badger's warnings and errors to slog. A byte slice
 // among a line's arguments is a key or a value (Badger logs the key of a
 // value it cannot read) and is logged as its length only.
