@@ -36,6 +36,10 @@ type result struct {
 	// shares the machine's cores.
 	brokerCPU time.Duration
 	peakRSS   int64 // the process's VmHWM until then, bytes
+	// idleRSS is, for a restore, the RSS of the same peer started again
+	// on the restored state once it has processed one record per
+	// partition: what it holds idle with the store (0 unknown).
+	idleRSS int64
 	// commits is how often the peer committed, as it reports at exit
 	// (Kafka Streams' commit-total, weir's commit count); -1 unknown.
 	commits int64
@@ -230,18 +234,24 @@ func usage(pid int) (time.Duration, int64, error) {
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
 	cpu := time.Duration(utime+stime) * time.Second / ticks
+	rss, err := statusBytes(pid, "VmHWM")
+	return cpu, rss, err
+}
+
+// statusBytes returns a size field of the process's /proc status, such as
+// VmHWM (peak RSS) or VmRSS, in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	var rss int64
 	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			rss = kb << 10
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
 		}
 	}
-	return cpu, rss, nil
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // reportedCommits returns the commit count a stopped peer printed
@@ -416,7 +426,52 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	if err := second.stop(); err != nil && peer != "kstreams" {
 		return r, err
 	}
-	return r, nil
+	r.idleRSS, err = idleRSS(ctx, o, c, self, peer, args, reader, input, app)
+	return r, err
+}
+
+// idleRSS starts peer again on the state its restore left, waits until it
+// has counted one more record per partition (no restore is due: the state
+// and its checkpoints are there), and returns its RSS then: the baseline
+// that a restore's peak RSS is over.
+func idleRSS(ctx context.Context, o *options, c *cluster, self, peer string, args peerArgs, reader *reader, input, app string) (int64, error) {
+	if err := c.waitEmpty(ctx, app, 2*time.Minute); err != nil {
+		return 0, err
+	}
+	markers := map[string]bool{}
+	var msgs []*sarama.ProducerMessage
+	for p := range o.partitions {
+		key := fmt.Sprintf("idle-marker-%s-%d", app, p)
+		markers[key] = false
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
+	}
+	if err := c.produceTo(msgs); err != nil {
+		return 0, err
+	}
+	run, err := startPeer(o, self, peer, args)
+	if err != nil {
+		return 0, err
+	}
+	left := len(markers)
+	if err := readUntil(ctx, reader, o.timeout, run, func(m *sarama.ConsumerMessage) (bool, error) {
+		if seen, marker := markers[string(m.Key)]; marker && !seen {
+			markers[string(m.Key)] = true
+			left--
+		}
+		return left == 0, nil
+	}); err != nil {
+		_ = run.stop()
+		return 0, fmt.Errorf("idle after the restore: %w", err)
+	}
+	rss, err := statusBytes(run.cmd.Process.Pid, "VmRSS")
+	if err != nil {
+		_ = run.stop()
+		return 0, err
+	}
+	if err := run.stop(); err != nil && peer != "kstreams" {
+		return 0, err
+	}
+	return rss, nil
 }
 
 // running is a peer process.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -145,6 +146,9 @@ func runWeir(args []string) error {
 	}
 	ctx, stop := untilSIGTERM()
 	defer stop()
+	if path := os.Getenv("WEIR_PEERS_HEAPPROFILE"); path != "" {
+		go profileHeapPeaks(ctx, path)
+	}
 	err = app.Run(ctx)
 	printCommits(reg)
 	return err
@@ -251,6 +255,45 @@ func runGoka(args []string) error {
 // peerLogger returns the weir peer's logger: weir's log on stderr at the
 // level WEIR_PEERS_LOG names (debug, info, warn, error), or none when it is
 // unset, as the peer runs in a measurement.
+// profileHeapPeaks writes a heap profile to path whenever the heap in use
+// has grown by 16 MiB past its last peak, checking every 20 ms until ctx
+// ends: the file left holds the live allocations near the run's peak, for
+// finding where weir's memory goes. Each write says the heap and the
+// process's RSS on stderr.
+func profileHeapPeaks(ctx context.Context, path string) {
+	var peak uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse < peak+16<<20 {
+			continue
+		}
+		peak = ms.HeapInuse
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "heap profile:", err)
+			return
+		}
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+		status, _ := os.ReadFile("/proc/self/status")
+		var rss string
+		for line := range strings.Lines(string(status)) {
+			if strings.HasPrefix(line, "VmRSS:") {
+				rss = strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:"))
+			}
+		}
+		fmt.Fprintf(os.Stderr, "heap profile: in use %d MiB, heap from the OS %d MiB, RSS %s, %v\n", ms.HeapInuse>>20, ms.HeapSys>>20, rss, err)
+	}
+}
+
 func peerLogger() *slog.Logger {
 	name := os.Getenv("WEIR_PEERS_LOG")
 	if name == "" {

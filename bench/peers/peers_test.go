@@ -468,3 +468,46 @@ func TestReportRestoreCurve(t *testing.T) {
 		t.Errorf("the restore curve is not grouped by peer:\n%s", table)
 	}
 }
+
+// The restore curve gives the median peak RSS during each restore, the
+// median RSS idle on the restored state, and the one over the other.
+func TestReportRestoreRSS(t *testing.T) {
+	s := time.Second
+	restore := func(keys int, peer string, took time.Duration, peak, idle int64) result {
+		r := testRun("restore", keys, "exactly_once", 10<<20, peer, took, took)
+		r.inputs, r.peakRSS, r.idleRSS = keys, peak<<20, idle<<20
+		return r
+	}
+	rs := []result{
+		restore(1_000_000, "weir", 2*s, 300, 50),
+		restore(1_000_000, "kstreams", 3*s, 400, 0),
+		restore(5_000_000, "weir", 11*s, 600, 80),
+		restore(5_000_000, "weir", 9*s, 500, 60),
+		restore(5_000_000, "weir", 10*s, 700, 70),
+	}
+	table := report(&options{brokers: []string{"h:1"}, partitions: 6, rounds: 3}, rs, nil, time.Unix(0, 0))
+	for _, row := range []string{
+		"| weir | exactly_once | 10 MiB | 1M | 2.0 | 2.00 | 1.00 | 300 | 50 | 250 |",
+		"| weir | exactly_once | 10 MiB | 5M | 10.0 | 2.00 | 1.00 | 600 | 70 | 530 |",
+		"| kstreams | exactly_once | 10 MiB | 1M | 3.0 | 3.00 | 1.00 | 400 | - | - |",
+	} {
+		if !strings.Contains(table, row) {
+			t.Errorf("the report has no row %q:\n%s", row, table)
+		}
+	}
+}
+
+// statusBytes reads a process's sizes from /proc: its RSS now is at most
+// its peak.
+func TestStatusBytesReadsThisProcess(t *testing.T) {
+	rss, err := statusBytes(os.Getpid(), "VmRSS")
+	if err != nil || rss <= 0 {
+		t.Fatalf("VmRSS = %d, %v", rss, err)
+	}
+	if peak, err := statusBytes(os.Getpid(), "VmHWM"); err != nil || peak < rss {
+		t.Errorf("VmHWM = %d, %v; want at least VmRSS %d", peak, err, rss)
+	}
+	if _, err := statusBytes(os.Getpid(), "VmNothing"); err == nil {
+		t.Error("a field /proc does not have was read")
+	}
+}

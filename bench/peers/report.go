@@ -94,12 +94,16 @@ func report(o *options, results []result, abouts []string, started time.Time) st
 	}
 	if rows := restoreCurve(runs); len(rows) > 0 {
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians; from the restarted process's start, whose fixed cost weighs on small stores, until every partition's new record is counted) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster):")
+		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians; from the restarted process's start, whose fixed cost weighs on small stores, until every partition's new record is counted) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster); the peak RSS during the restore, and the RSS of the same peer started again on the restored state once it has counted one more record per partition (idle):")
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| peer | guarantee | cache | keys | restore s | s per M records | / smallest |")
-		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+		fmt.Fprintln(&b, "| peer | guarantee | cache | keys | restore s | s per M records | / smallest | peak RSS MiB | idle RSS MiB | peak over idle MiB |")
+		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 		for _, r := range rows {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %.2f | %.2f |\n", r.peer, r.guarantee, cacheLabel(r.cache), shortCount(r.keys), r.seconds, r.perUnit*1e6, r.relative)
+			idle, over := "-", "-"
+			if r.idleRSS > 0 {
+				idle, over = fmt.Sprintf("%.0f", r.idleRSS/(1<<20)), fmt.Sprintf("%.0f", (r.peakRSS-r.idleRSS)/(1<<20))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %.2f | %.2f | %.0f | %s | %s |\n", r.peer, r.guarantee, cacheLabel(r.cache), shortCount(r.keys), r.seconds, r.perUnit*1e6, r.relative, r.peakRSS/(1<<20), idle, over)
 		}
 	}
 	return b.String()
@@ -128,6 +132,7 @@ type summary struct {
 	name                      string // the peer
 	inputs                    int
 	rate, cpuPerUnit, peakRSS float64 // medians
+	idleRSS                   float64 // median; restores only, 0 unknown
 	seconds                   float64 // median time to a complete output, from the group's start
 	slowest                   float64 // the slowest run's rate over the median rate
 }
@@ -155,6 +160,7 @@ func medians(results []result) []summary {
 		s := summary{point: k.point, name: k.peer, inputs: rs[0].inputs, rate: rate,
 			cpuPerUnit: median(rs, func(r result) float64 { return r.cpu.Seconds() / float64(r.inputs) }),
 			peakRSS:    median(rs, func(r result) float64 { return float64(r.peakRSS) }),
+			idleRSS:    median(rs, func(r result) float64 { return float64(r.idleRSS) }),
 			seconds:    median(rs, func(r result) float64 { return r.steady.Seconds() })}
 		if rate > 0 {
 			low := rs[0].rate()
@@ -260,6 +266,9 @@ type restoreRow struct {
 	seconds  float64 // the restore's median time
 	perUnit  float64 // seconds per record
 	relative float64 // perUnit over the peer's at its smallest store
+	// peakRSS and idleRSS are the median peak during the restore and the
+	// median RSS idle on the restored state, bytes (idle 0: unknown).
+	peakRSS, idleRSS float64
 }
 
 // restoreCurve returns every restore's time per record, per peer,
@@ -285,7 +294,7 @@ func restoreCurve(runs []summary) []restoreRow {
 				}
 			}
 			per, lowPer := s.seconds/float64(s.inputs), low.seconds/float64(low.inputs)
-			r := restoreRow{point: s.point, peer: peer, seconds: s.seconds, perUnit: per}
+			r := restoreRow{point: s.point, peer: peer, seconds: s.seconds, perUnit: per, peakRSS: s.peakRSS, idleRSS: s.idleRSS}
 			if lowPer > 0 {
 				r.relative = per / lowPer
 			}

@@ -81,6 +81,17 @@ const bulkRefBytes = int(unsafe.Sizeof(bulkRef{}))
 // StreamWriter at once.
 const bulkWriteBytes = 1 << 20
 
+// bulkTableBytes is how many bytes of keys and values (a large value
+// counts as the pointer to the value log the table keeps) a bulk load puts
+// in one table: each table is a stream of its own, ended after that much.
+// Badger closes a table on its own only at the table size compressed, and
+// holds the block data uncompressed in the builder until the table is
+// written: records that compress eight to one made builders of 100 MiB
+// and more, up to 16 of them in flight. A table of 7 MiB uncompressed fits
+// the builder's first buffer (twice the table size) with its compressed
+// blocks; compressible state makes smaller files.
+const bulkTableBytes = defaultTableSize * 7 / 8
+
 // bulkMarkerPrefix starts the name of a load's marker file; the space's
 // data prefix follows in hex.
 const bulkMarkerPrefix = "loading-"
@@ -94,10 +105,12 @@ type Bulk struct {
 	db       *DB
 	s        *Space
 	runBytes int
-	dir      string // this load's run files
-	arena    []byte
-	refs     []bulkRef
-	runs     []string
+	// tableBytes is bulkTableBytes but in tests, which make small tables.
+	tableBytes int
+	dir        string // this load's run files
+	arena      []byte
+	refs       []bulkRef
+	runs       []string
 	// chunks are the ends, in refs, of the sorted chunks of the run in
 	// memory; the refs after the last end are not sorted yet.
 	chunks []int
@@ -113,12 +126,18 @@ type Bulk struct {
 type bulkRef struct {
 	// head is the key's first 8 bytes, big-endian and zero-padded: most
 	// comparisons of the sort end on it, without a look into the arena.
-	head       uint64
-	off        int
-	klen, vlen int32
-	meta       byte
-	deleted    bool
+	head uint64
+	off  uint32 // in the arena, which maxBulkRunBytes keeps below 4 GiB
+	vlen int32
+	klen uint16 // Badger's keys are at most 65,000 bytes
+	meta byte
+	// deleted: a tombstone, without a value.
+	deleted bool
 }
+
+// maxBulkRunBytes bounds a Bulk's run in memory, so that an arena offset
+// (the run plus one record of at most a value log file) fits 32 bits.
+const maxBulkRunBytes = 1 << 30
 
 // keyHead returns the first 8 bytes of key as a big-endian number, padded
 // with zeros: heads compare as the keys' first 8 bytes do, and equal heads
@@ -138,6 +157,7 @@ func (d *DB) NewBulk(s *Space, runBytes int) (*Bulk, error) {
 	if d.bulkDir == "" {
 		return nil, errors.New("changelog: bulk restore needs a database on disk")
 	}
+	runBytes = min(runBytes, maxBulkRunBytes)
 	if runBytes <= 0 {
 		runBytes = DefaultBulkRunBytes
 	}
@@ -145,7 +165,7 @@ func (d *DB) NewBulk(s *Space, runBytes int) (*Bulk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("changelog: bulk restore of %s/%d: %w", s.store, s.partition, err)
 	}
-	return &Bulk{db: d, s: s, runBytes: runBytes, dir: dir}, nil
+	return &Bulk{db: d, s: s, runBytes: runBytes, tableBytes: bulkTableBytes, dir: dir}, nil
 }
 
 // Expect tells the load about how many records will come (the changelog
@@ -157,8 +177,9 @@ func (b *Bulk) Expect(records int64) { b.expect = records }
 
 // reserve allocates the run in memory for the records expected, within
 // runBytes, at the size the first entries take in the arena; the refs get
-// a sixteenth more than that size predicts, so that a run whose later
-// entries are a little smaller does not grow them by half at its end.
+// a sixteenth more than that size predicts and the arena an eighth, so
+// that a run whose later entries are a little smaller or larger (keys
+// often grow with the offsets) does not copy them into a larger array.
 func (b *Bulk) reserve(entries []Entry) {
 	if b.expect <= 0 || cap(b.refs) > 0 || len(entries) == 0 {
 		return
@@ -176,7 +197,8 @@ func (b *Bulk) reserve(entries []Entry) {
 	per = per/len(entries) + 1
 	fit := int64(b.runBytes / (bulkRefBytes + per))
 	b.refs = make([]bulkRef, 0, min(b.expect, fit+fit/16+1))
-	b.arena = make([]byte, 0, min(b.expect, fit)*int64(per))
+	arena := min(b.expect, fit) * int64(per)
+	b.arena = make([]byte, 0, min(arena+arena/8, int64(b.runBytes)))
 }
 
 // Add takes the next entries of the changelog, in order: a later entry of a
@@ -192,7 +214,7 @@ func (b *Bulk) Add(entries []Entry) error {
 		if err := b.checkSize(e); err != nil {
 			return fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)
 		}
-		r := bulkRef{head: keyHead(e.Key), off: len(b.arena), klen: int32(len(e.Key)), deleted: e.Deleted}
+		r := bulkRef{head: keyHead(e.Key), off: uint32(len(b.arena)), klen: uint16(len(e.Key)), deleted: e.Deleted}
 		b.arena = append(b.arena, e.Key...)
 		if !e.Deleted {
 			// The value as Badger keeps it (encodeLocal), written straight
@@ -202,7 +224,7 @@ func (b *Bulk) Add(entries []Entry) error {
 				r.meta = metaStamped
 			}
 			b.arena = append(b.arena, nonNil(e.Value)...)
-			r.vlen = int32(len(b.arena) - r.off - len(e.Key))
+			r.vlen = int32(len(b.arena) - int(r.off) - len(e.Key))
 		}
 		b.refs = append(b.refs, r)
 		b.bytes += len(e.Key) + int(r.vlen)
@@ -259,10 +281,10 @@ func (b *Bulk) checkSize(e Entry) error {
 	return &entryTooLarge{key: len(b.s.prefix) + len(e.Key), value: vlen, maxKey: badgerMaxKey, maxValue: b.db.maxValue}
 }
 
-func (b *Bulk) key(r bulkRef) []byte { return b.arena[r.off : r.off+int(r.klen)] }
+func (b *Bulk) key(r bulkRef) []byte { return b.arena[r.off : int(r.off)+int(r.klen)] }
 
 func (b *Bulk) value(r bulkRef) []byte {
-	start := r.off + int(r.klen)
+	start := int(r.off) + int(r.klen)
 	return b.arena[start : start+int(r.vlen)]
 }
 
@@ -439,8 +461,12 @@ func (d *DB) makeRoom(load int) error {
 		return fmt.Errorf("flushing the memtables: %w", err)
 	}
 	if levels = d.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
+		start := time.Now()
 		if err := d.bdb.Flatten(2); err != nil {
 			return fmt.Errorf("compacting the tables into one level: %w", err)
+		}
+		if d.logger != nil {
+			d.logger.Debug("bulk restore compacted the tables into one level", "tables_bytes", tables, "load_bytes", load, "took", time.Since(start))
 		}
 	}
 	return nil
@@ -504,18 +530,37 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 	buf := z.NewBuffer(bulkWriteBytes+bulkWriteBytes/4, "weir.bulk")
 	defer buf.Release()
 	kv := &pb.KV{Version: 1, StreamId: 1}
+	threshold := int(b.db.bdb.Opts().ValueThreshold)
+	inTable := 0 // bytes of the stream kv.StreamId
+	pace := b.db.newTablePacer()
+	write := func() error {
+		if buf.LenNoPadding() < bulkWriteBytes {
+			return nil
+		}
+		pace.wait(int(kv.StreamId - 1))
+		err := sw.Write(buf)
+		buf.Reset()
+		return err
+	}
 	add := func(key, value []byte, meta byte) error {
 		kv.Key, kv.Value, kv.UserMeta = key, value, nil
 		if meta != 0 {
 			kv.UserMeta = []byte{meta}
 		}
 		badger.KVToBuffer(kv, buf)
-		if buf.LenNoPadding() < bulkWriteBytes {
-			return nil
+		inTable += len(key) + 16
+		if len(value) < threshold {
+			inTable += len(value)
 		}
-		err := sw.Write(buf)
-		buf.Reset()
-		return err
+		if inTable >= b.tableBytes {
+			// The table is full: end its stream, and go on in the next
+			// one. The keys come sorted, so the streams' tables do not
+			// overlap.
+			badger.KVToBuffer(&pb.KV{StreamId: kv.StreamId, StreamDone: true}, buf)
+			kv.StreamId++
+			inTable = 0
+		}
+		return write()
 	}
 	var rest []Entry
 	for _, e := range ckpt {
@@ -550,6 +595,49 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		return nil
 	}
 	return sw.Write(buf)
+}
+
+// maxTablesInFlight bounds the tables of a bulk load that Badger builds at
+// once. The StreamWriter hands each ended stream's table to a goroutine of
+// its own, which compresses, writes and syncs it while holding its blocks
+// (up to twice defaultTableSize) in memory, and lets up to 16 run: a feed
+// faster than the disk would hold 16 of them.
+const maxTablesInFlight = 3
+
+// tablePacer keeps a bulk load's feed at most maxTablesInFlight tables
+// ahead of the tables Badger has finished. Only the load adds tables while
+// its StreamWriter runs (Badger stops compactions and flushes for it), and
+// table ids grow, so the load's finished tables are those with an id above
+// the highest one before it.
+type tablePacer struct {
+	db   *DB
+	base uint64
+}
+
+func (d *DB) newTablePacer() *tablePacer {
+	p := &tablePacer{db: d}
+	for _, t := range d.bdb.Tables() {
+		p.base = max(p.base, t.ID)
+	}
+	return p
+}
+
+// wait returns once at most maxTablesInFlight of the ended tables are
+// unfinished, polling every millisecond; it gives up after 10 s, since
+// pacing bounds memory and a stall must not stop the load.
+func (p *tablePacer) wait(ended int) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		done := 0
+		for _, t := range p.db.bdb.Tables() {
+			if t.ID > p.base {
+				done++
+			}
+		}
+		if ended-done <= maxTablesInFlight {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // writeBatches writes the merge and the checkpoint through write batches,

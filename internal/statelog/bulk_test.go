@@ -79,19 +79,18 @@ func checkSpace(t *testing.T, s *Space, model bulkModel) {
 // checkpoint offset len(entries).
 func bulkLoad(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string) *Bulk {
 	t.Helper()
-	return bulkLoadExpecting(t, db, s, entries, runBytes, log, 0)
+	return bulkLoadWith(t, db, s, entries, runBytes, log, nil)
 }
 
-// bulkLoadExpecting loads entries after telling the load to expect that
-// many records (none when expect is 0).
-func bulkLoadExpecting(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string, expect int64) *Bulk {
+// bulkLoadWith loads entries after setup, when not nil, has seen the Bulk.
+func bulkLoadWith(t *testing.T, db *DB, s *Space, entries []Entry, runBytes int, log string, setup func(*Bulk)) *Bulk {
 	t.Helper()
 	b, err := db.NewBulk(s, runBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if expect != 0 {
-		b.Expect(expect)
+	if setup != nil {
+		setup(b)
 	}
 	for i := 0; i < len(entries); i += 1000 {
 		if err := b.Add(entries[i:min(i+1000, len(entries))]); err != nil {
@@ -118,19 +117,22 @@ func checkCheckpoint(t *testing.T, s *Space, offset int64, log string) {
 func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name     string
-		runBytes int   // small ones spill many runs
-		n, keys  int   // over bulkChunk records: several sorted chunks
-		expect   int64 // records announced with Expect; 0 for none
+		name       string
+		runBytes   int   // small ones spill many runs
+		n, keys    int   // over bulkChunk records: several sorted chunks
+		expect     int64 // records announced with Expect; 0 for none
+		tableBytes int   // bytes per table; 0 for bulkTableBytes
 	}{
-		{"one run in memory", 0, 20_000, 3_000, 0},
-		{"spilled runs", 4 << 10, 20_000, 3_000, 0},
-		{"sorted chunks", 0, 3*bulkChunk + 5, 100_000, 0},
-		{"sorted chunks and spilled runs", 8 << 20, 3*bulkChunk + 5, 100_000, 0},
-		{"as many records as expected", 0, 20_000, 3_000, 20_000},
-		{"fewer records than expected", 0, 20_000, 3_000, 1_000_000},
-		{"more records than expected", 0, 20_000, 3_000, 10},
-		{"expected records over spilled runs", 4 << 10, 20_000, 3_000, 20_000},
+		{"one run in memory", 0, 20_000, 3_000, 0, 0},
+		{"spilled runs", 4 << 10, 20_000, 3_000, 0, 0},
+		{"sorted chunks", 0, 3*bulkChunk + 5, 100_000, 0, 0},
+		{"sorted chunks and spilled runs", 8 << 20, 3*bulkChunk + 5, 100_000, 0, 0},
+		{"as many records as expected", 0, 20_000, 3_000, 20_000, 0},
+		{"fewer records than expected", 0, 20_000, 3_000, 1_000_000, 0},
+		{"more records than expected", 0, 20_000, 3_000, 10, 0},
+		{"expected records over spilled runs", 4 << 10, 20_000, 3_000, 20_000, 0},
+		{"many tables", 0, 20_000, 3_000, 0, 2 << 10},
+		{"many tables from spilled runs", 4 << 10, 20_000, 3_000, 0, 2 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -141,9 +143,21 @@ func TestBulkKeepsEachKeysLatestEntry(t *testing.T) {
 			}
 			entries, model := randomChangelog(7, tc.n, tc.keys)
 			s := db.Space("counts", 3)
-			b := bulkLoadExpecting(t, db, s, entries, tc.runBytes, "", tc.expect)
+			b := bulkLoadWith(t, db, s, entries, tc.runBytes, "", func(b *Bulk) {
+				if tc.expect != 0 {
+					b.Expect(tc.expect)
+				}
+				if tc.tableBytes != 0 {
+					b.tableBytes = tc.tableBytes
+				}
+			})
 			if b.Fallback {
 				t.Error("a load into a fresh database went through write batches")
+			}
+			// About 3,000 keys of some 20 bytes each: a table per 2 KiB
+			// makes about 30.
+			if tables := len(db.bdb.Tables()); tc.tableBytes != 0 && tables < 20 {
+				t.Errorf("%d tables after a load of ~60 KB in tables of %d bytes", tables, tc.tableBytes)
 			}
 			checkSpace(t, s, model)
 			checkCheckpoint(t, s, int64(tc.n), "")
