@@ -385,14 +385,8 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	// holds: each run's are its own (app), or a later run would count a
 	// marker twice, already once in the store it built, and wait for a
 	// count of 1 for ever.
-	markers := map[string]bool{}
-	var msgs []*sarama.ProducerMessage
-	for p := range o.partitions {
-		key := fmt.Sprintf("restore-marker-%s-%d", app, p)
-		markers[key] = false
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
-	}
-	if err := c.produceTo(msgs); err != nil {
+	markers, err := produceMarkers(o, c, input, "restore-marker-"+app)
+	if err != nil {
 		return r, err
 	}
 	brokerBefore := brokerCPU(o)
@@ -430,6 +424,19 @@ func measureRestore(ctx context.Context, o *options, c *cluster, self, peer, gua
 	return r, err
 }
 
+// produceMarkers writes one record per partition of input, keyed
+// "<prefix>-<partition>", and returns the keys, none seen yet.
+func produceMarkers(o *options, c *cluster, input, prefix string) (map[string]bool, error) {
+	markers := map[string]bool{}
+	var msgs []*sarama.ProducerMessage
+	for p := range o.partitions {
+		key := fmt.Sprintf("%s-%d", prefix, p)
+		markers[key] = false
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
+	}
+	return markers, c.produceTo(msgs)
+}
+
 // idleRSS starts peer again on the state its restore left, waits until it
 // has counted one more record per partition (no restore is due: the state
 // and its checkpoints are there), and returns its RSS then: the baseline
@@ -438,14 +445,8 @@ func idleRSS(ctx context.Context, o *options, c *cluster, self, peer string, arg
 	if err := c.waitEmpty(ctx, app, 2*time.Minute); err != nil {
 		return 0, err
 	}
-	markers := map[string]bool{}
-	var msgs []*sarama.ProducerMessage
-	for p := range o.partitions {
-		key := fmt.Sprintf("idle-marker-%s-%d", app, p)
-		markers[key] = false
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: input, Partition: p, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(make([]byte, 100))})
-	}
-	if err := c.produceTo(msgs); err != nil {
+	markers, err := produceMarkers(o, c, input, "idle-marker-"+app)
+	if err != nil {
 		return 0, err
 	}
 	run, err := startPeer(o, self, peer, args)

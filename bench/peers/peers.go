@@ -283,14 +283,8 @@ func profileHeapPeaks(ctx context.Context, path string) {
 		}
 		err = pprof.Lookup("heap").WriteTo(f, 0)
 		f.Close()
-		status, _ := os.ReadFile("/proc/self/status")
-		var rss string
-		for line := range strings.Lines(string(status)) {
-			if strings.HasPrefix(line, "VmRSS:") {
-				rss = strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:"))
-			}
-		}
-		fmt.Fprintf(os.Stderr, "heap profile: in use %d MiB, heap from the OS %d MiB, RSS %s, %v\n", ms.HeapInuse>>20, ms.HeapSys>>20, rss, err)
+		rss, _ := statusBytes(os.Getpid(), "VmRSS")
+		fmt.Fprintf(os.Stderr, "heap profile: in use %d MiB, heap from the OS %d MiB, RSS %d MiB, %v\n", ms.HeapInuse>>20, ms.HeapSys>>20, rss>>20, err)
 	}
 }
 
