@@ -116,6 +116,10 @@ type Bulk struct {
 	chunks []int
 	bytes  int // keys and values added, all runs together
 	expect int64
+	// mem is the mapping that holds the run reserved for the records
+	// expected (allocRun), until Cancel; nil when the run is on the heap.
+	// The refs and the arena stay in it unless they outgrow it.
+	mem []byte
 	// Fallback reports, after Finish, that the records went through write
 	// batches because the database was not ready for the StreamWriter.
 	Fallback bool
@@ -180,6 +184,8 @@ func (b *Bulk) Expect(records int64) { b.expect = records }
 // a sixteenth more than that size predicts and the arena an eighth, so
 // that a run whose later entries are a little smaller or larger (keys
 // often grow with the offsets) does not copy them into a larger array.
+// The run is outside the Go heap where the system allows (see allocRun);
+// Cancel frees it.
 func (b *Bulk) reserve(entries []Entry) {
 	if b.expect <= 0 || cap(b.refs) > 0 || len(entries) == 0 {
 		return
@@ -196,9 +202,9 @@ func (b *Bulk) reserve(entries []Entry) {
 	}
 	per = per/len(entries) + 1
 	fit := int64(b.runBytes / (bulkRefBytes + per))
-	b.refs = make([]bulkRef, 0, min(b.expect, fit+fit/16+1))
+	refs := min(b.expect, fit+fit/16+1)
 	arena := min(b.expect, fit) * int64(per)
-	b.arena = make([]byte, 0, min(arena+arena/8, int64(b.runBytes)))
+	b.refs, b.arena, b.mem = allocRun(int(refs), int(min(arena+arena/8, int64(b.runBytes))))
 }
 
 // Add takes the next entries of the changelog, in order: a later entry of a
@@ -355,10 +361,13 @@ func (b *Bulk) spill() error {
 }
 
 // Cancel drops the load: its runs and what it holds in memory. The
-// partition stays as it was, empty. Safe after Finish.
+// partition stays as it was, empty. Safe after Finish; it must not run
+// while an Add does, whose records may be in the memory it frees.
 func (b *Bulk) Cancel() {
 	_ = os.RemoveAll(b.dir)
 	b.arena, b.refs, b.runs, b.chunks = nil, nil, nil, nil
+	freeRun(b.mem)
+	b.mem, b.expect = nil, 0 // an Add after Cancel reserves nothing again
 }
 
 // Finish merges the runs into the partition and writes its checkpoint, the

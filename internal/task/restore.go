@@ -379,6 +379,9 @@ func (rr *restoreRun) read(ctx context.Context) (next int64, err error) {
 			rr.full = true
 		}
 		rr.from, rr.since = logStart, rr.start
+		if rr.bulk != nil {
+			rr.bulk.Expect(rr.end - rr.from)
+		}
 	}
 }
 
