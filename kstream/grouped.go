@@ -194,10 +194,22 @@ func (a *aggregator[K, V, A]) Process(ctx processor.Context[K, change[A]], rec p
 // newChangeCache returns the record cache of a node that forwards a
 // table's changes.
 func newChangeCache[K, A any](ctx processor.Context[K, change[A]], keys serde.Serde[K], name string) *processor.RecordCache[K, change[A]] {
-	return processor.NewRecordCache(ctx, func(k K) (string, error) {
+	return processor.NewRecordCache(ctx, cacheID(keys, name), nil)
+}
+
+// cacheID returns the identity of a key in a record cache: its serialized
+// form; for keys of the built-in string serde, which serializes a string
+// as its bytes, the string itself, which the cache then looks up without
+// serializing and copying the key twice per record.
+func cacheID[K any](keys serde.Serde[K], name string) func(K) (string, error) {
+	if any(keys) == any(serde.String()) {
+		// K is string: the function's type is func(K) (string, error).
+		return any(func(s string) (string, error) { return s, nil }).(func(K) (string, error))
+	}
+	return func(k K) (string, error) {
 		b, err := keys.Serialize(name, k)
 		return string(b), err
-	}, nil)
+	}
 }
 
 // forwardChange forwards a table's change, through cache when it is not

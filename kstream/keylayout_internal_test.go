@@ -74,3 +74,22 @@ func TestSuppressionCloseMarkIsShared(t *testing.T) {
 		t.Fatalf("a window's entry %x is taken for the task's", window)
 	}
 }
+
+// A record cache knows a key of the built-in string serde by the string
+// itself, and any other key by its serialized bytes; both say which keys
+// are the same.
+func TestCacheIDIsTheSerializedKey(t *testing.T) {
+	t.Parallel()
+	id := cacheID(serde.String(), "counts")
+	if got, err := id("wörd"); err != nil || got != "wörd" {
+		t.Errorf("string key wörd: id %q, %v", got, err)
+	}
+	ids := cacheID(serde.Int64(), "counts")
+	a, errA := ids(7)
+	b, errB := ids(7)
+	c, errC := ids(8)
+	want, _ := serde.Int64().Serialize("counts", 7)
+	if errA != nil || errB != nil || errC != nil || a != b || a == c || a != string(want) {
+		t.Errorf("int64 keys 7, 7, 8: ids %q, %q, %q (%v, %v, %v), want 7's serialized %q", a, b, c, errA, errB, errC, want)
+	}
+}

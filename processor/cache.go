@@ -1,13 +1,11 @@
 package processor
 
 import (
-	"container/list"
-
 	"github.com/weirstream/weir/internal/graph"
 )
 
 // cacheEntryOverhead is what a cached record costs besides its key's
-// identity and its value's size: the record, the map and list entries.
+// identity and its value's size: the record, its slot and map entry.
 const cacheEntryOverhead = 96
 
 // RecordCache holds back the records a processor forwards, by key, until
@@ -45,15 +43,30 @@ type RecordCache[K, V any] struct {
 	budget *graph.CacheBudget
 	id     func(K) (string, error)
 	size   func(V) int
-	byKey  map[string]*list.Element
-	order  list.List // of *cached[K, V], least recently updated first
-	bytes  int64
+	// byKey finds a held key's slot in held. The slots in use form a
+	// list in update order (first is the least recently updated), linked
+	// by index, and the others a free list: holding a key costs no
+	// allocation once the slots have grown, which they do up to the most
+	// records held at once (see retainSlots).
+	byKey       map[string]int32
+	held        []cached[K, V]
+	first, last int32 // ends of the update order; -1 when nothing is held
+	free        int32 // first free slot; -1 when none
+	n           int   // records held
+	bytes       int64
 }
 
+// retainSlots is the most slots a cache keeps when it has forwarded or
+// dropped everything (at every commit): a cache that held more gives its
+// slots up, so that a burst of many keys does not pin their memory (about
+// 100 bytes a slot besides the key and value) for the task's life.
+const retainSlots = 4096
+
 type cached[K, V any] struct {
-	id   string
-	rec  Record[K, V]
-	size int64
+	id         string
+	rec        Record[K, V]
+	size       int64
+	prev, next int32
 }
 
 // NewRecordCache returns a record cache forwarding to ctx's children,
@@ -62,10 +75,10 @@ type cached[K, V any] struct {
 // estimates a value's bytes for the budget (nil counts none). Records are
 // forwarded at once when ctx is not the runtime's or caching is off.
 func NewRecordCache[K, V any](ctx Context[K, V], id func(K) (string, error), size func(V) int) *RecordCache[K, V] {
-	c := &RecordCache[K, V]{ctx: ctx, id: id, size: size}
+	c := &RecordCache[K, V]{ctx: ctx, id: id, size: size, first: -1, last: -1, free: -1}
 	if nc, ok := ctx.(*nodeContext[K, V]); ok && nc.env.CacheBudget() != nil {
 		c.budget = nc.env.CacheBudget()
-		c.byKey = map[string]*list.Element{}
+		c.byKey = map[string]int32{}
 		nc.caches = append(nc.caches, c)
 	}
 	return c
@@ -95,24 +108,29 @@ func (c *RecordCache[K, V]) Merge(rec Record[K, V], merge func(held, next Record
 	if c.size != nil {
 		size += int64(c.size(rec.Value))
 	}
-	if e, ok := c.byKey[id]; ok {
-		ce := e.Value.(*cached[K, V])
+	if i, ok := c.byKey[id]; ok {
 		if merge != nil {
-			rec = merge(ce.rec, rec)
+			rec = merge(c.held[i].rec, rec)
 		}
+		ce := &c.held[i]
 		ce.rec = rec
 		c.budget.Give(ce.size)
 		c.bytes -= ce.size
 		ce.size = size
-		c.order.MoveToBack(e)
+		c.unlink(i)
+		c.append(i)
 	} else {
-		c.byKey[id] = c.order.PushBack(&cached[K, V]{id: id, rec: rec, size: size})
+		i := c.slot()
+		c.held[i] = cached[K, V]{id: id, rec: rec, size: size}
+		c.byKey[id] = i
+		c.append(i)
+		c.n++
 	}
 	c.bytes += size
 	if !c.budget.Take(size) {
 		return nil
 	}
-	for c.budget.Over() && c.order.Len() > 0 {
+	for c.budget.Over() && c.n > 0 {
 		if err := c.forwardOldest(); err != nil {
 			return err
 		}
@@ -120,12 +138,54 @@ func (c *RecordCache[K, V]) Merge(rec Record[K, V], merge func(held, next Record
 	return nil
 }
 
+// slot returns a free slot, from the free list or a new one.
+func (c *RecordCache[K, V]) slot() int32 {
+	if i := c.free; i >= 0 {
+		c.free = c.held[i].next
+		return i
+	}
+	c.held = append(c.held, cached[K, V]{})
+	return int32(len(c.held) - 1)
+}
+
+// append puts slot i at the end of the update order.
+func (c *RecordCache[K, V]) append(i int32) {
+	ce := &c.held[i]
+	ce.prev, ce.next = c.last, -1
+	if c.last >= 0 {
+		c.held[c.last].next = i
+	} else {
+		c.first = i
+	}
+	c.last = i
+}
+
+// unlink takes slot i out of the update order.
+func (c *RecordCache[K, V]) unlink(i int32) {
+	ce := &c.held[i]
+	if ce.prev >= 0 {
+		c.held[ce.prev].next = ce.next
+	} else {
+		c.first = ce.next
+	}
+	if ce.next >= 0 {
+		c.held[ce.next].prev = ce.prev
+	} else {
+		c.last = ce.prev
+	}
+}
+
 // Len returns the number of records held.
-func (c *RecordCache[K, V]) Len() int { return c.order.Len() }
+func (c *RecordCache[K, V]) Len() int { return c.n }
 
 // forwardOldest forwards and forgets the least recently updated record.
 func (c *RecordCache[K, V]) forwardOldest() error {
-	ce := c.order.Remove(c.order.Front()).(*cached[K, V])
+	i := c.first
+	c.unlink(i)
+	ce := c.held[i]
+	c.held[i] = cached[K, V]{next: c.free} // lets the record go
+	c.free = i
+	c.n--
 	delete(c.byKey, ce.id)
 	c.budget.Give(ce.size)
 	c.bytes -= ce.size
@@ -134,11 +194,12 @@ func (c *RecordCache[K, V]) forwardOldest() error {
 
 // flush forwards everything held, least recently updated first.
 func (c *RecordCache[K, V]) flush() error {
-	for c.order.Len() > 0 {
+	for c.n > 0 {
 		if err := c.forwardOldest(); err != nil {
 			return err
 		}
 	}
+	c.reset()
 	return nil
 }
 
@@ -146,8 +207,19 @@ func (c *RecordCache[K, V]) flush() error {
 func (c *RecordCache[K, V]) discard() {
 	c.budget.Give(c.bytes)
 	c.bytes = 0
-	c.order.Init()
 	clear(c.byKey)
+	c.reset()
+}
+
+// reset empties the slots, keeping at most retainSlots of them.
+func (c *RecordCache[K, V]) reset() {
+	if len(c.held) > retainSlots {
+		c.held = nil
+	} else {
+		clear(c.held)
+		c.held = c.held[:0]
+	}
+	c.first, c.last, c.free, c.n = -1, -1, -1, 0
 }
 
 // heldRecords is a node's record cache, as its instance sees it.

@@ -1,7 +1,10 @@
 package processor
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +139,61 @@ func TestRecordCacheOffForwardsAtOnce(t *testing.T) {
 	}
 	if got, want := sentPairs(env), []string{"a=1", "a=2"}; !slices.Equal(got, want) {
 		t.Fatalf("sent %v, want %v", got, want)
+	}
+}
+
+// TestRecordCacheMatchesAModel: over random updates, evictions and
+// flushes (slots freed and taken again, and given up after a burst of
+// more than retainSlots keys), the cache forwards what a plain list in
+// update order would: each key's latest value, least recently updated
+// first.
+func TestRecordCacheMatchesAModel(t *testing.T) {
+	t.Parallel()
+	g, err := cachedTopology().graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		entry = 6 + 4 + 96 // a key "k%05d", a value "%04d" and the overhead
+		held  = retainSlots + 500
+	)
+	env := &fakeEnv{cache: graph.NewCacheBudget(held * entry)}
+	insts := instantiate(t, g, env)
+	f := insts["cached"].(graph.Flusher)
+	rng := rand.New(rand.NewPCG(5, 5))
+	var model, want []string // "key=value": held in update order, and forwarded
+	checked := 0
+	for step := range 30_000 {
+		keys := 300
+		if step >= 10_000 && step < 20_000 {
+			keys = 99_999 // a burst of new keys, past retainSlots
+		}
+		if rng.IntN(2000) == 0 || step == 20_000 {
+			if err := f.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			want, model = append(want, model...), nil
+		} else {
+			k, v := fmt.Sprintf("k%05d", rng.IntN(keys)), fmt.Sprintf("%04d", step%10_000)
+			if err := feed(t, insts["in"], k, v, time.UnixMilli(int64(step))); err != nil {
+				t.Fatal(err)
+			}
+			model = slices.DeleteFunc(model, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+			model = append(model, k+"="+v)
+			if len(model) > held {
+				want, model = append(want, model[0]), model[1:]
+			}
+		}
+		if len(env.sent) != len(want) {
+			t.Fatalf("step %d: forwarded %d records, want %d", step, len(env.sent), len(want))
+		}
+		for ; checked < len(want); checked++ {
+			if s := env.sent[checked]; s.key+"="+s.value != want[checked] {
+				t.Fatalf("step %d: record %d forwarded is %s=%s, want %s", step, checked, s.key, s.value, want[checked])
+			}
+		}
+	}
+	if env.cache.Used() != int64(len(model))*entry {
+		t.Errorf("%d bytes counted for %d records held", env.cache.Used(), len(model))
 	}
 }

@@ -25,14 +25,19 @@ type Base interface {
 // the changed entries) is tracked so the runtime can commit early when it
 // passes its bound. Not safe for concurrent use: it belongs to one task.
 type Buffer struct {
-	base    Base
-	vals    map[string]bufEntry
-	sorted  []string // sorted keys of vals, without pending
-	pending []string // keys added since sorted was last merged
+	base Base
+	// index finds a key's entry in ents: one hash per read or write of a
+	// key, and none for a commit's walk over the changes. An entry stays
+	// until Clear; a deletion is an entry.
+	index   map[string]int32
+	ents    []bufEntry
+	sorted  []int32 // ents in key order, without pending
+	pending []int32 // ents added since sorted was last merged
 	size    int
 }
 
 type bufEntry struct {
+	key     string
 	value   []byte
 	deleted bool
 	stamped bool
@@ -43,12 +48,13 @@ var _ Bytes = (*Buffer)(nil)
 
 // NewBuffer returns an empty buffer over base.
 func NewBuffer(base Base) *Buffer {
-	return &Buffer{base: base, vals: map[string]bufEntry{}}
+	return &Buffer{base: base, index: map[string]int32{}}
 }
 
 // Get implements Bytes.
 func (b *Buffer) Get(key []byte) ([]byte, error) {
-	if e, ok := b.vals[string(key)]; ok {
+	if i, ok := b.index[string(key)]; ok {
+		e := &b.ents[i]
 		if e.deleted {
 			return nil, nil
 		}
@@ -59,7 +65,8 @@ func (b *Buffer) Get(key []byte) ([]byte, error) {
 
 // GetStamped implements Bytes.
 func (b *Buffer) GetStamped(key []byte) ([]byte, int64, bool, error) {
-	if e, ok := b.vals[string(key)]; ok {
+	if i, ok := b.index[string(key)]; ok {
+		e := &b.ents[i]
 		if e.deleted {
 			return nil, 0, false, nil
 		}
@@ -112,33 +119,41 @@ func (b *Buffer) Delete(key []byte) error {
 	return nil
 }
 
+// set makes e key's entry: in place when the key has one, which costs
+// neither a second hash nor a copy of the key.
 func (b *Buffer) set(key []byte, e bufEntry) {
-	k := string(key)
-	if old, ok := b.vals[k]; ok {
-		b.size -= len(old.value)
-	} else {
-		b.pending = append(b.pending, k)
-		b.size += len(k)
+	if i, ok := b.index[string(key)]; ok {
+		old := &b.ents[i]
+		b.size += len(e.value) - len(old.value)
+		e.key = old.key
+		*old = e
+		return
 	}
-	b.size += len(e.value)
-	b.vals[k] = e
+	e.key = string(key)
+	i := int32(len(b.ents))
+	b.ents = append(b.ents, e)
+	b.index[e.key] = i
+	b.pending = append(b.pending, i)
+	b.size += len(e.key) + len(e.value)
 }
 
-// keys returns the buffered keys in order, folding in pending ones.
-func (b *Buffer) keys() []string {
+// order returns the buffered entries' indexes in key order, folding in
+// pending ones.
+func (b *Buffer) order() []int32 {
 	if len(b.pending) > 0 {
-		slices.Sort(b.pending)
-		b.sorted = mergeSorted(b.sorted, b.pending)
+		slices.SortFunc(b.pending, func(x, y int32) int { return strings.Compare(b.ents[x].key, b.ents[y].key) })
+		b.sorted = b.mergeSorted(b.sorted, b.pending)
 		b.pending = b.pending[:0]
 	}
 	return b.sorted
 }
 
-func mergeSorted(a, c []string) []string {
-	out := make([]string, 0, len(a)+len(c))
+// mergeSorted merges two lists of entries in key order.
+func (b *Buffer) mergeSorted(a, c []int32) []int32 {
+	out := make([]int32, 0, len(a)+len(c))
 	i, j := 0, 0
 	for i < len(a) && j < len(c) {
-		if a[i] <= c[j] {
+		if b.ents[a[i]].key <= b.ents[c[j]].key {
 			out = append(out, a[i])
 			i++
 		} else {
@@ -154,23 +169,23 @@ func mergeSorted(a, c []string) []string {
 func (b *Buffer) Size() int { return b.size }
 
 // Len is the number of keys buffered.
-func (b *Buffer) Len() int { return len(b.vals) }
+func (b *Buffer) Len() int { return len(b.ents) }
 
 // Changes returns the buffered changes sorted by key. The slices stay
 // valid until the buffer is cleared.
 func (b *Buffer) Changes() []Entry {
-	keys := b.keys()
-	out := make([]Entry, len(keys))
-	for i, k := range keys {
-		e := b.vals[k]
-		out[i] = Entry{Key: []byte(k), Value: e.value, Deleted: e.deleted, Stamped: e.stamped, Time: e.ts}
+	order := b.order()
+	out := make([]Entry, len(order))
+	for i, j := range order {
+		e := &b.ents[j]
+		out[i] = Entry{Key: []byte(e.key), Value: e.value, Deleted: e.deleted, Stamped: e.stamped, Time: e.ts}
 	}
 	return out
 }
 
 // Flush writes the changes to the base and empties the buffer.
 func (b *Buffer) Flush() error {
-	if len(b.vals) == 0 {
+	if len(b.ents) == 0 {
 		return nil
 	}
 	if err := b.base.Apply(b.Changes()); err != nil {
@@ -193,12 +208,13 @@ const retainKeys = 1024
 
 // Clear drops the changes: what an aborted commit does.
 func (b *Buffer) Clear() {
-	if len(b.vals) > retainKeys { // the key slices grow only with vals
-		b.vals, b.sorted, b.pending, b.size = map[string]bufEntry{}, nil, nil, 0
+	if len(b.ents) > retainKeys { // the slices grow only with the map
+		b.index, b.ents, b.sorted, b.pending, b.size = map[string]int32{}, nil, nil, nil, 0
 		return
 	}
-	clear(b.vals)
-	b.sorted, b.pending, b.size = b.sorted[:0], b.pending[:0], 0
+	clear(b.index)
+	clear(b.ents) // lets the values go
+	b.ents, b.sorted, b.pending, b.size = b.ents[:0], b.sorted[:0], b.pending[:0], 0
 }
 
 // Range implements Bytes. Changes made during the loop are not seen by it.
@@ -211,21 +227,21 @@ func (b *Buffer) Backward(lo, hi []byte) iter.Seq2[[]byte, []byte] { return b.me
 // preferring the buffer's entry for a key both hold.
 func (b *Buffer) merge(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 	lo, hi = cloneBound(lo), cloneBound(hi)
-	keys := b.keys()
-	from, to := 0, len(keys)
+	order := b.order()
+	search := func(bound []byte) int {
+		i, _ := slices.BinarySearchFunc(order, string(bound), func(j int32, t string) int { return strings.Compare(b.ents[j].key, t) })
+		return i
+	}
+	from, to := 0, len(order)
 	if lo != nil {
-		from, _ = slices.BinarySearch(keys, string(lo))
+		from = search(lo)
 	}
 	if hi != nil {
-		to, _ = slices.BinarySearch(keys, string(hi))
+		to = search(hi)
 	}
-	type kv struct {
-		key string
-		e   bufEntry
-	}
-	snap := make([]kv, 0, max(to-from, 0))
-	for _, k := range keys[from:max(from, to)] {
-		snap = append(snap, kv{k, b.vals[k]})
+	snap := make([]bufEntry, 0, max(to-from, 0))
+	for _, j := range order[from:max(from, to)] {
+		snap = append(snap, b.ents[j])
 	}
 	if reverse {
 		slices.Reverse(snap)
@@ -255,10 +271,10 @@ func (b *Buffer) merge(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 				}
 				e := snap[i]
 				i++
-				if e.e.deleted {
+				if e.deleted {
 					continue
 				}
-				if !yield([]byte(e.key), slices.Clone(nonNil(e.e.value))) {
+				if !yield([]byte(e.key), slices.Clone(nonNil(e.value))) {
 					return
 				}
 				continue

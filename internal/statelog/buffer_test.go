@@ -151,7 +151,7 @@ func TestBufferMatchesModel(t *testing.T) {
 // gets a new map and gives up its key slices.
 func TestBufferClearLetsGoOfALargeBuffer(t *testing.T) {
 	t.Parallel()
-	mapID := func(b *Buffer) uintptr { return uintptr(reflect.ValueOf(b.vals).UnsafePointer()) }
+	mapID := func(b *Buffer) uintptr { return uintptr(reflect.ValueOf(b.index).UnsafePointer()) }
 	fill := func(b *Buffer, n int) {
 		for i := range n {
 			b.Put([]byte(fmt.Sprintf("k%07d", i)), []byte("v"))
