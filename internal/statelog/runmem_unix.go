@@ -21,15 +21,14 @@ import (
 // heap, and mem is nil.
 func allocRun(refs, arenaBytes int) (r []bulkRef, arena, mem []byte) {
 	refBytes := refs * bulkRefBytes // a multiple of 8, so the arena stays aligned
-	mem, err := syscall.Mmap(-1, 0, refBytes+arenaBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil || refs == 0 {
+	if refs > 0 {
+		mem, err := syscall.Mmap(-1, 0, refBytes+arenaBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 		if err == nil {
-			freeRun(mem)
+			r = unsafe.Slice((*bulkRef)(unsafe.Pointer(unsafe.SliceData(mem))), refs)[:0]
+			return r, mem[refBytes:refBytes:len(mem)], mem
 		}
-		return make([]bulkRef, 0, refs), make([]byte, 0, arenaBytes), nil
 	}
-	r = unsafe.Slice((*bulkRef)(unsafe.Pointer(unsafe.SliceData(mem))), refs)[:0]
-	return r, mem[refBytes:refBytes:len(mem)], mem
+	return make([]bulkRef, 0, refs), make([]byte, 0, arenaBytes), nil
 }
 
 // freeRun releases a mapping of allocRun; nil is a no-op. No slice into
