@@ -59,7 +59,6 @@ import (
 	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
@@ -538,7 +537,7 @@ func (b *Bulk) undo(marker string, err error) error {
 func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 	buf := z.NewBuffer(bulkWriteBytes+bulkWriteBytes/4, "weir.bulk")
 	defer buf.Release()
-	kv := &pb.KV{Version: 1, StreamId: 1}
+	stream := uint32(1)
 	threshold := int(b.db.bdb.Opts().ValueThreshold)
 	inTable := 0 // bytes of the stream kv.StreamId
 	pace := b.db.newTablePacer()
@@ -546,17 +545,13 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		if buf.LenNoPadding() < bulkWriteBytes {
 			return nil
 		}
-		pace.wait(int(kv.StreamId - 1))
+		pace.wait(int(stream - 1))
 		err := sw.Write(buf)
 		buf.Reset()
 		return err
 	}
 	add := func(key, value []byte, meta byte) error {
-		kv.Key, kv.Value, kv.UserMeta = key, value, nil
-		if meta != 0 {
-			kv.UserMeta = []byte{meta}
-		}
-		badger.KVToBuffer(kv, buf)
+		putKV(buf, streamKV{key: key, value: value, meta: meta, stream: stream})
 		inTable += len(key) + 16
 		if len(value) < threshold {
 			inTable += len(value)
@@ -565,8 +560,8 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 			// The table is full: end its stream, and go on in the next
 			// one. The keys come sorted, so the streams' tables do not
 			// overlap.
-			badger.KVToBuffer(&pb.KV{StreamId: kv.StreamId, StreamDone: true}, buf)
-			kv.StreamId++
+			putKV(buf, streamKV{stream: stream, done: true})
+			stream++
 			inTable = 0
 		}
 		return write()
@@ -604,6 +599,87 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		return nil
 	}
 	return sw.Write(buf)
+}
+
+// streamKV is one record of a StreamWriter's input: a key and its value
+// at version 1 in stream, or the end of stream (done).
+type streamKV struct {
+	key, value []byte
+	meta       byte // Badger's user meta; 0: none
+	stream     uint32
+	done       bool
+}
+
+// putKV appends kv to buf as badger.KVToBuffer would append the pb.KV it
+// stands for: the protobuf wire format, fields in the order of their
+// numbers, fields of zero value left out. KVToBuffer goes through
+// protobuf's reflection and costs about a tenth of a bulk load's CPU;
+// this costs a copy. The StreamWriter decodes it with protobuf, so any
+// field order would do, but the output matches byte for byte (see the
+// test).
+func putKV(buf *z.Buffer, kv streamKV) {
+	const (
+		tagKey      = 1<<3 | 2 // field 1, bytes
+		tagValue    = 2<<3 | 2
+		tagUserMeta = 3<<3 | 2
+		tagVersion  = 4<<3 | 0 // field 4, varint
+		tagStream   = 10<<3 | 0
+		tagDone     = 11<<3 | 0
+	)
+	var version uint64
+	if !kv.done {
+		version = 1
+	}
+	bytesField := func(b []byte) int {
+		if len(b) == 0 {
+			return 0
+		}
+		return 1 + uvarintLen(uint64(len(b))) + len(b)
+	}
+	n := bytesField(kv.key) + bytesField(kv.value)
+	if kv.meta != 0 {
+		n += 3
+	}
+	if version != 0 {
+		n += 1 + uvarintLen(version)
+	}
+	if kv.stream != 0 {
+		n += 1 + uvarintLen(uint64(kv.stream))
+	}
+	if kv.done {
+		n += 2
+	}
+	out := buf.SliceAllocate(n)[:0]
+	appendBytes := func(tag byte, b []byte) {
+		if len(b) > 0 {
+			out = append(out, tag)
+			out = binary.AppendUvarint(out, uint64(len(b)))
+			out = append(out, b...)
+		}
+	}
+	appendBytes(tagKey, kv.key)
+	appendBytes(tagValue, kv.value)
+	if kv.meta != 0 {
+		out = append(out, tagUserMeta, 1, kv.meta)
+	}
+	if version != 0 {
+		out = binary.AppendUvarint(append(out, tagVersion), version)
+	}
+	if kv.stream != 0 {
+		out = binary.AppendUvarint(append(out, tagStream), uint64(kv.stream))
+	}
+	if kv.done {
+		out = append(out, tagDone, 1)
+	}
+}
+
+// uvarintLen is the length of v as a varint.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // maxTablesInFlight bounds the tables of a bulk load that Badger builds at
