@@ -1,13 +1,12 @@
 package statelog
 
 import (
-	"container/list"
 	"hash/maphash"
 	"sync"
 )
 
-// cacheEntryOverhead is what an entry costs besides its key and value: the
-// list element, the map slot and the entry itself, roughly.
+// cacheEntryOverhead is what an entry costs besides its key and value: its
+// slot and its map entry, roughly.
 const cacheEntryOverhead = 96
 
 // readCache keeps recently read committed values of the database, and the
@@ -27,14 +26,21 @@ const cacheEntryOverhead = 96
 // task would then read the old value back, and count from it. Each write
 // bumps its key's stripe generation under mu; the miss returns the
 // generation, and fill compares.
+//
+// The entries live in slots of one slice, linked by index in the order of
+// use, with the slots of evicted entries on a free list: a store reading
+// many keys once each (a store larger than the cache) evicts and fills at
+// every read, and this costs no allocation but the key's.
 type readCache struct {
-	mu    sync.Mutex
-	limit int
-	size  int
-	ll    *list.List // front: most recently used; elements hold *cacheEntry
-	items map[string]*list.Element
-	seed  maphash.Seed
-	gens  [cacheStripes]uint64
+	mu         sync.Mutex
+	limit      int
+	size       int
+	items      map[string]int32
+	slots      []cacheEntry
+	head, tail int32 // the most and the least recently used; -1: none
+	free       int32 // the first free slot; -1: none
+	seed       maphash.Seed
+	gens       [cacheStripes]uint64
 }
 
 // cacheStripes is how many write generations a cache keeps (a power of
@@ -43,16 +49,17 @@ type readCache struct {
 const cacheStripes = 256
 
 type cacheEntry struct {
-	key    string
-	local       // val, ts and stamped
-	absent bool // the key has no value
+	key        string
+	local           // val, ts and stamped
+	absent     bool // the key has no value
+	prev, next int32
 }
 
 func newReadCache(limit int) *readCache {
 	if limit <= 0 {
 		return nil
 	}
-	return &readCache{limit: limit, ll: list.New(), items: map[string]*list.Element{}, seed: maphash.MakeSeed()}
+	return &readCache{limit: limit, items: map[string]int32{}, head: -1, tail: -1, free: -1, seed: maphash.MakeSeed()}
 }
 
 func (c *readCache) stripe(key []byte) *uint64 {
@@ -69,12 +76,12 @@ func (c *readCache) get(key []byte) (val local, absent, ok bool, stamp uint64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[string(key)]
+	i, ok := c.items[string(key)]
 	if !ok {
 		return local{}, false, false, *c.stripe(key)
 	}
-	c.ll.MoveToFront(el)
-	e := el.Value.(*cacheEntry)
+	c.toFront(i)
+	e := &c.slots[i]
 	return e.local, e.absent, true, 0
 }
 
@@ -112,22 +119,21 @@ func (c *readCache) store(key []byte, val local, absent bool) {
 		c.drop(key)
 		return
 	}
-	if el, ok := c.items[string(key)]; ok {
-		e := el.Value.(*cacheEntry)
+	if i, ok := c.items[string(key)]; ok {
+		e := &c.slots[i]
 		c.size += len(val.val) - len(e.val)
 		e.local, e.absent = val, absent
-		c.ll.MoveToFront(el)
+		c.toFront(i)
 	} else {
-		e := &cacheEntry{key: string(key), local: val, absent: absent}
-		c.items[e.key] = c.ll.PushFront(e)
+		i := c.slot()
+		e := &c.slots[i]
+		e.key, e.local, e.absent = string(key), val, absent
+		c.items[e.key] = i
+		c.pushFront(i)
 		c.size += cost
 	}
 	for c.size > c.limit {
-		el := c.ll.Back()
-		e := el.Value.(*cacheEntry)
-		c.ll.Remove(el)
-		delete(c.items, e.key)
-		c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
+		c.remove(c.tail)
 	}
 }
 
@@ -145,11 +151,8 @@ func (c *readCache) forget(key []byte) {
 
 // drop removes key's entry. c.mu is held.
 func (c *readCache) drop(key []byte) {
-	if el, ok := c.items[string(key)]; ok {
-		e := el.Value.(*cacheEntry)
-		c.ll.Remove(el)
-		delete(c.items, e.key)
-		c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
+	if i, ok := c.items[string(key)]; ok {
+		c.remove(i)
 	}
 }
 
@@ -160,10 +163,66 @@ func (c *readCache) clear() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ll.Init()
 	clear(c.items)
+	c.slots = nil
+	c.head, c.tail, c.free = -1, -1, -1
 	c.size = 0
 	for i := range c.gens {
 		c.gens[i]++
+	}
+}
+
+// slot returns a free slot, growing the slots when none is. c.mu is held.
+func (c *readCache) slot() int32 {
+	if i := c.free; i >= 0 {
+		c.free = c.slots[i].next
+		return i
+	}
+	c.slots = append(c.slots, cacheEntry{})
+	return int32(len(c.slots) - 1)
+}
+
+// remove evicts slot i's entry and frees the slot. c.mu is held.
+func (c *readCache) remove(i int32) {
+	c.unlink(i)
+	e := &c.slots[i]
+	delete(c.items, e.key)
+	c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
+	*e = cacheEntry{next: c.free}
+	c.free = i
+}
+
+// pushFront makes slot i the most recently used. c.mu is held.
+func (c *readCache) pushFront(i int32) {
+	e := &c.slots[i]
+	e.prev, e.next = -1, c.head
+	if c.head >= 0 {
+		c.slots[c.head].prev = i
+	} else {
+		c.tail = i
+	}
+	c.head = i
+}
+
+// unlink takes slot i out of the order of use. c.mu is held.
+func (c *readCache) unlink(i int32) {
+	e := &c.slots[i]
+	if e.prev >= 0 {
+		c.slots[e.prev].next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next >= 0 {
+		c.slots[e.next].prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+}
+
+// toFront moves slot i to the front of the order of use. c.mu is held.
+func (c *readCache) toFront(i int32) {
+	if c.head != i {
+		c.unlink(i)
+		c.pushFront(i)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"github.com/weirstream/weir/changelog"
 
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -155,5 +157,76 @@ func TestReadCacheOff(t *testing.T) {
 	}
 	if v, _ := s.Get([]byte("k")); string(v) != "v" {
 		t.Fatalf("Get = %q", v)
+	}
+}
+
+// TestReadCacheEvictsLikeAModel: over random reads, writes, forgets and
+// clears, the cache holds what a plain list in order of use would, bounded
+// by bytes, evicting the least recently used first; slots freed by
+// evictions and forgets are taken again.
+func TestReadCacheEvictsLikeAModel(t *testing.T) {
+	t.Parallel()
+	const limit = 40 * (cacheEntryOverhead + 8)
+	c := newReadCache(limit)
+	type kv struct{ key, val string }
+	var model []kv // most recently used first
+	cost := func(e kv) int { return len(e.key) + len(e.val) + cacheEntryOverhead }
+	find := func(key string) int {
+		return slices.IndexFunc(model, func(e kv) bool { return e.key == key })
+	}
+	rng := rand.New(rand.NewPCG(3, 7))
+	for step := range 20_000 {
+		key := fmt.Sprintf("k%03d", rng.IntN(120))
+		switch op := rng.IntN(100); {
+		case op < 50:
+			v, _, ok, _ := c.get([]byte(key))
+			i := find(key)
+			if ok != (i >= 0) {
+				t.Fatalf("step %d: get(%s) found %v, model %v", step, key, ok, i >= 0)
+			}
+			if ok {
+				if string(v.val) != model[i].val {
+					t.Fatalf("step %d: get(%s) = %q, model %q", step, key, v.val, model[i].val)
+				}
+				e := model[i]
+				model = append([]kv{e}, slices.Delete(model, i, i+1)...)
+			}
+		case op < 90:
+			e := kv{key, fmt.Sprintf("v%d", rng.IntN(1000))}
+			c.put([]byte(e.key), local{val: []byte(e.val)}, false)
+			if i := find(key); i >= 0 {
+				model = slices.Delete(model, i, i+1)
+			}
+			model = append([]kv{e}, model...)
+			size := 0
+			for _, e := range model {
+				size += cost(e)
+			}
+			for size > limit {
+				size -= cost(model[len(model)-1])
+				model = model[:len(model)-1]
+			}
+		case op < 99:
+			c.forget([]byte(key))
+			if i := find(key); i >= 0 {
+				model = slices.Delete(model, i, i+1)
+			}
+		default:
+			c.clear()
+			model = nil
+		}
+		if len(c.items) != len(model) {
+			t.Fatalf("step %d: the cache holds %d keys, the model %d", step, len(c.items), len(model))
+		}
+		i := c.head
+		for _, e := range model {
+			if i < 0 || c.slots[i].key != e.key {
+				t.Fatalf("step %d: the order of use differs from the model at %s", step, e.key)
+			}
+			i = c.slots[i].next
+		}
+	}
+	if len(c.slots) > 60 {
+		t.Errorf("%d slots for at most %d entries: freed slots are not taken again", len(c.slots), limit/cacheEntryOverhead)
 	}
 }
