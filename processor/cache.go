@@ -56,10 +56,13 @@ type RecordCache[K, V any] struct {
 	bytes       int64
 }
 
-// retainSlots is the most slots a cache keeps when it has forwarded or
-// dropped everything (at every commit): a cache that held more gives its
-// slots up, so that a burst of many keys does not pin their memory (about
-// 100 bytes a slot besides the key and value) for the task's life.
+// retainSlots is the most slots a cache always keeps when it has
+// forwarded or dropped everything (at every commit). Above it, a cache
+// keeps its slots while the interval that ends used at least a quarter of
+// them, so that a steady load of many keys reuses them from commit to
+// commit, and gives them up after an interval that used fewer: a burst of
+// many keys does not pin their memory (about 100 bytes a slot besides the
+// key and value) for the task's life.
 const retainSlots = 4096
 
 type cached[K, V any] struct {
@@ -211,9 +214,9 @@ func (c *RecordCache[K, V]) discard() {
 	c.reset()
 }
 
-// reset empties the slots, keeping at most retainSlots of them.
+// reset empties the slots, keeping them as retainSlots says.
 func (c *RecordCache[K, V]) reset() {
-	if len(c.held) > retainSlots {
+	if cap(c.held) > retainSlots && len(c.held) < cap(c.held)/4 {
 		c.held = nil
 	} else {
 		clear(c.held)

@@ -197,3 +197,34 @@ func TestRecordCacheMatchesAModel(t *testing.T) {
 		t.Errorf("%d bytes counted for %d records held", env.cache.Used(), len(model))
 	}
 }
+
+// TestRecordCacheKeepsTheSlotsItUses: past retainSlots, a cache keeps its
+// slots from one commit to the next while it keeps using them, and gives
+// them up after an interval that used few.
+func TestRecordCacheKeepsTheSlotsItUses(t *testing.T) {
+	t.Parallel()
+	c := &RecordCache[string, string]{first: -1, last: -1, free: -1}
+	hold := func(n int) {
+		for range n {
+			c.slot()
+		}
+		c.reset()
+	}
+	hold(3 * retainSlots)
+	grown := cap(c.held)
+	if grown < 3*retainSlots {
+		t.Fatalf("after an interval of %d slots the cache kept %d", 3*retainSlots, grown)
+	}
+	hold(3 * retainSlots)
+	if cap(c.held) != grown {
+		t.Fatalf("a steady load of %d slots: capacity %d, then %d", 3*retainSlots, grown, cap(c.held))
+	}
+	hold(10)
+	if cap(c.held) != 0 {
+		t.Fatalf("after an interval of 10 slots the cache still holds %d", cap(c.held))
+	}
+	hold(10)
+	if cap(c.held) == 0 || cap(c.held) > retainSlots {
+		t.Fatalf("a small load: capacity %d, want at most %d and some", cap(c.held), retainSlots)
+	}
+}

@@ -213,15 +213,31 @@ func (t *Task) outputHeaders(headers []graph.Header) []sarama.RecordHeader {
 		case graph.VersionHeader:
 			update = true
 		}
-		out = append(out, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
+		out = append(out, sarama.RecordHeader{Key: headerKey(h.Key), Value: h.Value})
 	}
 	if update && t.sh.ResetEpoch > 0 {
-		out = append(out, sarama.RecordHeader{Key: []byte(graph.EpochHeader), Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
+		out = append(out, sarama.RecordHeader{Key: epochHeaderKey, Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
 	}
 	if t.replaying {
-		out = append(out, sarama.RecordHeader{Key: []byte(graph.ReplayHeader), Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
+		out = append(out, sarama.RecordHeader{Key: replayHeaderKey, Value: strconv.AppendInt(nil, t.sh.ResetEpoch, 10)})
 	}
 	return out
+}
+
+// The names of weir's own headers as the producer takes them, made once:
+// every table update carries one. The producer only reads them.
+var (
+	versionHeaderKey = []byte(graph.VersionHeader)
+	epochHeaderKey   = []byte(graph.EpochHeader)
+	replayHeaderKey  = []byte(graph.ReplayHeader)
+)
+
+// headerKey returns a header's name as the producer takes it.
+func headerKey(name string) []byte {
+	if name == graph.VersionHeader {
+		return versionHeaderKey
+	}
+	return []byte(name)
 }
 
 // hasHeader reports whether headers has one named key.
