@@ -132,7 +132,7 @@ func runWeir(args []string) error {
 	if err != nil {
 		return err
 	}
-	if path := os.Getenv("WEIR_PEERS_CPUPROFILE"); path != "" {
+	if path := profilePath("WEIR_PEERS_CPUPROFILE"); path != "" {
 		// A CPU profile of the whole run, for finding where weir's time goes.
 		f, err := os.Create(path)
 		if err != nil {
@@ -146,12 +146,20 @@ func runWeir(args []string) error {
 	}
 	ctx, stop := untilSIGTERM()
 	defer stop()
-	if path := os.Getenv("WEIR_PEERS_HEAPPROFILE"); path != "" {
+	if path := profilePath("WEIR_PEERS_HEAPPROFILE"); path != "" {
 		go profileHeapPeaks(ctx, path)
 	}
 	err = app.Run(ctx)
 	printCommits(reg)
 	return err
+}
+
+// profilePath returns the profile file the environment variable env
+// names, with "%p" replaced by the process's ID: a workload that starts
+// weir more than once (the restore: build, restore, idle) then keeps one
+// profile per process.
+func profilePath(env string) string {
+	return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
 }
 
 // printCommits tells the driver how often the App committed (the count
