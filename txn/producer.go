@@ -129,7 +129,9 @@ func (p *Producer) drain() {
 				succ = nil
 				continue
 			}
-			p.acked(m)
+			if !p.acked(m, succ) {
+				succ = nil
+			}
 		case e, ok := <-errs:
 			if !ok {
 				errs = nil
@@ -140,9 +142,34 @@ func (p *Producer) drain() {
 	}
 }
 
-// acked counts m delivered and remembers where it landed (LastCommitted).
-func (p *Producer) acked(m *sarama.ProducerMessage) {
+// ackBatch is the most deliveries acked takes under one lock: sarama
+// returns a produce response's records one by one, and counting each
+// under its own lock cost as much as receiving it.
+const ackBatch = 256
+
+// acked counts m delivered, with the deliveries already waiting behind it
+// in succ (up to ackBatch), and remembers where each landed
+// (LastCommitted). It reports false when it found succ closed.
+func (p *Producer) acked(m *sarama.ProducerMessage, succ <-chan *sarama.ProducerMessage) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ackedLocked(m)
+	for range ackBatch - 1 {
+		select {
+		case m, ok := <-succ:
+			if !ok {
+				return false
+			}
+			p.ackedLocked(m)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// ackedLocked counts m delivered. Called with mu held.
+func (p *Producer) ackedLocked(m *sarama.ProducerMessage) {
 	if p.transactional && m != nil {
 		tp := Partition{m.Topic, m.Partition}
 		if off, ok := p.written[tp]; !ok || m.Offset > off {
@@ -153,7 +180,6 @@ func (p *Producer) acked(m *sarama.ProducerMessage) {
 		}
 	}
 	p.settledLocked()
-	p.mu.Unlock()
 }
 
 // ack counts a failed delivery: the transaction's first failure, or a

@@ -398,3 +398,28 @@ func TestLastCommittedIsWhatTheCommitWrote(t *testing.T) {
 		t.Fatalf("LastCommitted after the next commit = %v, want %v", got, want)
 	}
 }
+
+// Deliveries counted in batches (those waiting behind one, under one
+// lock) are each counted once: a commit after thousands of records waits
+// for every one and knows each partition's last offset.
+func TestCommitCountsEveryDeliveryOfABurst(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	p := Wrap(f)
+	defer p.Close()
+	want := map[Partition]int64{}
+	for i := range 5000 {
+		part := int32(i % 3)
+		off := int64(i)
+		if err := p.Send(&sarama.ProducerMessage{Topic: "out", Partition: part, Offset: off}); err != nil {
+			t.Fatal(err)
+		}
+		want[Partition{"out", part}] = off
+	}
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.LastCommitted(); !maps.Equal(got, want) {
+		t.Fatalf("LastCommitted = %v, want %v", got, want)
+	}
+}
