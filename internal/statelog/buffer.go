@@ -34,6 +34,10 @@ type Buffer struct {
 	sorted  []int32 // ents in key order, without pending
 	pending []int32 // ents added since sorted was last merged
 	size    int
+	peak    int // the most entries index has held since it was made
+	// changes is what Changes returned, until the next change: a commit
+	// asks twice (the changelog, then the database).
+	changes []Entry
 }
 
 type bufEntry struct {
@@ -122,6 +126,7 @@ func (b *Buffer) Delete(key []byte) error {
 // set makes e key's entry: in place when the key has one, which costs
 // neither a second hash nor a copy of the key.
 func (b *Buffer) set(key []byte, e bufEntry) {
+	b.changes = nil
 	if i, ok := b.index[string(key)]; ok {
 		old := &b.ents[i]
 		b.size += len(e.value) - len(old.value)
@@ -172,14 +177,19 @@ func (b *Buffer) Size() int { return b.size }
 func (b *Buffer) Len() int { return len(b.ents) }
 
 // Changes returns the buffered changes sorted by key. The slices stay
-// valid until the buffer is cleared.
+// valid until the buffer is cleared. Calls without a change between them
+// return the same entries: callers must not modify them.
 func (b *Buffer) Changes() []Entry {
+	if b.changes != nil || len(b.ents) == 0 {
+		return b.changes
+	}
 	order := b.order()
 	out := make([]Entry, len(order))
 	for i, j := range order {
 		e := &b.ents[j]
 		out[i] = Entry{Key: []byte(e.key), Value: e.value, Deleted: e.deleted, Stamped: e.stamped, Time: e.ts}
 	}
+	b.changes = out
 	return out
 }
 
@@ -195,23 +205,28 @@ func (b *Buffer) Flush() error {
 	return nil
 }
 
-// retainKeys is the most keys a buffer may have held for Clear to keep
-// its map and key slices for the next commit interval. Reusing them saves
-// growing them again every interval; but Go maps never shrink, so a buffer
-// that once held a million keys (a burst, a restore-sized interval) would
-// otherwise pin that peak, about 90 bytes per key for the map alone (on
-// Go 1.27, measured), for the task's life. At 1024 keys what is kept is
-// about 120 KiB per store partition (map and key slices), and a task that
-// changes more keys than that per interval pays one map's growth per
-// commit, small next to sending a changelog record per key.
+// retainKeys is the most keys a buffer always keeps its map and slices
+// for when Clear empties it. Above it, Clear keeps them while the interval
+// that ends held at least a quarter of the most keys the map ever held,
+// and makes new ones after an interval that held fewer. Reusing them saves
+// growing them again every interval, which a task changing many keys per
+// interval (a store larger than its caches) would pay at every commit; but
+// Go maps never shrink, so a buffer that once held a million keys (a
+// burst, a restore-sized interval) would otherwise pin that peak, about 90
+// bytes per key for the map alone (on Go 1.27, measured), for the task's
+// life. At 1024 keys what is always kept is about 120 KiB per store
+// partition (map and key slices).
 const retainKeys = 1024
 
 // Clear drops the changes: what an aborted commit does.
 func (b *Buffer) Clear() {
-	if len(b.ents) > retainKeys { // the slices grow only with the map
-		b.index, b.ents, b.sorted, b.pending, b.size = map[string]int32{}, nil, nil, nil, 0
+	n := len(b.ents)
+	b.peak = max(b.peak, n)
+	if b.peak > retainKeys && n < b.peak/4 { // the slices grow only with the map
+		b.index, b.ents, b.sorted, b.pending, b.size, b.peak, b.changes = map[string]int32{}, nil, nil, nil, 0, 0, nil
 		return
 	}
+	b.changes = nil
 	clear(b.index)
 	clear(b.ents) // lets the values go
 	b.ents, b.sorted, b.pending, b.size = b.ents[:0], b.sorted[:0], b.pending[:0], 0

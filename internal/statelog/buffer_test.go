@@ -147,8 +147,9 @@ func TestBufferMatchesModel(t *testing.T) {
 // TestBufferClearLetsGoOfALargeBuffer pins a bug where Clear kept the map
 // and key slices of a buffer at their peak size: after one commit interval
 // that buffered very many keys, the task held that memory for good. A
-// small buffer keeps its map (no regrowing every interval); a large one
-// gets a new map and gives up its key slices.
+// buffer keeps its map while its intervals use a quarter of it (no
+// regrowing every interval, small or large), and gets a new map and gives
+// up its key slices after an interval that used less.
 func TestBufferClearLetsGoOfALargeBuffer(t *testing.T) {
 	t.Parallel()
 	mapID := func(b *Buffer) uintptr { return uintptr(reflect.ValueOf(b.index).UnsafePointer()) }
@@ -170,12 +171,19 @@ func TestBufferClearLetsGoOfALargeBuffer(t *testing.T) {
 	fill(b, 100*retainKeys)
 	large := mapID(b)
 	b.Clear()
+	fill(b, 30*retainKeys)
+	if mapID(b) != large {
+		t.Errorf("an interval of %d keys after one of %d got a new map; want it reused", 30*retainKeys, 100*retainKeys)
+	}
+	b.Clear()
+	fill(b, retainKeys)
+	b.Clear()
 	if mapID(b) == large {
-		t.Errorf("Clear of %d keys kept the map at its peak size", 100*retainKeys)
+		t.Errorf("Clear of %d keys after intervals of %d kept the map at its peak size", retainKeys, 100*retainKeys)
 	}
 	if cap(b.sorted) > retainKeys || cap(b.pending) > retainKeys {
 		t.Errorf("Clear of %d keys kept key slices of capacity %d and %d; want at most %d",
-			100*retainKeys, cap(b.sorted), cap(b.pending), retainKeys)
+			retainKeys, cap(b.sorted), cap(b.pending), retainKeys)
 	}
 	// The buffer works on after the swap.
 	b.Put([]byte("a"), []byte("1"))
@@ -209,5 +217,45 @@ func TestBufferRefusesKeysBadgerCannotHold(t *testing.T) {
 	}
 	if err := b.Flush(); err != nil {
 		t.Fatalf("the longest key taken does not fit in Badger: %v", err)
+	}
+}
+
+// Changes made once serve the commit's two readers (the changelog and the
+// database), and a change after them is seen by the next call.
+func TestBufferChangesFollowEveryChange(t *testing.T) {
+	t.Parallel()
+	b := NewBuffer(&Memory{})
+	keys := func() []string {
+		var out []string
+		for _, e := range b.Changes() {
+			s := string(e.Key)
+			if e.Deleted {
+				s += "-"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	b.Put([]byte("b"), []byte("1"))
+	b.Put([]byte("a"), []byte("1"))
+	first := b.Changes()
+	if again := b.Changes(); &again[0] != &first[0] {
+		t.Errorf("a second call without a change made the changes again")
+	}
+	b.Delete([]byte("c"))
+	if got := keys(); !slices.Equal(got, []string{"a", "b", "c-"}) {
+		t.Errorf("after a Delete: %v", got)
+	}
+	b.PutStamped([]byte("a"), []byte("2"), 5)
+	if c := b.Changes(); string(c[0].Value) != "2" || !c[0].Stamped || c[0].Time != 5 {
+		t.Errorf("after a PutStamped of a held key: %+v", c[0])
+	}
+	b.Clear()
+	if got := keys(); len(got) != 0 {
+		t.Errorf("after Clear: %v", got)
+	}
+	b.Put([]byte("z"), []byte("1"))
+	if got := keys(); !slices.Equal(got, []string{"z"}) {
+		t.Errorf("after Clear and a Put: %v", got)
 	}
 }
