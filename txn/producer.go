@@ -226,10 +226,10 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 	if p.closed {
 		return ErrClosed
 	}
-	if err := p.Err(); err != nil {
-		return err
-	}
 	if p.transactional && !p.inTxn {
+		if err := p.Err(); err != nil {
+			return err
+		}
 		if err := p.ap.BeginTxn(); err != nil {
 			err = fmt.Errorf("txn: begin: %w", classify(err))
 			p.setErr(err)
@@ -237,7 +237,12 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 		}
 		p.inTxn, p.began = true, time.Now()
 	}
+	// One lock a record: the failure check and the count in flight.
 	p.mu.Lock()
+	if err := p.errLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
 	if p.inflight == 0 {
 		p.idle = make(chan struct{})
 	}

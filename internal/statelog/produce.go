@@ -31,9 +31,13 @@ func Produce(changes []Entry, idx Index, topic string, partition int32, meta any
 		if idx != nil && idx.Holds(e.Key) {
 			continue
 		}
-		m := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(e.Key), Partition: partition, Metadata: meta}
+		var value []byte
 		if !e.Deleted {
-			m.Value = sarama.ByteEncoder(nonNil(e.Value))
+			value = nonNil(e.Value)
+		}
+		m := NewMessage(e.Key, value)
+		m.Topic, m.Partition, m.Metadata = topic, partition, meta
+		if !e.Deleted {
 			if e.Stamped {
 				m.Timestamp, m.Headers = time.UnixMilli(e.Time), timeHeader
 			}
@@ -44,4 +48,26 @@ func Produce(changes []Entry, idx Index, topic string, partition int32, meta any
 		last = m
 	}
 	return last, nil
+}
+
+// NewMessage returns a producer message holding key and value (nil: none),
+// which it does not copy: one allocation, where a sarama.ByteEncoder
+// stored in the message's Key or Value interface costs one of its own.
+// Key and Value hold *sarama.ByteEncoder, which encodes as
+// sarama.ByteEncoder does.
+func NewMessage(key, value []byte) *sarama.ProducerMessage {
+	o := &message{key: key, value: value}
+	if key != nil {
+		o.m.Key = &o.key
+	}
+	if value != nil {
+		o.m.Value = &o.value
+	}
+	return &o.m
+}
+
+// message is a producer message with its key's and value's encoders.
+type message struct {
+	m          sarama.ProducerMessage
+	key, value sarama.ByteEncoder
 }

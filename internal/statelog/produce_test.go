@@ -1,6 +1,7 @@
 package statelog
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -80,5 +81,25 @@ func TestZeroMillis(t *testing.T) {
 	t.Parallel()
 	if got := (time.Time{}).UnixMilli(); got != zeroMillis {
 		t.Fatalf("time.Time{}.UnixMilli() = %d, zeroMillis = %d", got, zeroMillis)
+	}
+}
+
+// A message from NewMessage encodes its key and value as sarama's
+// ByteEncoder does, and holds none for nil.
+func TestNewMessageEncodesLikeByteEncoder(t *testing.T) {
+	t.Parallel()
+	m := NewMessage([]byte("k"), []byte{})
+	for _, c := range []struct {
+		name string
+		enc  sarama.Encoder
+		want []byte
+	}{{"key", m.Key, []byte("k")}, {"value", m.Value, []byte{}}} {
+		got, err := c.enc.Encode()
+		if err != nil || !bytes.Equal(got, c.want) || got == nil || c.enc.Length() != len(c.want) {
+			t.Errorf("%s: Encode = %q, %v; Length %d; want %q", c.name, got, err, c.enc.Length(), c.want)
+		}
+	}
+	if m := NewMessage(nil, nil); m.Key != nil || m.Value != nil {
+		t.Errorf("NewMessage(nil, nil) holds key %v and value %v, want none", m.Key, m.Value)
 	}
 }

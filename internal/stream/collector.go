@@ -42,7 +42,7 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	}
 	size := m.ByteSize(2)
 	limit := th.maxBytes
-	lim := th.in.Layout.Limits[m.Topic]
+	lim, known := th.in.Layout.Limits[m.Topic]
 	if lim.MaxBytes > 0 && lim.MaxBytes < limit {
 		limit = lim.MaxBytes
 	}
@@ -55,7 +55,9 @@ func (th *Thread) Send(m *sarama.ProducerMessage) error {
 	if err := th.producer.Send(m); err != nil {
 		return err
 	}
-	th.noteTopic(m.Topic)
+	if !known {
+		th.noteTopic(m.Topic)
+	}
 	if th.isolate[m.Topic] {
 		// Finding the record the broker refuses: one record a batch.
 		ctx, cancel := context.WithTimeout(context.Background(), th.in.TransactionTimeout)

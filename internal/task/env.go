@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/internal/client"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/statelog"
 )
 
 // schedule is a punctuator.
@@ -173,13 +174,8 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	if internal && t.dropNullKey(key, "repartition_topic", topic) {
 		return nil
 	}
-	m := &sarama.ProducerMessage{Topic: topic, Timestamp: ts, Metadata: t.origin(part >= 0)}
-	if key != nil {
-		m.Key = sarama.ByteEncoder(key)
-	}
-	if value != nil {
-		m.Value = sarama.ByteEncoder(value)
-	}
+	m := statelog.NewMessage(key, value)
+	m.Topic, m.Timestamp, m.Metadata = topic, ts, t.origin(part >= 0)
 	if part >= 0 {
 		m.Partition = part
 	}
@@ -258,6 +254,7 @@ type outputKey struct {
 
 // output is a topic the task writes, with what each of its records needs.
 type output struct {
+	key     outputKey
 	topic   string // the real topic: an internal one expanded
 	written prometheus.Counter
 }
@@ -268,10 +265,14 @@ type output struct {
 // lookup of WithLabelValues or a string concatenation per record.
 func (t *Task) output(topic string, internal bool) *output {
 	k := outputKey{topic, internal}
+	if t.lastOutput != nil && t.lastOutput.key == k {
+		return t.lastOutput // a sink sends record after record to one topic
+	}
 	if o := t.outputs[k]; o != nil {
+		t.lastOutput = o
 		return o
 	}
-	o := &output{topic: topic}
+	o := &output{key: k, topic: topic}
 	if internal {
 		o.topic = graph.InternalTopic(t.sh.ApplicationID, topic)
 	}
@@ -280,6 +281,7 @@ func (t *Task) output(topic string, internal bool) *output {
 		t.outputs = map[outputKey]*output{}
 	}
 	t.outputs[k] = o
+	t.lastOutput = o
 	return o
 }
 

@@ -77,6 +77,8 @@ type Task struct {
 	// outputs are the topics the task's sinks write, each with its
 	// counter, resolved at its first record (see output).
 	outputs map[outputKey]*output
+	// lastOutput is the output of the last record sent.
+	lastOutput *output
 	// sendFailed reports that the host refused a record of the input
 	// record being processed: that failure is the thread's to settle,
 	// not a node's (see nodeFailed).
