@@ -539,7 +539,7 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 	defer buf.Release()
 	stream := uint32(1)
 	threshold := int(b.db.bdb.Opts().ValueThreshold)
-	inTable := 0 // bytes of the stream kv.StreamId
+	inTable := 0 // bytes of the current stream
 	pace := b.db.newTablePacer()
 	write := func() error {
 		if buf.LenNoPadding() < bulkWriteBytes {
