@@ -2,6 +2,7 @@ package processor
 
 import (
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/slotlist"
 )
 
 // cacheEntryOverhead is what a cached record costs besides its key's
@@ -43,17 +44,13 @@ type RecordCache[K, V any] struct {
 	budget *graph.CacheBudget
 	id     func(K) (string, error)
 	size   func(V) int
-	// byKey finds a held key's slot in held. The slots in use form a
-	// list in update order (first is the least recently updated), linked
-	// by index, and the others a free list: holding a key costs no
-	// allocation once the slots have grown, which they do up to the most
-	// records held at once (see retainSlots).
-	byKey       map[string]int32
-	held        []cached[K, V]
-	first, last int32 // ends of the update order; -1 when nothing is held
-	free        int32 // first free slot; -1 when none
-	n           int   // records held
-	bytes       int64
+	// byKey finds a held key's element in held, the records in update
+	// order (first is the least recently updated): holding a key costs no
+	// allocation once held's slots have grown, which they do up to the
+	// most records held at once (see retainSlots).
+	byKey map[string]int32
+	held  slotlist.List[cached[K, V]]
+	bytes int64
 }
 
 // retainSlots is the most slots a cache always keeps when it has
@@ -66,10 +63,9 @@ type RecordCache[K, V any] struct {
 const retainSlots = 4096
 
 type cached[K, V any] struct {
-	id         string
-	rec        Record[K, V]
-	size       int64
-	prev, next int32
+	id   string
+	rec  Record[K, V]
+	size int64
 }
 
 // NewRecordCache returns a record cache forwarding to ctx's children,
@@ -78,7 +74,7 @@ type cached[K, V any] struct {
 // estimates a value's bytes for the budget (nil counts none). Records are
 // forwarded at once when ctx is not the runtime's or caching is off.
 func NewRecordCache[K, V any](ctx Context[K, V], id func(K) (string, error), size func(V) int) *RecordCache[K, V] {
-	c := &RecordCache[K, V]{ctx: ctx, id: id, size: size, first: -1, last: -1, free: -1}
+	c := &RecordCache[K, V]{ctx: ctx, id: id, size: size}
 	if nc, ok := ctx.(*nodeContext[K, V]); ok && nc.env.CacheBudget() != nil {
 		c.budget = nc.env.CacheBudget()
 		c.byKey = map[string]int32{}
@@ -112,28 +108,23 @@ func (c *RecordCache[K, V]) Merge(rec Record[K, V], merge func(held, next Record
 		size += int64(c.size(rec.Value))
 	}
 	if i, ok := c.byKey[id]; ok {
+		ce := c.held.At(i)
 		if merge != nil {
-			rec = merge(c.held[i].rec, rec)
+			rec = merge(ce.rec, rec)
 		}
-		ce := &c.held[i]
 		ce.rec = rec
 		c.budget.Give(ce.size)
 		c.bytes -= ce.size
 		ce.size = size
-		c.unlink(i)
-		c.append(i)
+		c.held.MoveToBack(i)
 	} else {
-		i := c.slot()
-		c.held[i] = cached[K, V]{id: id, rec: rec, size: size}
-		c.byKey[id] = i
-		c.append(i)
-		c.n++
+		c.byKey[id] = c.held.PushBack(cached[K, V]{id: id, rec: rec, size: size})
 	}
 	c.bytes += size
 	if !c.budget.Take(size) {
 		return nil
 	}
-	for c.budget.Over() && c.n > 0 {
+	for c.budget.Over() && c.held.Len() > 0 {
 		if err := c.forwardOldest(); err != nil {
 			return err
 		}
@@ -141,54 +132,13 @@ func (c *RecordCache[K, V]) Merge(rec Record[K, V], merge func(held, next Record
 	return nil
 }
 
-// slot returns a free slot, from the free list or a new one.
-func (c *RecordCache[K, V]) slot() int32 {
-	if i := c.free; i >= 0 {
-		c.free = c.held[i].next
-		return i
-	}
-	c.held = append(c.held, cached[K, V]{})
-	return int32(len(c.held) - 1)
-}
-
-// append puts slot i at the end of the update order.
-func (c *RecordCache[K, V]) append(i int32) {
-	ce := &c.held[i]
-	ce.prev, ce.next = c.last, -1
-	if c.last >= 0 {
-		c.held[c.last].next = i
-	} else {
-		c.first = i
-	}
-	c.last = i
-}
-
-// unlink takes slot i out of the update order.
-func (c *RecordCache[K, V]) unlink(i int32) {
-	ce := &c.held[i]
-	if ce.prev >= 0 {
-		c.held[ce.prev].next = ce.next
-	} else {
-		c.first = ce.next
-	}
-	if ce.next >= 0 {
-		c.held[ce.next].prev = ce.prev
-	} else {
-		c.last = ce.prev
-	}
-}
-
 // Len returns the number of records held.
-func (c *RecordCache[K, V]) Len() int { return c.n }
+func (c *RecordCache[K, V]) Len() int { return c.held.Len() }
 
 // forwardOldest forwards and forgets the least recently updated record.
 func (c *RecordCache[K, V]) forwardOldest() error {
-	i := c.first
-	c.unlink(i)
-	ce := c.held[i]
-	c.held[i] = cached[K, V]{next: c.free} // lets the record go
-	c.free = i
-	c.n--
+	i, _ := c.held.Front()
+	ce := c.held.Remove(i)
 	delete(c.byKey, ce.id)
 	c.budget.Give(ce.size)
 	c.bytes -= ce.size
@@ -197,7 +147,7 @@ func (c *RecordCache[K, V]) forwardOldest() error {
 
 // flush forwards everything held, least recently updated first.
 func (c *RecordCache[K, V]) flush() error {
-	for c.n > 0 {
+	for c.held.Len() > 0 {
 		if err := c.forwardOldest(); err != nil {
 			return err
 		}
@@ -216,13 +166,11 @@ func (c *RecordCache[K, V]) discard() {
 
 // reset empties the slots, keeping them as retainSlots says.
 func (c *RecordCache[K, V]) reset() {
-	if cap(c.held) > retainSlots && len(c.held) < cap(c.held)/4 {
-		c.held = nil
+	if c.held.Cap() > retainSlots && c.held.Slots() < c.held.Cap()/4 {
+		c.held = slotlist.List[cached[K, V]]{}
 	} else {
-		clear(c.held)
-		c.held = c.held[:0]
+		c.held.Clear()
 	}
-	c.first, c.last, c.free, c.n = -1, -1, -1, 0
 }
 
 // heldRecords is a node's record cache, as its instance sees it.

@@ -203,28 +203,28 @@ func TestRecordCacheMatchesAModel(t *testing.T) {
 // them up after an interval that used few.
 func TestRecordCacheKeepsTheSlotsItUses(t *testing.T) {
 	t.Parallel()
-	c := &RecordCache[string, string]{first: -1, last: -1, free: -1}
+	c := &RecordCache[string, string]{}
 	hold := func(n int) {
 		for range n {
-			c.slot()
+			c.held.PushBack(cached[string, string]{})
 		}
 		c.reset()
 	}
 	hold(3 * retainSlots)
-	grown := cap(c.held)
+	grown := c.held.Cap()
 	if grown < 3*retainSlots {
 		t.Fatalf("after an interval of %d slots the cache kept %d", 3*retainSlots, grown)
 	}
 	hold(3 * retainSlots)
-	if cap(c.held) != grown {
-		t.Fatalf("a steady load of %d slots: capacity %d, then %d", 3*retainSlots, grown, cap(c.held))
+	if c.held.Cap() != grown {
+		t.Fatalf("a steady load of %d slots: capacity %d, then %d", 3*retainSlots, grown, c.held.Cap())
 	}
 	hold(10)
-	if cap(c.held) != 0 {
-		t.Fatalf("after an interval of 10 slots the cache still holds %d", cap(c.held))
+	if c.held.Cap() != 0 {
+		t.Fatalf("after an interval of 10 slots the cache still holds %d", c.held.Cap())
 	}
 	hold(10)
-	if cap(c.held) == 0 || cap(c.held) > retainSlots {
-		t.Fatalf("a small load: capacity %d, want at most %d and some", cap(c.held), retainSlots)
+	if c.held.Cap() == 0 || c.held.Cap() > retainSlots {
+		t.Fatalf("a small load: capacity %d, want at most %d and some", c.held.Cap(), retainSlots)
 	}
 }

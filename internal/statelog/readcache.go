@@ -3,6 +3,8 @@ package statelog
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/weirstream/weir/internal/slotlist"
 )
 
 // cacheEntryOverhead is what an entry costs besides its key and value: its
@@ -27,20 +29,17 @@ const cacheEntryOverhead = 96
 // bumps its key's stripe generation under mu; the miss returns the
 // generation, and fill compares.
 //
-// The entries live in slots of one slice, linked by index in the order of
-// use, with the slots of evicted entries on a free list: a store reading
-// many keys once each (a store larger than the cache) evicts and fills at
-// every read, and this costs no allocation but the key's.
+// The entries are a slotlist in order of use, most recent first: a store
+// reading many keys once each (a store larger than the cache) evicts and
+// fills at every read, and this costs no allocation but the key's.
 type readCache struct {
-	mu         sync.Mutex
-	limit      int
-	size       int
-	items      map[string]int32
-	slots      []cacheEntry
-	head, tail int32 // the most and the least recently used; -1: none
-	free       int32 // the first free slot; -1: none
-	seed       maphash.Seed
-	gens       [cacheStripes]uint64
+	mu    sync.Mutex
+	limit int
+	size  int
+	items map[string]int32 // a key's element in order
+	order slotlist.List[cacheEntry]
+	seed  maphash.Seed
+	gens  [cacheStripes]uint64
 }
 
 // cacheStripes is how many write generations a cache keeps (a power of
@@ -49,17 +48,16 @@ type readCache struct {
 const cacheStripes = 256
 
 type cacheEntry struct {
-	key        string
-	local           // val, ts and stamped
-	absent     bool // the key has no value
-	prev, next int32
+	key    string
+	local       // val, ts and stamped
+	absent bool // the key has no value
 }
 
 func newReadCache(limit int) *readCache {
 	if limit <= 0 {
 		return nil
 	}
-	return &readCache{limit: limit, items: map[string]int32{}, head: -1, tail: -1, free: -1, seed: maphash.MakeSeed()}
+	return &readCache{limit: limit, items: map[string]int32{}, seed: maphash.MakeSeed()}
 }
 
 func (c *readCache) stripe(key []byte) *uint64 {
@@ -80,8 +78,8 @@ func (c *readCache) get(key []byte) (val local, absent, ok bool, stamp uint64) {
 	if !ok {
 		return local{}, false, false, *c.stripe(key)
 	}
-	c.toFront(i)
-	e := &c.slots[i]
+	c.order.MoveToFront(i)
+	e := c.order.At(i)
 	return e.local, e.absent, true, 0
 }
 
@@ -120,20 +118,18 @@ func (c *readCache) store(key []byte, val local, absent bool) {
 		return
 	}
 	if i, ok := c.items[string(key)]; ok {
-		e := &c.slots[i]
+		e := c.order.At(i)
 		c.size += len(val.val) - len(e.val)
 		e.local, e.absent = val, absent
-		c.toFront(i)
+		c.order.MoveToFront(i)
 	} else {
-		i := c.slot()
-		e := &c.slots[i]
-		e.key, e.local, e.absent = string(key), val, absent
-		c.items[e.key] = i
-		c.pushFront(i)
+		k := string(key)
+		c.items[k] = c.order.PushFront(cacheEntry{key: k, local: val, absent: absent})
 		c.size += cost
 	}
 	for c.size > c.limit {
-		c.remove(c.tail)
+		i, _ := c.order.Back()
+		c.remove(i)
 	}
 }
 
@@ -164,65 +160,16 @@ func (c *readCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.items)
-	c.slots = nil
-	c.head, c.tail, c.free = -1, -1, -1
+	c.order = slotlist.List[cacheEntry]{}
 	c.size = 0
 	for i := range c.gens {
 		c.gens[i]++
 	}
 }
 
-// slot returns a free slot, growing the slots when none is. c.mu is held.
-func (c *readCache) slot() int32 {
-	if i := c.free; i >= 0 {
-		c.free = c.slots[i].next
-		return i
-	}
-	c.slots = append(c.slots, cacheEntry{})
-	return int32(len(c.slots) - 1)
-}
-
-// remove evicts slot i's entry and frees the slot. c.mu is held.
+// remove evicts element i's entry. c.mu is held.
 func (c *readCache) remove(i int32) {
-	c.unlink(i)
-	e := &c.slots[i]
+	e := c.order.Remove(i)
 	delete(c.items, e.key)
 	c.size -= len(e.key) + len(e.val) + cacheEntryOverhead
-	*e = cacheEntry{next: c.free}
-	c.free = i
-}
-
-// pushFront makes slot i the most recently used. c.mu is held.
-func (c *readCache) pushFront(i int32) {
-	e := &c.slots[i]
-	e.prev, e.next = -1, c.head
-	if c.head >= 0 {
-		c.slots[c.head].prev = i
-	} else {
-		c.tail = i
-	}
-	c.head = i
-}
-
-// unlink takes slot i out of the order of use. c.mu is held.
-func (c *readCache) unlink(i int32) {
-	e := &c.slots[i]
-	if e.prev >= 0 {
-		c.slots[e.prev].next = e.next
-	} else {
-		c.head = e.next
-	}
-	if e.next >= 0 {
-		c.slots[e.next].prev = e.prev
-	} else {
-		c.tail = e.prev
-	}
-}
-
-// toFront moves slot i to the front of the order of use. c.mu is held.
-func (c *readCache) toFront(i int32) {
-	if c.head != i {
-		c.unlink(i)
-		c.pushFront(i)
-	}
 }

@@ -218,15 +218,15 @@ func TestReadCacheEvictsLikeAModel(t *testing.T) {
 		if len(c.items) != len(model) {
 			t.Fatalf("step %d: the cache holds %d keys, the model %d", step, len(c.items), len(model))
 		}
-		i := c.head
+		i, ok := c.order.Front()
 		for _, e := range model {
-			if i < 0 || c.slots[i].key != e.key {
+			if !ok || c.order.At(i).key != e.key {
 				t.Fatalf("step %d: the order of use differs from the model at %s", step, e.key)
 			}
-			i = c.slots[i].next
+			i, ok = c.order.Next(i)
 		}
 	}
-	if len(c.slots) > 60 {
-		t.Errorf("%d slots for at most %d entries: freed slots are not taken again", len(c.slots), limit/cacheEntryOverhead)
+	if c.order.Slots() > 60 {
+		t.Errorf("%d slots for at most %d entries: freed slots are not taken again", c.order.Slots(), limit/cacheEntryOverhead)
 	}
 }
