@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unsafe"
 
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/serde"
@@ -173,19 +174,71 @@ type sourceInstance[K, V any] struct {
 	head          Record[K, V]
 	// tombstones: a null value is a tombstone, not the serde's to decode.
 	tombstones bool
+	// rawKeys, rawValues: the serde is [serde.Bytes], so K (or V) is
+	// []byte and decoding is a copy. Decode makes the copies of both in
+	// one allocation (see ownBytes).
+	rawKeys, rawValues bool
 }
+
+// isBytes reports whether s is [serde.Bytes]. Interfaces holding
+// different dynamic types compare unequal without panicking, so any
+// serde of the application's may be passed.
+func isBytes[T any](s serde.Serde[T]) bool { return any(s) == any(serde.Bytes()) }
+
+// ownBytes returns copies of key and value (nil stays nil) that share one
+// allocation, each capped at its length so that appending to one cannot
+// overwrite the other. The copies are the application's: nothing of the
+// runtime refers to them, and a replay decodes the record afresh.
+func ownBytes(key, value []byte) (k, v []byte) {
+	buf := make([]byte, 0, len(key)+len(value))
+	if key != nil {
+		buf = append(buf, key...)
+		k = buf[:len(key):len(key)]
+	}
+	if value != nil {
+		buf = append(buf, value...)
+		v = buf[len(buf)-len(value) : len(buf) : len(buf)]
+	}
+	return k, v
+}
+
+// asBytes returns b as a T; T must be []byte, which a source checks
+// (rawKeys, rawValues) before it calls it. A conversion through any would
+// allocate per record.
+func asBytes[T any](b []byte) T { return *(*T)(unsafe.Pointer(&b)) }
 
 func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
 func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
-	k, err := serde.Decode(s.keys, raw.Topic, raw.Key)
-	if err != nil {
-		return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
-	}
-	var v V
+	var (
+		k   K
+		v   V
+		err error
+	)
 	tombstone := s.tombstones && raw.Value == nil
-	if !tombstone {
+	if s.rawKeys || s.rawValues {
+		var kb, vb []byte
+		if s.rawKeys {
+			kb = raw.Key
+		}
+		if s.rawValues && !tombstone {
+			vb = raw.Value
+		}
+		kb, vb = ownBytes(kb, vb)
+		if s.rawKeys {
+			k = asBytes[K](kb)
+		}
+		if s.rawValues && !tombstone {
+			v = asBytes[V](vb)
+		}
+	}
+	if !s.rawKeys {
+		if k, err = serde.Decode(s.keys, raw.Topic, raw.Key); err != nil {
+			return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
+		}
+	}
+	if !tombstone && !s.rawValues {
 		if v, err = serde.Decode(s.values, raw.Topic, raw.Value); err != nil {
 			return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
 		}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -446,3 +447,90 @@ func (p *initProc) Process(ctx Context[string, string], rec Record[string, strin
 	return ctx.Forward(rec)
 }
 func (p *initProc) Close() error { return nil }
+
+// nonComparableSerde is a serde whose dynamic type cannot be compared, to
+// show that telling serde.Bytes apart from it does not panic.
+type nonComparableSerde struct{ seen map[string]bool }
+
+func (nonComparableSerde) Serialize(_ string, v []byte) ([]byte, error) { return v, nil }
+func (nonComparableSerde) Deserialize(_ string, data []byte) ([]byte, error) {
+	return append([]byte("x"), data...), nil
+}
+
+func TestByteSourcesHandOutPrivateCopies(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		keys       serde.Serde[[]byte]
+		tombstones bool
+		key, value []byte
+		wantKey    []byte
+		wantValue  []byte
+		tombstone  bool
+	}{
+		{name: "both", keys: serde.Bytes(), key: []byte("key"), value: []byte("value"), wantKey: []byte("key"), wantValue: []byte("value")},
+		{name: "nil key", keys: serde.Bytes(), key: nil, value: []byte("v"), wantKey: nil, wantValue: []byte("v")},
+		{name: "empty key and value", keys: serde.Bytes(), key: []byte{}, value: []byte{}, wantKey: []byte{}, wantValue: []byte{}},
+		{name: "nil value", keys: serde.Bytes(), key: []byte("k"), value: nil, wantKey: []byte("k"), wantValue: nil},
+		{name: "tombstone", keys: serde.Bytes(), tombstones: true, key: []byte("k"), value: nil, wantKey: []byte("k"), wantValue: nil, tombstone: true},
+		{name: "key serde of its own", keys: nonComparableSerde{seen: map[string]bool{}}, key: []byte("k"), value: []byte("v"), wantKey: []byte("xk"), wantValue: []byte("v")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tp := NewTopology()
+			var opts []SourceOption[[]byte, []byte]
+			if c.tombstones {
+				opts = append(opts, WithTombstones[[]byte, []byte]())
+			}
+			src := tp.AddSource("in", "in", c.keys, serde.Bytes(), opts...)
+			var got []Record[[]byte, []byte]
+			p := tp.AddProcessor("keep", Func(func(_ Context[[]byte, []byte], rec Record[[]byte, []byte]) error {
+				got = append(got, rec)
+				return nil
+			}), src)
+			tp.AddSink("out", "out", serde.Bytes(), serde.Bytes(), p)
+			g, err := tp.graph()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := instantiate(t, g, &fakeEnv{})["in"].(graph.SourceInstance)
+			raw := &graph.RawRecord{Key: bytes.Clone(c.key), Value: bytes.Clone(c.value), Topic: "in", Timestamp: time.UnixMilli(1)}
+			for range 2 { // the second time as a replay decodes it
+				if _, err := s.Decode(raw); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Process(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, rec := range got {
+				if !bytes.Equal(rec.Key, c.wantKey) || (rec.Key == nil) != (c.wantKey == nil) ||
+					!bytes.Equal(rec.Value, c.wantValue) || (rec.Value == nil) != (c.wantValue == nil) || rec.Tombstone != c.tombstone {
+					t.Fatalf("record %d = key %q (nil %t), value %q (nil %t), tombstone %t; want %q, %q, %t",
+						i, rec.Key, rec.Key == nil, rec.Value, rec.Value == nil, rec.Tombstone, c.wantKey, c.wantValue, c.tombstone)
+				}
+				// The application owns what it got: growing the key must not
+				// reach the value, nor writing either reach the input or the
+				// other decoding of the record.
+				if rec.Key != nil {
+					_ = append(rec.Key, '!')
+				}
+				if !bytes.Equal(rec.Value, c.wantValue) {
+					t.Fatalf("record %d: appending to the key changed the value to %q", i, rec.Value)
+				}
+				for j := range rec.Key {
+					rec.Key[j] ^= 0xff
+				}
+				for j := range rec.Value {
+					rec.Value[j] ^= 0xff
+				}
+			}
+			if !bytes.Equal(raw.Key, c.key) || !bytes.Equal(raw.Value, c.value) {
+				t.Errorf("the input changed to %q, %q", raw.Key, raw.Value)
+			}
+			if len(c.wantValue) > 0 && !bytes.Equal(got[0].Value, got[1].Value) {
+				t.Errorf("the two decodings share memory: values %q and %q", got[0].Value, got[1].Value)
+			}
+		})
+	}
+}

@@ -266,7 +266,8 @@ func newSource[K, V any](n *graph.Node, keys serde.Serde[K], values serde.Serde[
 		if err != nil {
 			return nil, err
 		}
-		return &sourceInstance[K, V]{ctx: ctx, keys: keys, values: values, extract: cfg.extract, tombstones: cfg.tombstones}, nil
+		return &sourceInstance[K, V]{ctx: ctx, keys: keys, values: values, extract: cfg.extract, tombstones: cfg.tombstones,
+			rawKeys: isBytes(keys), rawValues: isBytes(values)}, nil
 	}
 }
 

@@ -244,7 +244,8 @@ type Header struct {
 type SourceInstance interface {
 	Instance
 	// Decode deserializes raw and extracts its event time, keeping the typed
-	// record until Process. A *DecodeError tells what failed.
+	// record until Process. A *DecodeError tells what failed. raw is the
+	// runtime's: Decode must not keep it (its byte slices it may).
 	Decode(raw *RawRecord) (time.Time, error)
 	// Process forwards the record of the last successful Decode.
 	Process() error

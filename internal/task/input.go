@@ -52,6 +52,11 @@ type Input struct {
 	internal bool
 	hwm      func() int64 // the claim's high watermark
 	start    int64        // the offset the claim started at
+
+	// raw is decodeHead's record for the source to decode, kept here so
+	// that passing it through the interface does not allocate one per
+	// record. It refers to nothing head does not.
+	raw graph.RawRecord
 }
 
 // Next decodes the heads of the task's partitions and returns the one with
@@ -132,17 +137,19 @@ func (t *Task) decodeHead(p *Input) error {
 		if !ok {
 			return nil
 		}
-		raw := graph.RawRecord{
+		raw := &p.raw
+		*raw = graph.RawRecord{
 			Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
 			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 		}
 		if len(m.Headers) > 0 {
+			// A new slice each time: the decoded record shares it.
 			raw.Headers = make([]graph.Header, len(m.Headers))
 			for i, h := range m.Headers {
 				raw.Headers[i] = graph.Header{Key: string(h.Key), Value: h.Value}
 			}
 		}
-		ts, err := p.src.Decode(&raw)
+		ts, err := p.src.Decode(raw)
 		if err == nil {
 			p.head, p.headTime = m, ts
 			return nil
