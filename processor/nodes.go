@@ -211,34 +211,32 @@ func (s *sourceInstance[K, V]) Init() error  { return nil }
 func (s *sourceInstance[K, V]) Close() error { return nil }
 
 func (s *sourceInstance[K, V]) Decode(raw *graph.RawRecord) (time.Time, error) {
+	tombstone := s.tombstones && raw.Value == nil
+	// The byte slices a Bytes serde would copy, copied together (nil and
+	// nil cost nothing).
+	var kb, vb []byte
+	if s.rawKeys {
+		kb = raw.Key
+	}
+	if s.rawValues && !tombstone {
+		vb = raw.Value
+	}
+	kb, vb = ownBytes(kb, vb)
 	var (
 		k   K
 		v   V
 		err error
 	)
-	tombstone := s.tombstones && raw.Value == nil
-	if s.rawKeys || s.rawValues {
-		var kb, vb []byte
-		if s.rawKeys {
-			kb = raw.Key
-		}
-		if s.rawValues && !tombstone {
-			vb = raw.Value
-		}
-		kb, vb = ownBytes(kb, vb)
-		if s.rawKeys {
-			k = asBytes[K](kb)
-		}
-		if s.rawValues && !tombstone {
-			v = asBytes[V](vb)
-		}
+	if s.rawKeys {
+		k = asBytes[K](kb)
+	} else if k, err = serde.Decode(s.keys, raw.Topic, raw.Key); err != nil {
+		return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
 	}
-	if !s.rawKeys {
-		if k, err = serde.Decode(s.keys, raw.Topic, raw.Key); err != nil {
-			return time.Time{}, &graph.DecodeError{Stage: "key", Err: err}
-		}
-	}
-	if !tombstone && !s.rawValues {
+	switch {
+	case tombstone:
+	case s.rawValues:
+		v = asBytes[V](vb)
+	default:
 		if v, err = serde.Decode(s.values, raw.Topic, raw.Value); err != nil {
 			return time.Time{}, &graph.DecodeError{Stage: "value", Err: err}
 		}
