@@ -18,10 +18,10 @@ package statelog
 // # What the load holds
 //
 // The StreamWriter blocks every write to the database while it writes
-// (Badger refuses them; the DB's drop lock makes weir's writers wait), and
-// Badger replaces its transaction oracle when it finishes, which no read
-// may see: the load waits for a moment without reads, and reads wait for
-// the few milliseconds of the swap. The load writes its tables one level
+// (Badger refuses them; the DB's drop lock makes weir's writers wait).
+// Reads go on: in managed mode (see versionFloor) the StreamWriter leaves
+// Badger's timestamps alone, and its records are at the version every
+// read reads at. The load writes its tables one level
 // above the highest level that holds tables, which needs empty memtables
 // and an empty level 0. When they hold data (another task committed since
 // the database opened), the load flushes the memtables and compacts the
@@ -462,7 +462,7 @@ func (d *DB) makeRoom(load int) error {
 	// A key written and dropped at once: DropPrefix flushes every memtable
 	// that holds data before it drops.
 	key := []byte{kindFlush}
-	if err := d.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
+	if err := d.update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
 		return fmt.Errorf("flushing the memtables: %w", err)
 	}
 	if err := d.bdb.DropPrefix(key); err != nil {
@@ -503,10 +503,7 @@ func (b *Bulk) stream(m *merge, ckpt []Entry) error {
 		sw.Cancel()
 		return b.undo(marker, err)
 	}
-	b.db.readers.pause()
-	err := sw.Flush()
-	b.db.readers.resume()
-	if err != nil {
+	if err := sw.Flush(); err != nil {
 		return b.undo(marker, err)
 	}
 	b.db.cache.clear()
@@ -551,7 +548,7 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 		return err
 	}
 	add := func(key, value []byte, meta byte) error {
-		putKV(buf, streamKV{key: key, value: value, meta: meta, stream: stream})
+		putKV(buf, streamKV{key: key, value: value, meta: meta, version: b.db.ts, stream: stream})
 		inTable += len(key) + 16
 		if len(value) < threshold {
 			inTable += len(value)
@@ -602,10 +599,11 @@ func (b *Bulk) feed(sw *badger.StreamWriter, m *merge, ckpt []Entry) error {
 }
 
 // streamKV is one record of a StreamWriter's input: a key and its value
-// at version 1 in stream, or the end of stream (done).
+// at a version in stream, or the end of stream (done).
 type streamKV struct {
 	key, value []byte
-	meta       byte // Badger's user meta; 0: none
+	meta       byte   // Badger's user meta; 0: none
+	version    uint64 // the DB's (DB.ts); 0 for done
 	stream     uint32
 	done       bool
 }
@@ -626,10 +624,7 @@ func putKV(buf *z.Buffer, kv streamKV) {
 		tagStream   = 10<<3 | 0
 		tagDone     = 11<<3 | 0
 	)
-	var version uint64
-	if !kv.done {
-		version = 1
-	}
+	version := kv.version
 	bytesField := func(b []byte) int {
 		if len(b) == 0 {
 			return 0
@@ -743,7 +738,7 @@ func (b *Bulk) writeBatch(m *merge, ckpt []Entry) (last bool, err error) {
 	const batch = 10_000
 	b.db.drop.RLock()
 	defer b.db.drop.RUnlock()
-	wb := b.db.bdb.NewWriteBatch()
+	wb := b.db.newWriteBatch()
 	defer wb.Cancel() // a no-op after Flush
 	fail := func(err error) (bool, error) {
 		return false, fmt.Errorf("changelog: bulk restore of %s/%d: %w", b.s.store, b.s.partition, err)

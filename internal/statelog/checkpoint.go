@@ -43,7 +43,7 @@ func (s *Space) SetCheckpoint(offset int64) error {
 func (s *Space) SetCheckpointAt(offset int64, at time.Time) error {
 	s.db.drop.RLock()
 	defer s.db.drop.RUnlock()
-	err := s.db.bdb.Update(func(txn *badger.Txn) error {
+	err := s.db.update(func(txn *badger.Txn) error {
 		if err := txn.Set(s.ckpt, binary.BigEndian.AppendUint64(nil, uint64(offset))); err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Space) Log() (string, error) {
 func (s *Space) SetLog(log string) error {
 	s.db.drop.RLock()
 	defer s.db.drop.RUnlock()
-	err := s.db.bdb.Update(func(txn *badger.Txn) error {
+	err := s.db.update(func(txn *badger.Txn) error {
 		if log == "" {
 			return txn.Delete(s.ckptLog)
 		}

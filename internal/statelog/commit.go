@@ -40,7 +40,7 @@ type pendingCheckpoint struct {
 // cancelled.
 func (d *DB) NewCommit() *Commit {
 	d.drop.RLock()
-	return &Commit{db: d, wb: d.bdb.NewWriteBatch()}
+	return &Commit{db: d, wb: d.newWriteBatch()}
 }
 
 // Stage adds the committed changes of one store partition.

@@ -35,6 +35,9 @@ const (
 type DB struct {
 	bdb   *badger.DB
 	cache *readCache // nil: no cache
+	// ts is the one Badger version every write of this opening is at and
+	// every read reads at (see versionFloor).
+	ts uint64
 	// drop is held exclusively by Drop and shared by every write: Badger
 	// refuses writes (ErrBlockedWrites) while it drops a prefix, and two
 	// drops cannot run at once.
@@ -47,9 +50,6 @@ type DB struct {
 	// bulkDir holds bulk restores' runs and markers (bulk.go); "" for an
 	// in-memory database.
 	bulkDir string
-	// readers is what a bulk load waits on before Badger swaps its
-	// transaction oracle: every read transaction passes it.
-	readers readGate
 	logger  *slog.Logger
 }
 
@@ -96,7 +96,7 @@ func Open(dir string, o changelog.Options) (*DB, error) {
 	if !o.InMemory {
 		last = newestModTime(dir)
 	}
-	bdb, err := badger.Open(opts)
+	bdb, err := badger.OpenManaged(opts)
 	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
 		return nil, fmt.Errorf("changelog: opening state in %s: %w", dir, changelog.ErrEncryptionKey)
 	}
@@ -111,8 +111,12 @@ func Open(dir string, o changelog.Options) (*DB, error) {
 	if o.InMemory {
 		maxValue = min(maxValue, opts.ValueThreshold)
 	}
-	d := &DB{bdb: bdb, cache: newReadCache(cacheBytes), lastWritten: last, maxValue: maxValue, logger: o.Logger}
-	d.readers.cond.L = &d.readers.mu
+	ts := max(bdb.MaxVersion(), versionFloor)
+	// Versions below ts are never read again: compactions may drop every
+	// version of a key but its newest, and deleted keys, as Badger does
+	// outside managed mode below its oldest read.
+	bdb.SetDiscardTs(ts)
+	d := &DB{bdb: bdb, ts: ts, cache: newReadCache(cacheBytes), lastWritten: last, maxValue: maxValue, logger: o.Logger}
 	if !o.InMemory {
 		d.bulkDir = dir + "-bulk"
 		if err := d.recoverBulk(); err != nil {
@@ -126,61 +130,46 @@ func Open(dir string, o changelog.Options) (*DB, error) {
 // InMemory reports whether the database keeps nothing on disk.
 func (d *DB) InMemory() bool { return d.bulkDir == "" }
 
-// view runs fn in a read transaction (see readGate).
+// versionFloor is the least Badger version a DB writes at.
+//
+// Badger runs in managed mode: weir keeps one version of a key, reads only
+// the newest and needs none of Badger's timestamps, so one opening writes
+// everything at one version, DB.ts, and reads at the same. A read then
+// stops at the first memtable or level that holds the key (Badger stops
+// where it finds the version it reads at), where with a new timestamp per
+// commit it searched every memtable and level for newer versions, and no
+// read or commit passes Badger's timestamp watermarks. Badger resolves
+// two writes of a key at one version as it resolves any: the newer
+// memtable or table wins, in reads and in compactions.
+//
+// ts is the highest version in the database when it opens, and at least
+// the floor: above anything state written by weir versions that used
+// Badger's own timestamps (1, 2, …, one a commit) holds, so a key's new
+// value is newer than its old one; and never below a version already
+// written, so that state written after a downgrade to such a version,
+// which counts on from the highest, is not shadowed when weir opens it
+// again.
+const versionFloor = 1 << 32
+
+// view runs fn in a read transaction.
 func (d *DB) view(fn func(txn *badger.Txn) error) error {
-	d.readers.enter()
-	defer d.readers.leave()
-	return d.bdb.View(fn)
+	txn := d.bdb.NewTransactionAt(d.ts, false)
+	defer txn.Discard()
+	return fn(txn)
 }
 
-// readGate counts the database's read transactions, so that a bulk load
-// can wait for a moment without any before Badger replaces the
-// transaction oracle (StreamWriter.Flush), which a transaction begun
-// before and ended after would corrupt. A read that begins during the swap
-// waits for it. Writes need no gate: the drop lock keeps them out.
-type readGate struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	active int
-	paused bool
-}
-
-func (g *readGate) enter() {
-	g.mu.Lock()
-	for g.paused {
-		g.cond.Wait()
+// update runs fn in a write transaction and commits it.
+func (d *DB) update(fn func(txn *badger.Txn) error) error {
+	txn := d.bdb.NewTransactionAt(d.ts, true)
+	defer txn.Discard()
+	if err := fn(txn); err != nil {
+		return err
 	}
-	g.active++
-	g.mu.Unlock()
+	return txn.CommitAt(d.ts, nil)
 }
 
-func (g *readGate) leave() {
-	g.mu.Lock()
-	g.active--
-	if g.active == 0 {
-		g.cond.Broadcast()
-	}
-	g.mu.Unlock()
-}
-
-// pause waits until no read is under way and holds new ones back. A read
-// in progress may begin others (a scan's loop body reads): pause only
-// closes the gate once none is left, so those never wait on it.
-func (g *readGate) pause() {
-	g.mu.Lock()
-	for g.active > 0 {
-		g.cond.Wait()
-	}
-	g.paused = true
-	g.mu.Unlock()
-}
-
-func (g *readGate) resume() {
-	g.mu.Lock()
-	g.paused = false
-	g.cond.Broadcast()
-	g.mu.Unlock()
-}
+// newWriteBatch returns a write batch at the database's version.
+func (d *DB) newWriteBatch() *badger.WriteBatch { return d.bdb.NewWriteBatchAt(d.ts) }
 
 // newestModTime returns the latest modification time of dir and the files
 // in it (Badger's directory is flat), or zero when there is none. Errors
@@ -400,7 +389,7 @@ type Entry struct {
 func (s *Space) Apply(entries []Entry) error {
 	s.db.drop.RLock()
 	defer s.db.drop.RUnlock()
-	wb := s.db.bdb.NewWriteBatch()
+	wb := s.db.newWriteBatch()
 	defer wb.Cancel()
 	for _, e := range entries {
 		var err error
@@ -434,9 +423,7 @@ func (s *Space) Backward(lo, hi []byte) iter.Seq2[[]byte, []byte] { return s.sca
 func (s *Space) scan(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 	lo, hi = cloneBound(lo), cloneBound(hi) // not retained from the caller
 	return func(yield func([]byte, []byte) bool) {
-		s.db.readers.enter()
-		defer s.db.readers.leave()
-		txn := s.db.bdb.NewTransaction(false)
+		txn := s.db.bdb.NewTransactionAt(s.db.ts, false)
 		defer txn.Discard()
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, Reverse: reverse, PrefetchValues: false})
 		defer it.Close()

@@ -210,14 +210,14 @@ func TestCheckpointOldFormatIsRead(t *testing.T) {
 	defer db.Close()
 	put := func(key, v []byte) {
 		t.Helper()
-		if err := db.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, v) }); err != nil {
+		if err := db.update(func(txn *badger.Txn) error { return txn.Set(key, v) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	raw := func(key []byte) []byte {
 		t.Helper()
 		var v []byte
-		err := db.bdb.View(func(txn *badger.Txn) error {
+		err := db.view(func(txn *badger.Txn) error {
 			item, err := txn.Get(key)
 			if err != nil {
 				return err
@@ -303,7 +303,7 @@ func TestDropRemovesCheckpointTime(t *testing.T) {
 	if err := s.Drop(); err != nil {
 		t.Fatal(err)
 	}
-	err = db.bdb.View(func(txn *badger.Txn) error {
+	err = db.view(func(txn *badger.Txn) error {
 		_, err := txn.Get(s.ckptTime)
 		return err
 	})

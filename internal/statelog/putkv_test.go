@@ -19,9 +19,11 @@ func TestPutKVMatchesKVToBuffer(t *testing.T) {
 		b := bytes.Repeat([]byte{'x'}, n)
 		for _, meta := range []byte{0, 1, 0x80} {
 			for _, stream := range []uint32{1, 127, 128, 1 << 20} {
-				cases = append(cases, streamKV{key: []byte("k"), value: b, meta: meta, stream: stream})
-				if n > 0 {
-					cases = append(cases, streamKV{key: b, meta: meta, stream: stream})
+				for _, version := range []uint64{1, versionFloor, 1<<63 + 5} {
+					cases = append(cases, streamKV{key: []byte("k"), value: b, meta: meta, version: version, stream: stream})
+					if n > 0 {
+						cases = append(cases, streamKV{key: b, meta: meta, version: version, stream: stream})
+					}
 				}
 			}
 		}
@@ -29,10 +31,7 @@ func TestPutKVMatchesKVToBuffer(t *testing.T) {
 	cases = append(cases, streamKV{stream: 1, done: true}, streamKV{stream: 300, done: true})
 	for _, kv := range cases {
 		want, got := z.NewBuffer(1<<10, "test"), z.NewBuffer(1<<10, "test")
-		ref := &pb.KV{Key: kv.key, Value: kv.value, StreamId: kv.stream, StreamDone: kv.done}
-		if !kv.done {
-			ref.Version = 1
-		}
+		ref := &pb.KV{Key: kv.key, Value: kv.value, Version: kv.version, StreamId: kv.stream, StreamDone: kv.done}
 		if kv.meta != 0 {
 			ref.UserMeta = []byte{kv.meta}
 		}
