@@ -10,7 +10,7 @@ import (
 type StoresConfig struct {
 	// Badger bounds the instance's Badger database and the read cache in
 	// front of it; see changelog.Options for the defaults (about 100 MiB
-	// of Badger memory and a 32 MiB read cache).
+	// of Badger memory and a 128 MiB read cache).
 	Badger changelog.Options
 	// EncryptionKey, when set, encrypts the local state at rest (AES, in
 	// Badger's tables, value log and memtable logs); it must be 16, 24 or
