@@ -94,16 +94,17 @@ func report(o *options, results []result, abouts []string, started time.Time) st
 	}
 	if rows := restoreCurve(runs); len(rows) > 0 {
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians; from the restarted process's start, whose fixed cost weighs on small stores, until every partition's new record is counted) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster); the peak RSS during the restore, and the RSS of the same peer started again on the restored state once it has counted one more record per partition (idle):")
+		fmt.Fprintln(&b, "Restore over the store's size: the restore's time (medians; from the restarted process's start, whose fixed cost weighs on small stores, until every partition's new record is counted) per million records, and over the same peer's at the smallest store (flat: the restore's cost grows with the store and no faster); the peak RSS during the restore, and the RSS of the same peer started again on the restored state once it has counted one more record per partition (idle); and the marginal time per million records, from the peer's next smaller store to this one, which the fixed cost leaves out, with its ratio to the first such figure (flat: each million more records costs what the first million more did):")
 		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| peer | guarantee | cache | keys | restore s | s per M records | / smallest | peak RSS MiB | idle RSS MiB | peak over idle MiB |")
-		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		fmt.Fprintln(&b, "| peer | guarantee | cache | keys | restore s | s per M records | / smallest | peak RSS MiB | idle RSS MiB | peak over idle MiB | marginal s per M | marginal / first |")
+		fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 		for _, r := range rows {
 			idle, over := "-", "-"
 			if r.idleRSS > 0 {
 				idle, over = fmt.Sprintf("%.0f", r.idleRSS/(1<<20)), fmt.Sprintf("%.0f", (r.peakRSS-r.idleRSS)/(1<<20))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %.2f | %.2f | %.0f | %s | %s |\n", r.peer, r.guarantee, cacheLabel(r.cache), shortCount(r.keys), r.seconds, r.perUnit*1e6, r.relative, r.peakRSS/(1<<20), idle, over)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %.2f | %.2f | %.0f | %s | %s | %s | %s |\n", r.peer, r.guarantee, cacheLabel(r.cache), shortCount(r.keys), r.seconds, r.perUnit*1e6, r.relative, r.peakRSS/(1<<20), idle, over,
+				figure(r.marginal*1e6, "%.2f"), figure(r.marginalRelative, "%.2f"))
 		}
 	}
 	return b.String()
@@ -269,6 +270,10 @@ type restoreRow struct {
 	// peakRSS and idleRSS are the median peak during the restore and the
 	// median RSS idle on the restored state, bytes (idle 0: unknown).
 	peakRSS, idleRSS float64
+	// marginal is the seconds per record from the peer's next smaller
+	// store to this one, and marginalRelative it over the marginal at the
+	// peer's second smallest store; both -1 where there is none.
+	marginal, marginalRelative float64
 }
 
 // restoreCurve returns every restore's time per record, per peer,
@@ -294,11 +299,38 @@ func restoreCurve(runs []summary) []restoreRow {
 				}
 			}
 			per, lowPer := s.seconds/float64(s.inputs), low.seconds/float64(low.inputs)
-			r := restoreRow{point: s.point, peer: peer, seconds: s.seconds, perUnit: per, peakRSS: s.peakRSS, idleRSS: s.idleRSS}
+			r := restoreRow{point: s.point, peer: peer, seconds: s.seconds, perUnit: per, peakRSS: s.peakRSS, idleRSS: s.idleRSS, marginal: -1, marginalRelative: -1}
 			if lowPer > 0 {
 				r.relative = per / lowPer
 			}
 			rows = append(rows, r)
+		}
+	}
+	// The marginal figures, along each peer's stores at one guarantee and
+	// cache in the order of their size (a restore's inputs are its keys).
+	same := func(a, b restoreRow) bool {
+		return a.peer == b.peer && a.guarantee == b.guarantee && a.cache == b.cache
+	}
+	for i, r := range rows {
+		var prev *restoreRow
+		for j, o := range rows {
+			if same(o, r) && o.keys < r.keys && (prev == nil || o.keys > prev.keys) {
+				prev = &rows[j]
+			}
+		}
+		if prev != nil {
+			rows[i].marginal = (r.seconds - prev.seconds) / float64(r.keys-prev.keys)
+		}
+	}
+	for i, r := range rows {
+		first := r // the marginal at the second smallest store
+		for _, o := range rows {
+			if same(o, r) && o.marginal >= 0 && o.keys < first.keys {
+				first = o
+			}
+		}
+		if r.marginal >= 0 && first.marginal > 0 {
+			rows[i].marginalRelative = r.marginal / first.marginal
 		}
 	}
 	return rows
