@@ -56,44 +56,14 @@ func Produce(changes []Entry, idx Index, topic string, partition int32, meta any
 // Key and Value hold *sarama.ByteEncoder, which encodes as
 // sarama.ByteEncoder does.
 func NewMessage(key, value []byte) *sarama.ProducerMessage {
-	o := &message{}
-	o.init(key, value)
-	return &o.m
-}
-
-// MaxInlineHeaders is the most headers NewMessageHeaders keeps in the
-// message's own allocation.
-const MaxInlineHeaders = 3
-
-// NewMessageHeaders is NewMessage for a message that will carry up to n
-// headers: its Headers is empty, with room for n, in the message's own
-// allocation when n is at most MaxInlineHeaders.
-func NewMessageHeaders(key, value []byte, n int) *sarama.ProducerMessage {
-	if n > MaxInlineHeaders {
-		m := NewMessage(key, value)
-		m.Headers = make([]sarama.RecordHeader, 0, n)
-		return m
-	}
-	o := &headedMessage{}
-	o.init(key, value)
-	o.m.Headers = o.headers[:0:n]
-	return &o.m
-}
-
-func (o *message) init(key, value []byte) {
-	o.key, o.value = key, value
+	o := &message{key: key, value: value}
 	if key != nil {
 		o.m.Key = &o.key
 	}
 	if value != nil {
 		o.m.Value = &o.value
 	}
-}
-
-// headedMessage is a message with room for its headers.
-type headedMessage struct {
-	message
-	headers [MaxInlineHeaders]sarama.RecordHeader
+	return &o.m
 }
 
 // message is a producer message with its key's and value's encoders.

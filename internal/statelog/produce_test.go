@@ -103,32 +103,3 @@ func TestNewMessageEncodesLikeByteEncoder(t *testing.T) {
 		t.Errorf("NewMessage(nil, nil) holds key %v and value %v, want none", m.Key, m.Value)
 	}
 }
-
-// NewMessageHeaders gives a message like NewMessage's, with empty
-// headers and room for as many as asked, inline or not; headers appended
-// beyond the room do not overwrite the message.
-func TestNewMessageHeaders(t *testing.T) {
-	t.Parallel()
-	for _, n := range []int{0, 1, MaxInlineHeaders, MaxInlineHeaders + 1} {
-		m := NewMessageHeaders([]byte("k"), []byte("v"), n)
-		if len(m.Headers) != 0 || cap(m.Headers) != n {
-			t.Errorf("n=%d: headers of length %d and room %d; want 0 and %d", n, len(m.Headers), cap(m.Headers), n)
-		}
-		for i := range n + 2 {
-			m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte{byte('a' + i)}, Value: []byte("x")})
-		}
-		key, _ := m.Key.Encode()
-		value, _ := m.Value.Encode()
-		if string(key) != "k" || string(value) != "v" {
-			t.Errorf("n=%d: after appending headers, key %q and value %q; want k and v", n, key, value)
-		}
-		for i, h := range m.Headers {
-			if string(h.Key) != string(rune('a'+i)) {
-				t.Errorf("n=%d: header %d is %q", n, i, h.Key)
-			}
-		}
-	}
-	if m := NewMessageHeaders(nil, nil, 1); m.Key != nil || m.Value != nil {
-		t.Errorf("NewMessageHeaders(nil, nil, 1) holds key %v and value %v, want none", m.Key, m.Value)
-	}
-}

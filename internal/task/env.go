@@ -174,17 +174,12 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	if internal && t.dropNullKey(key, "repartition_topic", topic) {
 		return nil
 	}
-	var m *sarama.ProducerMessage
-	if len(headers) == 0 && !t.replaying {
-		m = statelog.NewMessage(key, value)
-	} else {
-		m = statelog.NewMessageHeaders(key, value, len(headers)+2)
-		m.Headers = t.appendHeaders(m.Headers, headers)
-	}
+	m := statelog.NewMessage(key, value)
 	m.Topic, m.Timestamp, m.Metadata = topic, ts, t.origin(part >= 0)
 	if part >= 0 {
 		m.Partition = part
 	}
+	m.Headers = t.outputHeaders(headers)
 	if !ts.IsZero() {
 		t.latency.Observe(time.Since(ts).Seconds())
 	}
@@ -196,13 +191,16 @@ func (t *Task) Send(topic string, internal bool, key, value []byte, ts time.Time
 	return nil
 }
 
-// appendHeaders appends to out the headers of a record the task writes:
-// those given, without any graph.EpochHeader or graph.ReplayHeader they
-// carried (another application's, or the input's), then the task's own:
-// the reset epoch on a table update (a record with graph.VersionHeader)
-// when above 0, and graph.ReplayHeader while the input record is a
-// replay. That is at most len(headers)+2.
-func (t *Task) appendHeaders(out []sarama.RecordHeader, headers []graph.Header) []sarama.RecordHeader {
+// outputHeaders returns the headers of a record the task writes: those
+// given, without any graph.EpochHeader or graph.ReplayHeader they carried
+// (another application's, or the input's), then the task's own: the reset
+// epoch on a table update (a record with graph.VersionHeader) when above
+// 0, and graph.ReplayHeader while the input record is a replay.
+func (t *Task) outputHeaders(headers []graph.Header) []sarama.RecordHeader {
+	if len(headers) == 0 && !t.replaying {
+		return nil
+	}
+	out := make([]sarama.RecordHeader, 0, len(headers)+2)
 	update := false
 	for _, h := range headers {
 		switch h.Key {
