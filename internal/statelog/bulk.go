@@ -459,14 +459,8 @@ func (d *DB) makeRoom(load int) error {
 	if tables > int64(flattenFactor)*int64(load) {
 		return errNotReady
 	}
-	// A key written and dropped at once: DropPrefix flushes every memtable
-	// that holds data before it drops.
-	key := []byte{kindFlush}
-	if err := d.update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
-		return fmt.Errorf("flushing the memtables: %w", err)
-	}
-	if err := d.bdb.DropPrefix(key); err != nil {
-		return fmt.Errorf("flushing the memtables: %w", err)
+	if err := d.flushMemtables(); err != nil {
+		return err
 	}
 	if levels = d.bdb.Levels(); len(levels) > 0 && levels[0].NumTables > 0 {
 		start := time.Now()
@@ -476,6 +470,20 @@ func (d *DB) makeRoom(load int) error {
 		if d.logger != nil {
 			d.logger.Debug("bulk restore compacted the tables into one level", "tables_bytes", tables, "load_bytes", load, "took", time.Since(start))
 		}
+	}
+	return nil
+}
+
+// flushMemtables writes Badger's memtables to level 0 tables: a key
+// written and dropped at once, since DropPrefix flushes every memtable
+// that holds data before it drops.
+func (d *DB) flushMemtables() error {
+	key := []byte{kindFlush}
+	if err := d.update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
+		return fmt.Errorf("flushing the memtables: %w", err)
+	}
+	if err := d.bdb.DropPrefix(key); err != nil {
+		return fmt.Errorf("flushing the memtables: %w", err)
 	}
 	return nil
 }

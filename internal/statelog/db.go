@@ -151,9 +151,13 @@ func (d *DB) InMemory() bool { return d.bulkDir == "" }
 // again.
 const versionFloor = 1 << 32
 
+// readTxn begins a read transaction at the database's version; the
+// caller discards it.
+func (d *DB) readTxn() *badger.Txn { return d.bdb.NewTransactionAt(d.ts, false) }
+
 // view runs fn in a read transaction.
 func (d *DB) view(fn func(txn *badger.Txn) error) error {
-	txn := d.bdb.NewTransactionAt(d.ts, false)
+	txn := d.readTxn()
 	defer txn.Discard()
 	return fn(txn)
 }
@@ -423,7 +427,7 @@ func (s *Space) Backward(lo, hi []byte) iter.Seq2[[]byte, []byte] { return s.sca
 func (s *Space) scan(lo, hi []byte, reverse bool) iter.Seq2[[]byte, []byte] {
 	lo, hi = cloneBound(lo), cloneBound(hi) // not retained from the caller
 	return func(yield func([]byte, []byte) bool) {
-		txn := s.db.bdb.NewTransactionAt(s.db.ts, false)
+		txn := s.db.readTxn()
 		defer txn.Discard()
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: s.prefix, Reverse: reverse, PrefetchValues: false})
 		defer it.Close()

@@ -105,13 +105,7 @@ func TestCompactionKeepsOneVersionAKey(t *testing.T) {
 	s := db.Space("s", 0)
 	flush := func() {
 		t.Helper()
-		// As makeRoom does: DropPrefix flushes the memtables that hold
-		// the prefix.
-		key := []byte{kindFlush}
-		if err := db.update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.bdb.DropPrefix(key); err != nil {
+		if err := db.flushMemtables(); err != nil {
 			t.Fatal(err)
 		}
 	}
