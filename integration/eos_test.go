@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -722,6 +723,10 @@ func (cp *chunkProducer) send(msgs []*sarama.ProducerMessage) error {
 	for len(msgs) > 0 {
 		n := min(eosPace, len(msgs))
 		if err := cp.p.SendMessages(msgs[:n]); err != nil {
+			// sarama's ProducerErrors says only how many failed: name why.
+			if errs, ok := errors.AsType[sarama.ProducerErrors](err); ok && len(errs) > 0 {
+				return fmt.Errorf("%w (the first to %s/%d: %w)", err, errs[0].Msg.Topic, errs[0].Msg.Partition, errs[0].Err)
+			}
 			return err
 		}
 		msgs = msgs[n:]
