@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -216,8 +217,10 @@ func TestClosedProducerReturnsErrClosed(t *testing.T) {
 	}
 }
 
-// flushForTest waits for the acknowledgements without consuming the error.
+// flushForTest hands over the records held back and waits for their
+// acknowledgements without consuming the error.
 func (p *Producer) flushForTest() {
+	p.Flush()
 	p.mu.Lock()
 	idle := p.idle
 	p.mu.Unlock()
@@ -422,4 +425,69 @@ func TestCommitCountsEveryDeliveryOfABurst(t *testing.T) {
 	if got := p.LastCommitted(); !maps.Equal(got, want) {
 		t.Fatalf("LastCommitted = %v, want %v", got, want)
 	}
+}
+
+// With a burst set, Send holds records back and hands them to sarama a
+// burst at a time, in the order sent; Flush and Wait hand over what it
+// holds, so that nothing waits for a burst to fill.
+func TestSendHandsRecordsOverInBursts(t *testing.T) {
+	t.Parallel()
+	const sendBurst = 8
+	f := txntest.New(false)
+	p := Wrap(f)
+	defer p.Close()
+	p.SetBurst(sendBurst)
+	var want []*sarama.ProducerMessage
+	send := func(n int) {
+		for range n {
+			m := &sarama.ProducerMessage{Topic: "out", Metadata: len(want)}
+			want = append(want, m)
+			if err := p.Send(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sentInOrder := func(n int) {
+		t.Helper()
+		p.mu.Lock()
+		idle := p.idle
+		p.mu.Unlock()
+		select { // every record sent is acknowledged once handed over
+		case <-idle:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("records still held back or unacknowledged; sarama has %d, want %d", len(f.Sent()), n)
+		}
+		got := f.Sent()
+		if len(got) != n {
+			t.Fatalf("sarama has %d records, want %d", len(got), n)
+		}
+		for i, m := range got {
+			if m != want[i] {
+				t.Fatalf("record %d handed over is record %v", i, m.Metadata)
+			}
+		}
+	}
+	send(sendBurst - 1)
+	if got := f.Sent(); len(got) != 0 {
+		t.Fatalf("sarama has %d records before the burst filled", len(got))
+	}
+	send(1)
+	sentInOrder(sendBurst)
+	send(3)
+	p.Flush()
+	sentInOrder(sendBurst + 3)
+	send(5)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("Wait = %v: the records held back were not handed over", err)
+	}
+	sentInOrder(sendBurst + 8)
+	// Without a burst, the default, each record is handed over at once.
+	send(2)
+	p.SetBurst(0)
+	send(1)
+	sentInOrder(sendBurst + 11)
+	send(1)
+	sentInOrder(sendBurst + 12)
 }

@@ -88,6 +88,7 @@ func skippedCount(th *Thread) float64 {
 // waitFailed waits until the fake producer's failure reached the thread.
 func waitFailed(t *testing.T, th *Thread) {
 	t.Helper()
+	th.producer.Flush() // as the loop does after each round
 	deadline := time.Now().Add(10 * time.Second)
 	for th.failed() == nil {
 		if time.Now().After(deadline) {

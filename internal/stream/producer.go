@@ -96,6 +96,15 @@ func (th *Thread) stoppedMidRepair(what string, err error) error {
 	return nil
 }
 
+// sendBurst is how many records the thread's producer holds back before
+// it hands them to sarama in a row (txn.Producer.SetBurst); the loop
+// flushes what a round left held. Measured on word count under exactly
+// once with the record cache off (single interleaved runs): about 5% more
+// lines per second at 3–5% less CPU per line than records handed over one
+// by one. The channel into sarama holds 256 records, so a burst never
+// waits for room in it while sarama keeps up.
+const sendBurst = 64
+
 // rebuildProducer replaces the producer: a fenced producer is dead, and
 // one whose last commit has an unknown outcome must not be reused. The new
 // producer is created before the old one is closed, so that a failed
@@ -129,6 +138,7 @@ func (th *Thread) initProducer() (*txn.Producer, error) {
 	for attempt := 1; ; attempt++ {
 		p, err := th.newProducer()
 		if err == nil {
+			p.SetBurst(sendBurst)
 			return p, nil
 		}
 		if !initRetriable(err) || th.ctx.Err() != nil {

@@ -529,6 +529,10 @@ func (th *Thread) loop() error {
 		if err != nil {
 			return th.shutdown(err)
 		}
+		// The producer holds records back to hand them to sarama in
+		// bursts: what a round left held goes now, so that no output
+		// waits for the next round's records or the commit.
+		th.producer.Flush()
 		if progressed {
 			continue
 		}
