@@ -157,14 +157,16 @@ const ackBatch = 256
 func (p *Producer) acked(m *sarama.ProducerMessage, succ <-chan *sarama.ProducerMessage) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ackedLocked(m)
+	var run ackRun
+	defer p.foldLocked(&run)
+	p.ackedLocked(&run, m)
 	for range ackBatch - 1 {
 		select {
 		case m, ok := <-succ:
 			if !ok {
 				return false
 			}
-			p.ackedLocked(m)
+			p.ackedLocked(&run, m)
 		default:
 			return true
 		}
@@ -172,18 +174,44 @@ func (p *Producer) acked(m *sarama.ProducerMessage, succ <-chan *sarama.Producer
 	return true
 }
 
-// ackedLocked counts m delivered. Called with mu held.
-func (p *Producer) ackedLocked(m *sarama.ProducerMessage) {
+// ackRun is the highest offset of a run of deliveries to one partition:
+// sarama returns a batch's records one after the other, and only the run's
+// end goes into written, which spares a map lookup (and the hash of the
+// topic's name) per record.
+type ackRun struct {
+	tp  Partition
+	off int64
+	n   int // deliveries in the run
+}
+
+// ackedLocked counts m delivered, in run. Called with mu held.
+func (p *Producer) ackedLocked(run *ackRun, m *sarama.ProducerMessage) {
 	if p.transactional && m != nil {
-		tp := Partition{m.Topic, m.Partition}
-		if off, ok := p.written[tp]; !ok || m.Offset > off {
-			if p.written == nil {
-				p.written = map[Partition]int64{}
-			}
-			p.written[tp] = m.Offset
+		if run.n > 0 && (m.Partition != run.tp.Partition || m.Topic != run.tp.Topic) {
+			p.foldLocked(run)
 		}
+		if run.n == 0 || m.Offset > run.off {
+			run.tp, run.off = Partition{m.Topic, m.Partition}, m.Offset
+		}
+		run.n++
 	}
 	p.settledLocked()
+}
+
+// foldLocked puts run's offset into written and empties run. Called with
+// mu held, before it is released: Commit reads written under mu once the
+// last record is counted.
+func (p *Producer) foldLocked(run *ackRun) {
+	if run.n == 0 {
+		return
+	}
+	if off, ok := p.written[run.tp]; !ok || run.off > off {
+		if p.written == nil {
+			p.written = map[Partition]int64{}
+		}
+		p.written[run.tp] = run.off
+	}
+	*run = ackRun{}
 }
 
 // ack counts a failed delivery: the transaction's first failure, or a

@@ -491,3 +491,31 @@ func TestSendHandsRecordsOverInBursts(t *testing.T) {
 	send(1)
 	sentInOrder(sendBurst + 12)
 }
+
+// Deliveries counted together (waiting behind one another) keep, for each
+// partition, the highest offset, whatever their order: runs of one
+// partition, a partition coming back after another, offsets out of order.
+func TestLastCommittedOverDeliveriesCountedTogether(t *testing.T) {
+	t.Parallel()
+	f := txntest.New(true)
+	f.Gate = make(chan struct{})
+	p := Wrap(f)
+	defer p.Close()
+	for _, r := range []struct {
+		topic     string
+		partition int32
+		offset    int64
+	}{{"out", 0, 9}, {"out", 0, 7}, {"out", 1, 3}, {"out", 0, 11}, {"out", 0, 10}, {"log", 1, 4}, {"log", 0, 2}, {"out", 1, 1}} {
+		if err := p.Send(&sarama.ProducerMessage{Topic: r.topic, Partition: r.partition, Offset: r.offset}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(f.Gate)
+	if err := p.Commit(context.Background(), offsets, &Group{GroupID: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[Partition]int64{{"out", 0}: 11, {"out", 1}: 3, {"log", 1}: 4, {"log", 0}: 2}
+	if got := p.LastCommitted(); !maps.Equal(got, want) {
+		t.Fatalf("LastCommitted = %v, want %v", got, want)
+	}
+}
