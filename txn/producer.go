@@ -242,10 +242,11 @@ func (p *Producer) settledLocked() {
 
 // Send hands m to the producer, beginning a transaction first when none is
 // open. It returns once sarama has taken m, or once the producer holds
-// it back for a burst (SetBurst). Delivery is asynchronous, and its failure shows in Err and in the next Send or
-// Commit. Send blocks while sarama's input buffer is full; it takes no context, because the
-// record being processed is finished even when the application stops,
-// and sarama fails what it cannot deliver.
+// it back for a burst (SetBurst). Delivery is asynchronous, and its
+// failure shows in Err and in the next Send or Commit. Send blocks while
+// sarama's input buffer is full; it takes no context, because the record
+// being processed is finished even when the application stops, and
+// sarama fails what it cannot deliver.
 //
 // Send never ends a transaction. Once a record of the transaction has
 // failed, every later Send returns that failure (wrapping [ErrFailed]) and
