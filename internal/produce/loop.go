@@ -143,17 +143,7 @@ func (p *Producer) fail(q *queue, b *batch, err error) {
 
 // failAll makes the producer unusable: everything queued fails with err.
 func (p *Producer) failAll(err error) {
-	err = p.setFatal(err)
-	for _, q := range p.queues {
-		keep := 0
-		if q.inflight {
-			keep = 1
-		}
-		for _, b := range q.q[keep:] {
-			p.result(b, -1, err)
-		}
-		q.q = q.q[:keep]
-	}
+	p.dropQueued(p.setFatal(err))
 }
 
 // produced handles a produce request's answer, batch by batch.

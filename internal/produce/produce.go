@@ -240,6 +240,8 @@ func New(ctx context.Context, client sarama.Client, opts Options) (*Producer, er
 	return p, nil
 }
 
+// produceVersion is the Produce request's version for a client of
+// version v (sarama's choice).
 func produceVersion(v sarama.KafkaVersion) int16 {
 	switch {
 	case v.IsAtLeast(sarama.V3_7_0_0):
