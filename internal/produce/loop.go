@@ -203,6 +203,7 @@ func (p *Producer) produced(e event) {
 
 func (p *Producer) backoff(q *queue, d time.Duration) {
 	q.notAfter = time.Now().Add(d)
+	p.wakeAt(q.notAfter)
 }
 
 // wakeAt makes the loop run again at t, unless a wake no later than t is
@@ -251,7 +252,7 @@ func (p *Producer) addedParts(e event) {
 		case fatalKError(err):
 			p.failAll(fmt.Errorf("adding %s/%d to the transaction: %w", q.tp.Topic, q.tp.Partition, err))
 		case (e.err != nil || retriable(err) || errors.Is(err, sarama.ErrOperationNotAttempted) || errors.Is(err, sarama.ErrIncompleteResponse)) &&
-			q.addAttempts < p.conf.Producer.Transaction.Retry.Max:
+			q.addAttempts < p.conf.Producer.Transaction.Retry.Max && !p.deleted(q.tp.Topic, err):
 			q.addAttempts++
 			retry = true
 			if coordinatorMoved(err) || e.err != nil {
@@ -270,6 +271,17 @@ func (p *Producer) addedParts(e event) {
 	} else {
 		p.addWait = addBackoff
 	}
+}
+
+// deleted reports an unknown topic that the client's metadata, refreshed
+// by addPartitions, no longer has either: it was deleted, and waiting
+// for it would only delay the transaction's failure.
+func (p *Producer) deleted(topic string, err error) bool {
+	if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return false
+	}
+	_, perr := p.client.Partitions(topic)
+	return errors.Is(perr, sarama.ErrUnknownTopicOrPartition)
 }
 
 // pump adds new partitions to the transaction, and sends each broker with
@@ -370,6 +382,23 @@ func (p *Producer) addPartitions(qs []*queue, pid int64, epoch int16, refresh bo
 		resp, err = coord.AddPartitionsToTxn(req)
 		if err != nil {
 			_ = coord.Close()
+		}
+	}
+	if resp != nil {
+		// A topic the coordinator does not know may have been deleted:
+		// the client's metadata learns it, so that the next Send to it
+		// fails at once and the client stops offering its partitions.
+		var unknown []string
+		for topic, pes := range resp.Errors {
+			for _, pe := range pes {
+				if pe.Err == sarama.ErrUnknownTopicOrPartition {
+					unknown = append(unknown, topic)
+					break
+				}
+			}
+		}
+		if len(unknown) > 0 {
+			_ = p.client.RefreshMetadata(unknown...)
 		}
 	}
 	p.post(event{kind: evAdded, parts: qs, added: resp, err: err})

@@ -1,4 +1,4 @@
-package produce
+package produce_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/weirstream/weir/internal/produce"
 	"github.com/weirstream/weir/weirtest/kafka"
 )
 
@@ -18,10 +19,10 @@ func TestMain(m *testing.M) { kafka.Main(m) }
 // results gathers a producer's Results.
 type results struct {
 	mu  sync.Mutex
-	all []Result
+	all []produce.Result
 }
 
-func (r *results) add(res Result) {
+func (r *results) add(res produce.Result) {
 	r.mu.Lock()
 	r.all = append(r.all, res)
 	r.mu.Unlock()
@@ -42,7 +43,7 @@ func (r *results) failed() (n int, first error) {
 	return n, first
 }
 
-func newProducer(t *testing.T, c *kafka.Env, id string, configure ...func(*sarama.Config)) (*Producer, *results) {
+func newProducer(t *testing.T, c *kafka.Env, id string, configure ...func(*sarama.Config)) (*produce.Producer, *results) {
 	t.Helper()
 	cfg := c.SaramaConfig()
 	cfg.Producer.Transaction.ID = id
@@ -59,7 +60,7 @@ func newProducer(t *testing.T, c *kafka.Env, id string, configure ...func(*saram
 	}
 	t.Cleanup(func() { client.Close() })
 	res := &results{}
-	p, err := New(t.Context(), client, Options{OnResult: res.add})
+	p, err := produce.New(t.Context(), client, produce.Options{OnResult: res.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func newProducer(t *testing.T, c *kafka.Env, id string, configure ...func(*saram
 	return p, res
 }
 
-func send(t *testing.T, p *Producer, topic string, values ...string) {
+func send(t *testing.T, p *produce.Producer, topic string, values ...string) {
 	t.Helper()
 	for _, v := range values {
 		if err := p.Send(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(v), Value: sarama.StringEncoder(v)}); err != nil {
@@ -180,8 +181,8 @@ func TestRefusedBatchAbortsAndTheNextTransactionCommits(t *testing.T) {
 	res.mu.Lock()
 	dropped := res.all[len(res.all)-1].Err
 	res.mu.Unlock()
-	if !errors.Is(dropped, ErrDropped) {
-		t.Errorf("the record behind the refused batch failed with %v, want ErrDropped", dropped)
+	if !errors.Is(dropped, produce.ErrDropped) {
+		t.Errorf("the record behind the refused batch failed with %v, want produce.ErrDropped", dropped)
 	}
 	if err := p.Abort(ctx); err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestRefusedBatchAbortsAndTheNextTransactionCommits(t *testing.T) {
 
 // TestANewerProducerFencesTheOlder: a second producer with the same
 // transactional id fences the first, whose next commit fails with
-// ErrFatal and commits nothing.
+// produce.ErrFatal and commits nothing.
 func TestANewerProducerFencesTheOlder(t *testing.T) {
 	t.Parallel()
 	c := kafka.Cluster(t)
@@ -214,8 +215,8 @@ func TestANewerProducerFencesTheOlder(t *testing.T) {
 	newer, _ := newProducer(t, c, id)
 	send(t, old, topic, "zombie")
 	err := old.Commit(ctx, nil, nil)
-	if !errors.Is(err, ErrFatal) {
-		t.Fatalf("the fenced producer's commit returned %v, want ErrFatal", err)
+	if !errors.Is(err, produce.ErrFatal) {
+		t.Fatalf("the fenced producer's commit returned %v, want produce.ErrFatal", err)
 	}
 	send(t, newer, topic, "after")
 	if err := newer.Commit(ctx, nil, nil); err != nil {
