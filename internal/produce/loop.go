@@ -118,10 +118,7 @@ func (p *Producer) result(b *batch, offset int64, err error) {
 		q.q[0] = nil
 		q.q = q.q[1:]
 	}
-	p.budgetMu.Lock()
-	p.buffered -= b.bytes
-	p.budgetMu.Unlock()
-	p.budgetCond.Broadcast()
+	p.release(b.bytes)
 	p.onResult(Result{Partition: b.tp, Msgs: b.msgs, Offset: offset, Err: err})
 }
 

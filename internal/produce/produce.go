@@ -441,10 +441,9 @@ func (p *Producer) waitBudget() {
 	p.budgetMu.Unlock()
 }
 
+// release gives n bytes of a batch that has its result back to the
+// budget, and wakes the senders waiting for it.
 func (p *Producer) release(n int) {
-	if n == 0 {
-		return
-	}
 	p.budgetMu.Lock()
 	p.buffered -= n
 	p.budgetMu.Unlock()
@@ -455,10 +454,7 @@ func (p *Producer) post(e event) {
 	p.inMu.Lock()
 	p.inbox = append(p.inbox, e)
 	p.inMu.Unlock()
-	select {
-	case p.notify <- struct{}{}:
-	default:
-	}
+	p.wake()
 }
 
 // postWait posts e and waits until the loop has handled it.
