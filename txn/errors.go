@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/produce"
 )
 
 // Errors a Producer returns, wrapping their cause. Test them with
@@ -75,9 +77,10 @@ func deliveryError(e *sarama.ProducerError) error {
 	return fmt.Errorf("producing to %s: %w", e.Msg.Topic, e.Err)
 }
 
-// classify marks errors that fence the producer.
+// classify marks errors that fence the producer: sarama's, and those
+// after which weir's producer is unusable.
 func classify(err error) error {
-	if errors.Is(err, sarama.ErrProducerFenced) {
+	if errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, produce.ErrFatal) {
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return err

@@ -9,12 +9,23 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/weirstream/weir/internal/produce"
 )
 
-// Producer wraps a sarama AsyncProducer: it counts the records in flight so
-// that a commit can wait for all of them, keeps the first delivery error
-// of the transaction where Commit reads it, and under exactly once begins a
+// Producer sends records and commits them, with input offsets, in Kafka
+// transactions (exactly once), or commits intervals of acknowledged
+// records (at least once). It counts the records in flight so that a
+// commit can wait for all of them, keeps the first delivery error of the
+// transaction where Commit reads it, and under exactly once begins a
 // transaction before the first record of each commit interval.
+//
+// Under exactly once ([New] with a transactional id) the records go
+// through weir's own producer, which batches them on the sending
+// goroutine and writes the batches straight onto the client's broker
+// connections, with sarama's protocol requests for the transaction. At
+// least once, and around a producer given to [Wrap], they go through a
+// sarama AsyncProducer.
 //
 // A Producer is not safe for concurrent use: its methods must not run at
 // the same time (call them from one goroutine, or serialise them with a
@@ -22,8 +33,9 @@ import (
 // session). Err is the exception: it may be called from any goroutine. The
 // Producer's own goroutine collects sarama's acknowledgements until Close.
 type Producer struct {
-	ap            sarama.AsyncProducer
-	client        sarama.Client // the client New made ap on; nil after Wrap
+	ap            sarama.AsyncProducer // nil when eng sends
+	eng           *produce.Producer    // weir's transactional producer, or nil
+	client        sarama.Client        // the client New was given; nil after Wrap
 	transactional bool
 	inTxn         bool
 	began         time.Time // when the open transaction began
@@ -76,6 +88,9 @@ const maxRefused = 100
 func New(client sarama.Client) (*Producer, error) {
 	if err := checkConfig(client.Config()); err != nil {
 		return nil, err
+	}
+	if client.Config().Producer.Transaction.ID != "" {
+		return newTransactional(client)
 	}
 	ap, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
@@ -195,7 +210,7 @@ func (p *Producer) ackedLocked(run *ackRun, m *sarama.ProducerMessage) {
 		}
 		run.n++
 	}
-	p.settledLocked()
+	p.settledLocked(1)
 }
 
 // foldLocked puts run's offset into written and empties run. Called with
@@ -228,13 +243,13 @@ func (p *Producer) ack(err error) {
 	case p.err == nil:
 		p.err = err
 	}
-	p.settledLocked()
+	p.settledLocked(1)
 	p.mu.Unlock()
 }
 
-// settledLocked counts one record in flight less. Called with mu held.
-func (p *Producer) settledLocked() {
-	p.inflight--
+// settledLocked counts n records in flight less. Called with mu held.
+func (p *Producer) settledLocked(n int) {
+	p.inflight -= n
 	if p.inflight == 0 {
 		close(p.idle)
 	}
@@ -258,6 +273,9 @@ func (p *Producer) settledLocked() {
 func (p *Producer) Send(m *sarama.ProducerMessage) error {
 	if p.closed {
 		return ErrClosed
+	}
+	if p.eng != nil {
+		return p.sendEngine(m)
 	}
 	if p.transactional && !p.inTxn {
 		if err := p.Err(); err != nil {
@@ -299,15 +317,19 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 // a burst do not wait for the next; Wait, Commit, Abort and Close flush
 // first. Records held back count as sent (Pending, Wait). Call SetBurst
 // from the goroutine that sends; a smaller n takes effect at the next
-// Send, which hands over what is held with it.
+// Send, which hands over what is held with it. Under exactly once it does
+// nothing: weir's producer batches every record as Send takes it.
 func (p *Producer) SetBurst(n int) { p.burst = n }
 
 // Flush hands sarama every record Send holds back (see SetBurst), without
 // waiting for their acknowledgements (Wait does). Call it from the
 // goroutine that sends; it blocks, as Send does, while sarama's input
-// buffer is full.
+// buffer is full. Under exactly once it does nothing: a batch left open
+// is sent after the client's Producer.Flush.Frequency (at least 1 ms),
+// or at once by Wait and Commit, which lets a batch gather the records
+// of several rounds of sending.
 func (p *Producer) Flush() {
-	if p.closed {
+	if p.closed || p.eng != nil {
 		return
 	}
 	in := p.ap.Input()
@@ -328,7 +350,11 @@ func (p *Producer) Wait(ctx context.Context) error {
 	if p.closed {
 		return ErrClosed
 	}
-	p.Flush()
+	if p.eng != nil {
+		p.eng.Flush()
+	} else {
+		p.Flush()
+	}
 	p.mu.Lock()
 	idle := p.idle
 	p.mu.Unlock()
@@ -456,6 +482,9 @@ func (p *Producer) CommitWithMetadata(ctx context.Context, offsets map[string]ma
 	}
 	if !p.transactional {
 		return p.settle(ctx)
+	}
+	if p.eng != nil {
+		return p.commitEngine(ctx, offsets, metadata, group)
 	}
 	p.Flush()
 	if len(offsets) > 0 && group == nil {
@@ -588,6 +617,9 @@ func (p *Producer) Abort(ctx context.Context) error {
 		p.mu.Unlock()
 		return nil
 	}
+	if p.eng != nil {
+		return p.abortEngine(ctx)
+	}
 	if !p.inTxn {
 		return nil
 	}
@@ -623,6 +655,11 @@ func (p *Producer) OpenFor() time.Duration {
 // it shut down.
 func (p *Producer) Close() error {
 	if p.closed {
+		return nil
+	}
+	if p.eng != nil {
+		p.closed = true
+		p.eng.Close()
 		return nil
 	}
 	p.Flush()
