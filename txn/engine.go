@@ -81,16 +81,9 @@ func (p *Producer) delivered(r produce.Result) {
 // sarama's producer reports it, and Send returns nil for it; another
 // error fails the transaction and is returned.
 func (p *Producer) sendEngine(m *sarama.ProducerMessage) error {
-	p.mu.Lock()
-	if err := p.errLocked(); err != nil {
-		p.mu.Unlock()
+	if err := p.enter(); err != nil {
 		return err
 	}
-	if p.inflight == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.inflight++
-	p.mu.Unlock()
 	if !p.inTxn {
 		p.inTxn, p.began = true, time.Now()
 	}

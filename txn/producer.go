@@ -288,22 +288,29 @@ func (p *Producer) Send(m *sarama.ProducerMessage) error {
 		}
 		p.inTxn, p.began = true, time.Now()
 	}
-	// One lock a record: the failure check and the count in flight.
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.pending = true
+	p.held = append(p.held, m)
+	if len(p.held) >= p.burst {
+		p.Flush()
+	}
+	return nil
+}
+
+// enter counts a record in flight, or returns the failure of the
+// transaction (wrapping ErrFailed), under one lock a record.
+func (p *Producer) enter() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err := p.errLocked(); err != nil {
-		p.mu.Unlock()
 		return err
 	}
 	if p.inflight == 0 {
 		p.idle = make(chan struct{})
 	}
 	p.inflight++
-	p.mu.Unlock()
-	p.pending = true
-	p.held = append(p.held, m)
-	if len(p.held) >= p.burst {
-		p.Flush()
-	}
 	return nil
 }
 
