@@ -529,9 +529,11 @@ func (th *Thread) loop() error {
 		if err != nil {
 			return th.shutdown(err)
 		}
-		// The producer holds records back to hand them to sarama in
-		// bursts: what a round left held goes now, so that no output
-		// waits for the next round's records or the commit.
+		// At least once the producer holds records back to hand them
+		// to sarama in bursts: what a round left held goes now, so that
+		// no output waits for the next round's records or the commit.
+		// Under exactly once Flush does nothing: a batch left open
+		// leaves after the client's flush frequency (5 ms).
 		th.producer.Flush()
 		if progressed {
 			continue
