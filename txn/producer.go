@@ -31,7 +31,8 @@ import (
 // the same time (call them from one goroutine, or serialise them with a
 // mutex, as the package example does for the claims of a consumer group
 // session). Err is the exception: it may be called from any goroutine. The
-// Producer's own goroutine collects sarama's acknowledgements until Close.
+// Producer's own goroutine (weir's producer's, under exactly once)
+// collects the acknowledgements until Close.
 type Producer struct {
 	ap            sarama.AsyncProducer // nil when eng sends
 	eng           *produce.Producer    // weir's transactional producer, or nil
@@ -460,8 +461,10 @@ func (p *Producer) settle(ctx context.Context) error {
 // one) for every input partition processed since the last commit; group is
 // the consumer group member that consumed them ([SessionGroup]). With
 // neither records nor offsets there is nothing to commit and Commit
-// returns nil. sarama's CommitTxn takes no context: Commit blocks until the
-// broker answers or sarama's retries (Producer.Transaction.Retry) run out.
+// returns nil. Commit does not give up when ctx ends (a commit cut short
+// would leave its outcome unknown): it blocks until the broker answers or
+// the client's retries (Producer.Retry for the records,
+// Producer.Transaction.Retry for the coordinator) run out.
 // A failure wraps [ErrAborted], [ErrFenced] or [ErrAmbiguous] and its cause
 // (see the package documentation for what to do): a transaction in which a
 // record failed is never committed but aborted, and reported as ErrAborted
