@@ -54,21 +54,12 @@ func (p *Producer) delivered(r produce.Result) {
 			for i, m := range r.Msgs {
 				m.Offset = r.Offset + int64(i)
 			}
-			last, tp := r.Offset+int64(len(r.Msgs))-1, Partition(r.Partition)
-			if off, ok := p.written[tp]; !ok || last > off {
-				if p.written == nil {
-					p.written = map[Partition]int64{}
-				}
-				p.written[tp] = last
-			}
+			p.foldLocked(&ackRun{tp: Partition(r.Partition), off: r.Offset + int64(len(r.Msgs)) - 1, n: len(r.Msgs)})
 		}
 	case errors.Is(r.Err, produce.ErrDropped) && (p.err != nil || len(p.refused) > 0):
 	case refused(r.Err) && !errors.Is(r.Err, produce.ErrDropped):
 		for _, m := range r.Msgs {
-			if len(p.refused) < maxRefused {
-				p.refused = append(p.refused, &RefusedError{Msg: m, Err: r.Err})
-			}
-			p.nrefused++
+			p.refuseLocked(&RefusedError{Msg: m, Err: r.Err})
 		}
 	case p.err == nil:
 		p.err = classify(r.Err)
@@ -96,10 +87,7 @@ func (p *Producer) sendEngine(m *sarama.ProducerMessage) error {
 	defer p.mu.Unlock()
 	p.settledLocked(1)
 	if refused(err) {
-		if len(p.refused) < maxRefused {
-			p.refused = append(p.refused, &RefusedError{Msg: m, Err: err})
-		}
-		p.nrefused++
+		p.refuseLocked(&RefusedError{Msg: m, Err: err})
 		return nil
 	}
 	if p.err == nil {

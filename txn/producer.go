@@ -237,15 +237,21 @@ func (p *Producer) ack(err error) {
 	var re *RefusedError
 	switch {
 	case errors.As(err, &re):
-		if len(p.refused) < maxRefused {
-			p.refused = append(p.refused, re)
-		}
-		p.nrefused++
+		p.refuseLocked(re)
 	case p.err == nil:
 		p.err = err
 	}
 	p.settledLocked(1)
 	p.mu.Unlock()
+}
+
+// refuseLocked keeps a refused record for TakeRefused (the first
+// maxRefused of them) and counts it. Called with mu held.
+func (p *Producer) refuseLocked(re *RefusedError) {
+	if len(p.refused) < maxRefused {
+		p.refused = append(p.refused, re)
+	}
+	p.nrefused++
 }
 
 // settledLocked counts n records in flight less. Called with mu held.
